@@ -1,0 +1,109 @@
+// Hardware profiles: what each tier holds and how fast each resource runs.
+// Built-in profiles are data; a JSON file with the same fields is accepted too
+// (validated field by field). Sizes in bytes, bandwidths in bytes per second,
+// compute in flops per second.
+
+import { existsSync, readFileSync } from 'node:fs';
+import { diag } from '../../src/diagnostics.js';
+
+export interface DeviceProfile {
+  readonly capacityBytes: number;
+  readonly memBandwidthBytesPerSec: number;
+  readonly peakFlops: { readonly f32: number; readonly f16: number; readonly bf16: number };
+}
+
+export interface HardwareProfile {
+  readonly name: string;
+  readonly description: string;
+  /** true when the GPU tier is host memory standing in for a GPU (this machine). */
+  readonly emulatedGpu: boolean;
+  readonly gpu: DeviceProfile;
+  readonly cpu: DeviceProfile;
+  readonly nvme: { readonly capacityBytes: number; readonly readBytesPerSec: number; readonly writeBytesPerSec: number };
+  readonly h2dBytesPerSec: number;
+  readonly d2hBytesPerSec: number;
+}
+
+const GB = 1e9, TB = 1e12, GiB = 2 ** 30;
+
+// CPU side of a server node: a share of the host, fp32 SIMD peak, DRAM bandwidth.
+const dgx2Share = { capacityBytes: 1.5 * TB, memBandwidthBytesPerSec: 60 * GB, peakFlops: { f32: 1.0e12, f16: 0.5e12, bf16: 0.5e12 } };
+const modernHost = { capacityBytes: 2 * TB, memBandwidthBytesPerSec: 150 * GB, peakFlops: { f32: 3.0e12, f16: 1.5e12, bf16: 3.0e12 } };
+
+export const BUILTIN_PROFILES: Readonly<Record<string, HardwareProfile>> = {
+  'v100-32g': {
+    name: 'v100-32g', description: 'one V100 32 GB of a DGX-2 (PCIe 3 x16, 1.5 TB host share, as in the ZeRO-Offload paper)', emulatedGpu: false,
+    gpu: { capacityBytes: 32 * GB, memBandwidthBytesPerSec: 900 * GB, peakFlops: { f32: 15.7e12, f16: 125e12, bf16: 15.7e12 } },
+    cpu: dgx2Share,
+    nvme: { capacityBytes: 30 * TB / 16, readBytesPerSec: 3 * GB, writeBytesPerSec: 2 * GB },
+    h2dBytesPerSec: 12 * GB, d2hBytesPerSec: 12 * GB,
+  },
+  'a100-80g': {
+    name: 'a100-80g', description: 'one A100 80 GB SXM (PCIe 4 x16 to the host)', emulatedGpu: false,
+    gpu: { capacityBytes: 80 * GB, memBandwidthBytesPerSec: 2039 * GB, peakFlops: { f32: 19.5e12, f16: 312e12, bf16: 312e12 } },
+    cpu: modernHost,
+    nvme: { capacityBytes: 15 * TB, readBytesPerSec: 6.8 * GB, writeBytesPerSec: 4 * GB },
+    h2dBytesPerSec: 24 * GB, d2hBytesPerSec: 24 * GB,
+  },
+  'h100-80g': {
+    name: 'h100-80g', description: 'one H100 80 GB SXM (PCIe 5 x16 to the host)', emulatedGpu: false,
+    gpu: { capacityBytes: 80 * GB, memBandwidthBytesPerSec: 3350 * GB, peakFlops: { f32: 67e12, f16: 989e12, bf16: 989e12 } },
+    cpu: modernHost,
+    nvme: { capacityBytes: 30 * TB, readBytesPerSec: 12 * GB, writeBytesPerSec: 8 * GB },
+    h2dBytesPerSec: 50 * GB, d2hBytesPerSec: 50 * GB,
+  },
+  'h200-141g': {
+    name: 'h200-141g', description: 'one H200 141 GB SXM (PCIe 5 x16 to the host)', emulatedGpu: false,
+    gpu: { capacityBytes: 141 * GB, memBandwidthBytesPerSec: 4800 * GB, peakFlops: { f32: 67e12, f16: 989e12, bf16: 989e12 } },
+    cpu: modernHost,
+    nvme: { capacityBytes: 30 * TB, readBytesPerSec: 12 * GB, writeBytesPerSec: 8 * GB },
+    h2dBytesPerSec: 50 * GB, d2hBytesPerSec: 50 * GB,
+  },
+  local: {
+    name: 'local', description: 'this machine: the GPU tier emulated in host memory (capacity from --gpu-mem), kernels on the CPU', emulatedGpu: true,
+    // The emulated GPU stands in for a real one: it is planned as a compute-rich,
+    // memory-poor tier (10x the CPU), so plans made here have the shape they would
+    // have on a GPU box. Predicted times are for that stand-in, not for this CPU.
+    gpu: { capacityBytes: 1 * GiB, memBandwidthBytesPerSec: 80 * GB, peakFlops: { f32: 80e9, f16: 80e9, bf16: 80e9 } },
+    cpu: { capacityBytes: 16 * GiB, memBandwidthBytesPerSec: 8 * GB, peakFlops: { f32: 8e9, f16: 8e9, bf16: 8e9 } },
+    nvme: { capacityBytes: 64 * GiB, readBytesPerSec: 1.5 * GB, writeBytesPerSec: 2 * GB },
+    h2dBytesPerSec: 6 * GB, d2hBytesPerSec: 6 * GB,
+  },
+};
+
+export interface ProfileOverrides { gpuMemBytes?: number; cpuMemBytes?: number; nvmeBytes?: number }
+
+function checkProfile(file: string, p: unknown): HardwareProfile {
+  const bad = (field: string, want: string, got: unknown) => diag.badHardware(file, `field '${field}': expected ${want}, got ${JSON.stringify(got)}`);
+  const o = p as Record<string, unknown>;
+  if (typeof o !== 'object' || o === null) throw diag.badHardware(file, 'expected a JSON object');
+  const num = (path: string) => {
+    let v: unknown = o;
+    for (const k of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[k];
+    if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v)) throw bad(path, 'a positive number', v);
+  };
+  for (const dev of ['gpu', 'cpu']) {
+    num(`${dev}.capacityBytes`); num(`${dev}.memBandwidthBytesPerSec`);
+    for (const d of ['f32', 'f16', 'bf16']) num(`${dev}.peakFlops.${d}`);
+  }
+  num('nvme.capacityBytes'); num('nvme.readBytesPerSec'); num('nvme.writeBytesPerSec'); num('h2dBytesPerSec'); num('d2hBytesPerSec');
+  if (typeof o.name !== 'string') throw bad('name', 'a string', o.name);
+  return { description: '', emulatedGpu: false, ...(o as object) } as HardwareProfile;
+}
+
+/** A built-in profile by name, or a JSON file, with capacity overrides applied. */
+export function loadProfile(nameOrFile: string, over: ProfileOverrides = {}): HardwareProfile {
+  let base = BUILTIN_PROFILES[nameOrFile];
+  if (!base) {
+    if (!nameOrFile.endsWith('.json') || !existsSync(nameOrFile)) throw diag.unknownHardware(nameOrFile, Object.keys(BUILTIN_PROFILES));
+    let json: unknown;
+    try { json = JSON.parse(readFileSync(nameOrFile, 'utf8')); } catch (e) { throw diag.badHardware(nameOrFile, `not valid JSON (${(e as Error).message})`); }
+    base = checkProfile(nameOrFile, json);
+  }
+  return {
+    ...base,
+    gpu: { ...base.gpu, capacityBytes: over.gpuMemBytes ?? base.gpu.capacityBytes },
+    cpu: { ...base.cpu, capacityBytes: over.cpuMemBytes ?? base.cpu.capacityBytes },
+    nvme: { ...base.nvme, capacityBytes: over.nvmeBytes ?? base.nvme.capacityBytes },
+  };
+}

@@ -1,0 +1,197 @@
+// The op catalog: for every op kind, its number in the plan/native contract
+// (native/kernels/dispatch.h), its output shapes and dtypes from its inputs,
+// and its cost (flops and bytes touched) for the roofline model.
+//
+// This is data, read by the builder (to create ops), the verifier (to re-check
+// shapes after every pass) and the plan writer (to encode attributes).
+
+import type { DType, OpAttrs, OpKind } from './types.js';
+import { numel, shapeStr } from './types.js';
+
+export const OP_CODES: Readonly<Record<OpKind, number>> = {
+  matmul: 0, add: 1, mul: 2, gelu: 3, layerNorm: 4, softmax: 5, causalAttention: 6,
+  embedding: 7, crossEntropy: 8, reshape: 9, transpose: 10, matmulGradA: 11, matmulGradB: 12,
+  sumToShape: 13, geluBackward: 14, layerNormBackward: 15, softmaxBackward: 16,
+  causalAttentionBackward: 17, embeddingBackward: 18, crossEntropyBackward: 19, fill: 20, adam: 21,
+};
+
+export const OP_KINDS = Object.keys(OP_CODES) as OpKind[];
+
+export interface Operand { readonly shape: readonly number[]; readonly dtype: DType }
+export interface OutputSpec { readonly shape: readonly number[]; readonly dtype: DType }
+
+/** Thrown by shape rules; the caller adds the source location. */
+export class ShapeError extends Error {}
+
+function fail(kind: OpKind, msg: string): never {
+  throw new ShapeError(`${kind}: ${msg}`);
+}
+
+function last(s: readonly number[]): number { return s[s.length - 1]; }
+
+function isSuffix(a: readonly number[], b: readonly number[]): boolean {
+  if (b.length > a.length) return false;
+  for (let i = 1; i <= b.length; i++) if (a[a.length - i] !== b[b.length - i]) return false;
+  return true;
+}
+
+function expectFloat(kind: OpKind, name: string, o: Operand): void {
+  if (o.dtype === 'i32' || o.dtype === 'i64') fail(kind, `${name} must be a float tensor, got ${o.dtype}`);
+}
+
+function expectInt(kind: OpKind, name: string, o: Operand): void {
+  if (o.dtype !== 'i32') fail(kind, `${name} must be an i32 tensor, got ${o.dtype}`);
+}
+
+function expectCount(kind: OpKind, ins: readonly Operand[], n: number): void {
+  if (ins.length !== n) fail(kind, `expects ${n} inputs, got ${ins.length}`);
+}
+
+/** Output shapes and dtypes of an op, or ShapeError. `adam` is special (in place) and not inferred here. */
+export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAttrs): OutputSpec[] {
+  switch (kind) {
+    case 'matmul': {
+      expectCount(kind, ins, 2);
+      const [a, b] = ins;
+      expectFloat(kind, 'a', a); expectFloat(kind, 'b', b);
+      if (a.shape.length < 1 || b.shape.length !== 2) fail(kind, `needs a[...,K] and a 2-D b, got a${shapeStr(a.shape)} b${shapeStr(b.shape)}`);
+      const k = last(a.shape);
+      const [bk, bm] = attrs.transB ? [b.shape[1], b.shape[0]] : [b.shape[0], b.shape[1]];
+      if (bk !== k) fail(kind, `a${shapeStr(a.shape)} and b${shapeStr(b.shape)}${attrs.transB ? ' (transposed)' : ''} disagree on the inner dimension (${k} vs ${bk})`);
+      return [{ shape: [...a.shape.slice(0, -1), bm], dtype: a.dtype }];
+    }
+    case 'add': case 'mul': {
+      expectCount(kind, ins, 2);
+      const [a, b] = ins;
+      expectFloat(kind, 'a', a); expectFloat(kind, 'b', b);
+      if (!isSuffix(a.shape, b.shape)) fail(kind, `b${shapeStr(b.shape)} does not broadcast to a${shapeStr(a.shape)} (b must be a trailing part of a's shape)`);
+      return [{ shape: a.shape, dtype: a.dtype }];
+    }
+    case 'gelu': case 'softmax': {
+      expectCount(kind, ins, 1);
+      expectFloat(kind, 'x', ins[0]);
+      return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
+    }
+    case 'layerNorm': {
+      expectCount(kind, ins, 3);
+      const [x, w, b] = ins;
+      const c = last(x.shape);
+      if (w.shape.length !== 1 || w.shape[0] !== c || b.shape.length !== 1 || b.shape[0] !== c)
+        fail(kind, `weight${shapeStr(w.shape)} and bias${shapeStr(b.shape)} must both be [${c}] for x${shapeStr(x.shape)}`);
+      const lead = x.shape.slice(0, -1);
+      return [{ shape: x.shape, dtype: x.dtype }, { shape: lead, dtype: 'f32' }, { shape: lead, dtype: 'f32' }];
+    }
+    case 'causalAttention': {
+      expectCount(kind, ins, 1);
+      const [qkv] = ins;
+      const heads = attrs.heads ?? 0;
+      if (qkv.shape.length !== 3 || last(qkv.shape) % 3 !== 0) fail(kind, `qkv must be [B,T,3C], got ${shapeStr(qkv.shape)}`);
+      const [B, T, C3] = qkv.shape;
+      const C = C3 / 3;
+      if (!(heads > 0) || C % heads !== 0) fail(kind, `${heads} heads do not divide ${C} channels`);
+      return [{ shape: [B, T, C], dtype: qkv.dtype }, { shape: [B, heads, T, T], dtype: qkv.dtype }];
+    }
+    case 'embedding': {
+      expectCount(kind, ins, 2);
+      const [ids, table] = ins;
+      expectInt(kind, 'ids', ids);
+      if (table.shape.length !== 2) fail(kind, `table must be [V,C], got ${shapeStr(table.shape)}`);
+      return [{ shape: [...ids.shape, table.shape[1]], dtype: table.dtype }];
+    }
+    case 'crossEntropy': {
+      expectCount(kind, ins, 2);
+      const [logits, targets] = ins;
+      expectInt(kind, 'targets', targets);
+      if (logits.shape.length !== targets.shape.length + 1 || !isSuffix(logits.shape.slice(0, -1), targets.shape) || numel(targets.shape) * last(logits.shape) !== numel(logits.shape))
+        fail(kind, `logits${shapeStr(logits.shape)} must be targets${shapeStr(targets.shape)} plus a class dimension`);
+      return [{ shape: [], dtype: 'f32' }];
+    }
+    case 'reshape': {
+      expectCount(kind, ins, 1);
+      const to = attrs.shape ?? [];
+      if (numel(to) !== numel(ins[0].shape)) fail(kind, `cannot reshape ${shapeStr(ins[0].shape)} (${numel(ins[0].shape)} elements) to ${shapeStr(to)}`);
+      return [{ shape: to, dtype: ins[0].dtype }];
+    }
+    case 'transpose': {
+      expectCount(kind, ins, 1);
+      const perm = attrs.perm ?? [];
+      const r = ins[0].shape.length;
+      const seen = new Set(perm);
+      if (perm.length !== r || seen.size !== r || perm.some((p) => p < 0 || p >= r)) fail(kind, `perm [${perm.join(',')}] is not a permutation of ${r} axes`);
+      return [{ shape: perm.map((p) => ins[0].shape[p]), dtype: ins[0].dtype }];
+    }
+    case 'matmulGradA': {
+      expectCount(kind, ins, 2);
+      const [dy, b] = ins;
+      const k = attrs.transB ? b.shape[1] : b.shape[0];
+      return [{ shape: [...dy.shape.slice(0, -1), k], dtype: dy.dtype }];
+    }
+    case 'matmulGradB': {
+      expectCount(kind, ins, 2);
+      const [a, dy] = ins;
+      const k = last(a.shape), m = last(dy.shape);
+      return [{ shape: attrs.transB ? [m, k] : [k, m], dtype: dy.dtype }];
+    }
+    case 'sumToShape': {
+      expectCount(kind, ins, 1);
+      const to = attrs.shape ?? [];
+      if (!isSuffix(ins[0].shape, to)) fail(kind, `${shapeStr(to)} is not a trailing part of ${shapeStr(ins[0].shape)}`);
+      return [{ shape: to, dtype: ins[0].dtype }];
+    }
+    case 'geluBackward': expectCount(kind, ins, 2); return [{ shape: ins[0].shape, dtype: ins[1].dtype }];
+    case 'softmaxBackward': expectCount(kind, ins, 2); return [{ shape: ins[0].shape, dtype: ins[1].dtype }];
+    case 'layerNormBackward': {
+      expectCount(kind, ins, 5);
+      const [x, w, , , dy] = ins;
+      return [{ shape: x.shape, dtype: dy.dtype }, { shape: w.shape, dtype: dy.dtype }, { shape: w.shape, dtype: dy.dtype }];
+    }
+    case 'causalAttentionBackward': expectCount(kind, ins, 3); return [{ shape: ins[0].shape, dtype: ins[2].dtype }];
+    case 'embeddingBackward': {
+      expectCount(kind, ins, 2);
+      const table = attrs.shape ?? [];
+      return [{ shape: table, dtype: ins[1].dtype }];
+    }
+    case 'crossEntropyBackward': expectCount(kind, ins, 3); return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
+    case 'fill': expectCount(kind, ins, 0); return [{ shape: attrs.shape ?? [], dtype: 'f32' }];
+    case 'adam': fail(kind, 'adam is built by the optimizer lowering, not inferred');
+  }
+}
+
+/** Floating-point operations of one execution (a roofline input; fused multiply-add = 2). */
+export function opFlops(kind: OpKind, ins: readonly Operand[], outs: readonly Operand[]): number {
+  const n = (o: Operand) => numel(o.shape);
+  switch (kind) {
+    case 'matmul': return 2 * n(outs[0]) * last(ins[0].shape);
+    case 'matmulGradA': return 2 * n(outs[0]) * last(ins[0].shape);
+    case 'matmulGradB': return 2 * n(ins[0]) * last(ins[1].shape);
+    case 'causalAttention': case 'causalAttentionBackward': {
+      const [B, T, C3] = ins[0].shape;
+      const f = 2 * B * T * T * (C3 / 3); // QK^T and AV over the causal half, both directions
+      return kind === 'causalAttention' ? f : 2 * f;
+    }
+    case 'gelu': case 'geluBackward': return 15 * n(outs[0]);
+    case 'layerNorm': case 'layerNormBackward': return 8 * n(ins[0]);
+    case 'softmax': case 'softmaxBackward': case 'crossEntropy': case 'crossEntropyBackward': return 5 * n(ins[0]);
+    case 'adam': return 20 * n(ins[0]);
+    case 'add': case 'mul': case 'sumToShape': return n(kind === 'sumToShape' ? ins[0] : outs[0]);
+    default: return 0;
+  }
+}
+
+export const DTYPE_CODES: Readonly<Record<DType, number>> = { f32: 0, f16: 1, bf16: 2, i32: 3, i64: 4 };
+
+/** Integer and float attribute slots of the native OpCall (dispatch.h). */
+export function encodeAttrs(kind: OpKind, attrs: OpAttrs): { iattr: number[]; fattr: number[] } {
+  switch (kind) {
+    case 'matmul': case 'matmulGradA': case 'matmulGradB': return { iattr: [attrs.transB ? 1 : 0], fattr: [] };
+    case 'layerNorm': return { iattr: [], fattr: [attrs.eps ?? 1e-5] };
+    case 'causalAttention': case 'causalAttentionBackward': return { iattr: [attrs.heads ?? 0], fattr: [] };
+    case 'transpose': return { iattr: [...(attrs.perm ?? [])], fattr: [] };
+    case 'fill': return { iattr: [], fattr: [attrs.value ?? 0] };
+    case 'adam': {
+      const a = attrs.adam!;
+      return { iattr: [a.adamw ? 1 : 0, 1], fattr: [a.lr, a.beta1, a.beta2, a.eps, a.weightDecay] };
+    }
+    default: return { iattr: [], fattr: [] };
+  }
+}

@@ -1,0 +1,58 @@
+// Optimizer lowering: forward + backward graph -> one whole training step.
+//
+// Takes a Graph with grad16 tensors and Adam/AdamW settings. Gives the Graph
+// with, per parameter: first and second moments (adamM, adamV, fp32,
+// persistent) and one `adam` op. In fp32 training the op updates the parameter
+// in place; in fp16/bf16 it updates a separate fp32 master copy (master32,
+// persistent) in place and writes the new half-precision parameter as a fourth
+// output. Every state tensor and the update are separate tensors and ops, so
+// the partitioner can place each.
+// Keeps true: each adam op sits right after the later of its gradient's
+// producer and the last read of the parameter, so updates overlap the rest of
+// the backward pass and in-place writes follow every read. Cost: O(ops).
+
+import { GraphBuilder } from '../ir/graph.js';
+import type { AdamAttrs, Graph, Op } from '../ir/types.js';
+
+export const ADAM_DEFAULTS: AdamAttrs = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, adamw: false };
+
+export function lowerOptimizer(g: Graph, adam: AdamAttrs = ADAM_DEFAULTS): Graph {
+  const b = GraphBuilder.from(g);
+  const half = g.precision !== 'fp32';
+  const gradOf = new Map<string, number>();
+  for (const t of g.tensors) if (t.role === 'grad16' && t.param !== undefined) gradOf.set(t.param, t.id);
+  const lastUse = new Int32Array(g.tensors.length).fill(-1);
+  for (const op of g.ops) {
+    for (const t of op.inputs) lastUse[t] = op.id;
+    for (const t of op.outputs) lastUse[t] = Math.max(lastUse[t], op.id);
+  }
+
+  // after[i]: update ops to place right after original op i
+  const after: Op[][] = g.ops.map(() => []);
+  for (const p of g.tensors) {
+    if (p.role !== 'param16') continue;
+    const grad = gradOf.get(p.name);
+    if (grad === undefined) continue;
+    const zero = { kind: 'constant', value: 0 } as const;
+    const state = { dtype: 'f32' as const, shape: p.shape, persistent: true, param: p.name };
+    const m = b.tensor({ ...state, name: `adam.m.${p.name}`, role: 'adamM', init: zero });
+    const v = b.tensor({ ...state, name: `adam.v.${p.name}`, role: 'adamV', init: zero });
+    const loc = g.ops[lastUse[grad]].loc;
+    let op: Op;
+    if (half) {
+      const master = b.tensor({ ...state, name: `master.${p.name}`, role: 'master32', ...(p.init ? { init: p.init } : {}) });
+      op = b.opWith('adam', [master.id, grad, m.id, v.id], [master.id, m.id, v.id, p.id], { adam }, 'update', loc);
+    } else {
+      op = b.opWith('adam', [p.id, grad, m.id, v.id], [p.id, m.id, v.id], { adam }, 'update', loc);
+    }
+    after[Math.max(lastUse[grad], lastUse[p.id])].push(op);
+  }
+
+  const ops: Op[] = [];
+  for (let i = 0; i < g.ops.length; i++) {
+    ops.push({ ...g.ops[i], id: ops.length });
+    for (const u of after[i]) ops.push({ ...u, id: ops.length });
+  }
+  const built = b.build(g.loss, g.precision);
+  return { ...built, ops };
+}

@@ -1,0 +1,14 @@
+// A placement: where every op runs and where every tensor rests between uses.
+import type { Tier } from '../cost/cost.js';
+
+export interface Placement {
+  /** Per op id: the tier whose compute runs it (gpu or cpu). */
+  readonly opTier: readonly ('gpu' | 'cpu')[];
+  /** Per tensor id: its home tier (where it rests between uses). */
+  readonly home: readonly Tier[];
+  readonly method: 'all-gpu' | 'mincut';
+  /** The Lagrange multiplier on GPU bytes that made the GPU capacity hold (seconds per byte). */
+  readonly lambdaSecondsPerByte: number;
+  /** The cut's value: predicted compute + transfer seconds, without the memory penalty. */
+  readonly cutSeconds: number;
+}

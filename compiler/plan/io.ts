@@ -1,0 +1,43 @@
+// Plan files: write (deterministic JSON) and read (version check, schema,
+// then the plan verifier). A plan that fails any check is rejected with the
+// file name and the first problem; nothing downstream sees it.
+
+import { readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import { diag } from '../../src/diagnostics.js';
+import { verifyPlan } from '../simulate/verify-plan.js';
+import { validateSchema } from './schema.js';
+import { FORMAT_VERSION, type Plan } from './types.js';
+
+export function serializePlan(plan: Plan): string {
+  return JSON.stringify(plan) + '\n';
+}
+
+/** Writes atomically: a temp file, fsync, rename. */
+export function writePlan(file: string, plan: Plan): void {
+  const tmp = `${file}.tmp-${process.pid}`;
+  writeFileSync(tmp, serializePlan(plan));
+  const fd = openSync(tmp, 'r');
+  fsyncSync(fd);
+  closeSync(fd);
+  renameSync(tmp, file);
+}
+
+export function parsePlan(text: string, file: string): Plan {
+  let json: unknown;
+  try { json = JSON.parse(text); } catch (e) { throw diag.planFormat(file, `not a plan: invalid JSON (${(e as Error).message})`); }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw diag.planFormat(file, 'not a plan: expected a JSON object');
+  const version = (json as { formatVersion?: unknown }).formatVersion;
+  if (version !== FORMAT_VERSION) throw diag.planFormat(file, `formatVersion ${JSON.stringify(version)} is not supported (this tiercut reads version ${FORMAT_VERSION}); recompile the model`);
+  const problems = validateSchema(json);
+  if (problems.length) throw diag.planInvalid(file, `does not match the plan schema: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`);
+  const plan = json as Plan;
+  const errors = verifyPlan(plan);
+  if (errors.length) throw diag.planInvalid(file, `${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
+  return plan;
+}
+
+export function readPlan(file: string): Plan {
+  let text: string;
+  try { text = readFileSync(file, 'utf8'); } catch { throw diag.fileNotFound(file, 'plan file'); }
+  return parsePlan(text, file);
+}

@@ -1,0 +1,114 @@
+// The plan's JSON Schema (the subset of draft 2020-12 that a small validator
+// here checks: type, properties, required, items, enum, minimum, const) and the
+// validator. docs/PLAN-FORMAT.md explains the fields; docs/plan.schema.json is
+// this object written out by `npm run schema`.
+
+import { FORMAT_VERSION, STREAMS } from './types.js';
+import { OP_KINDS } from '../ir/ops.js';
+import { ROLES } from '../ir/types.js';
+
+type Schema = {
+  type?: 'object' | 'array' | 'string' | 'number' | 'integer' | 'boolean';
+  properties?: Record<string, Schema>;
+  required?: string[];
+  items?: Schema;
+  enum?: readonly (string | number)[];
+  minimum?: number;
+  const?: number | string;
+  description?: string;
+};
+
+const int = (minimum?: number): Schema => (minimum === undefined ? { type: 'integer' } : { type: 'integer', minimum });
+const num: Schema = { type: 'number' };
+const ints: Schema = { type: 'array', items: int(0) };
+const tier: Schema = { type: 'string', enum: ['gpu', 'cpu', 'nvme'] };
+const tierSummary: Schema = { type: 'object', required: ['capacityBytes', 'peakBytes'], properties: { capacityBytes: { type: 'number', minimum: 0 }, peakBytes: { type: 'number', minimum: 0 } } };
+
+export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string } = {
+  $schema: 'https://json-schema.org/draft/2020-12/schema',
+  $id: 'https://tiercut.dev/plan.schema.json',
+  title: 'tiercut offload plan',
+  type: 'object',
+  required: ['formatVersion', 'generator', 'model', 'hardware', 'optimizer', 'graph', 'placement', 'tiers', 'buffers', 'instructions', 'traffic', 'predicted'],
+  properties: {
+    formatVersion: { const: FORMAT_VERSION, description: 'readers reject any other version' },
+    generator: { type: 'string' },
+    model: { type: 'object', required: ['source', 'preset', 'config'], properties: { source: { type: 'string' }, preset: { type: 'string' }, config: { type: 'object' } } },
+    hardware: { type: 'object', required: ['name', 'gpu', 'cpu', 'nvme', 'h2dBytesPerSec', 'd2hBytesPerSec'], properties: { name: { type: 'string' } } },
+    optimizer: {
+      type: 'object', required: ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'adamw'],
+      properties: { lr: num, beta1: num, beta2: num, eps: num, weightDecay: num, adamw: { type: 'boolean' } },
+    },
+    graph: {
+      type: 'object', required: ['name', 'tensors', 'ops', 'loss', 'precision', 'paramCount'],
+      properties: {
+        name: { type: 'string' },
+        loss: int(0),
+        precision: { type: 'string', enum: ['fp32', 'fp16', 'bf16'] },
+        paramCount: int(0),
+        tensors: {
+          type: 'array', items: {
+            type: 'object', required: ['id', 'name', 'shape', 'dtype', 'sizeBytes', 'role', 'persistent'],
+            properties: {
+              id: int(0), name: { type: 'string' }, shape: { type: 'array', items: int(1) },
+              dtype: { type: 'string', enum: ['f32', 'f16', 'bf16', 'i32', 'i64'] }, sizeBytes: int(0),
+              role: { type: 'string', enum: ROLES }, persistent: { type: 'boolean' }, param: { type: 'string' },
+            },
+          },
+        },
+        ops: {
+          type: 'array', items: {
+            type: 'object', required: ['id', 'kind', 'inputs', 'outputs', 'attrs', 'phase', 'flops', 'bytesTouched', 'loc'],
+            properties: {
+              id: int(0), kind: { type: 'string', enum: OP_KINDS }, inputs: ints, outputs: ints, attrs: { type: 'object' },
+              phase: { type: 'string', enum: ['forward', 'backward', 'update'] }, flops: { type: 'number', minimum: 0 },
+              bytesTouched: { type: 'number', minimum: 0 }, loc: { type: 'object', required: ['file'] },
+            },
+          },
+        },
+      },
+    },
+    placement: {
+      type: 'object', required: ['opTier', 'home', 'method'],
+      properties: { opTier: { type: 'array', items: { type: 'string', enum: ['gpu', 'cpu'] } }, home: { type: 'array', items: tier }, method: { type: 'string' } },
+    },
+    tiers: { type: 'object', required: ['gpu', 'cpu', 'nvme'], properties: { gpu: tierSummary, cpu: tierSummary, nvme: tierSummary } },
+    buffers: {
+      type: 'array', items: {
+        type: 'object', required: ['id', 'tensor', 'tier', 'offsetBytes', 'sizeBytes', 'allocAt', 'freeAt'],
+        properties: { id: int(0), tensor: int(0), tier, offsetBytes: int(0), sizeBytes: int(0), allocAt: int(-1), freeAt: int(-1) },
+      },
+    },
+    instructions: {
+      type: 'array', items: {
+        type: 'object', required: ['id', 'stream', 'kind', 'op', 'inputs', 'outputs', 'waits'],
+        properties: {
+          id: int(0), stream: { type: 'string', enum: STREAMS }, kind: { type: 'string', enum: ['run', 'copy', 'free'] },
+          op: int(-1), inputs: ints, outputs: ints, waits: ints,
+        },
+      },
+    },
+    traffic: { type: 'object', required: ['h2dBytes', 'd2hBytes', 'nvmeReadBytes', 'nvmeWriteBytes'] },
+    predicted: { type: 'object', required: ['stepSeconds', 'streamBusySeconds', 'peakBytes'] },
+  },
+};
+
+/** Validates `value` against the schema; returns the first problems as `path: message`. */
+export function validateSchema(value: unknown, schema: Schema = PLAN_SCHEMA, path = 'plan', out: string[] = []): string[] {
+  if (out.length >= 10) return out;
+  const typeOf = (v: unknown) => (Array.isArray(v) ? 'array' : v === null ? 'null' : typeof v);
+  if (schema.const !== undefined && value !== schema.const) { out.push(`${path}: expected ${JSON.stringify(schema.const)}, got ${JSON.stringify(value)}`); return out; }
+  if (schema.type) {
+    const t = typeOf(value);
+    const ok = schema.type === 'integer' ? Number.isInteger(value) : schema.type === 'number' ? t === 'number' && Number.isFinite(value as number) : t === schema.type;
+    if (!ok) { out.push(`${path}: expected ${schema.type}, got ${t === 'number' ? String(value) : t}`); return out; }
+  }
+  if (schema.enum && !schema.enum.includes(value as string)) out.push(`${path}: expected one of ${schema.enum.join(', ')}, got ${JSON.stringify(value)}`);
+  if (schema.minimum !== undefined && typeof value === 'number' && value < schema.minimum) out.push(`${path}: ${value} is below the minimum ${schema.minimum}`);
+  if (schema.required && typeof value === 'object' && value) for (const k of schema.required) if (!(k in value)) out.push(`${path}: missing '${k}'`);
+  if (schema.properties && typeof value === 'object' && value) {
+    for (const [k, s] of Object.entries(schema.properties)) if (k in value) validateSchema((value as Record<string, unknown>)[k], s, `${path}.${k}`, out);
+  }
+  if (schema.items && Array.isArray(value)) for (let i = 0; i < value.length && out.length < 10; i++) validateSchema(value[i], schema.items, `${path}[${i}]`, out);
+  return out;
+}

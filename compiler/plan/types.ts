@@ -1,0 +1,72 @@
+// The plan: everything the runtime needs to execute one training step, and
+// everything the report needs to explain it. Plain JSON; see
+// docs/PLAN-FORMAT.md and compiler/plan/schema.ts.
+
+import type { HardwareProfile } from '../cost/profiles.js';
+import type { Tier } from '../cost/cost.js';
+import type { AdamAttrs, Graph } from '../ir/types.js';
+import type { Placement } from '../partition/placement.js';
+
+export const FORMAT_VERSION = 1;
+
+export type StreamName = 'gpu' | 'cpu' | 'h2d' | 'd2h' | 'nvmeRead' | 'nvmeWrite';
+export const STREAMS: readonly StreamName[] = ['gpu', 'cpu', 'h2d', 'd2h', 'nvmeRead', 'nvmeWrite'];
+
+export interface PlanBuffer {
+  readonly id: number;
+  readonly tensor: number;
+  readonly tier: Tier;
+  readonly offsetBytes: number;
+  readonly sizeBytes: number;
+  /** Instruction id of its first write in the step; -1: persistent (valid before the step starts). */
+  readonly allocAt: number;
+  /** Instruction id of its free; -1: never freed (persistent across steps). */
+  readonly freeAt: number;
+}
+
+export interface PlanInstruction {
+  /** Also its time: the index into the flattened step. */
+  readonly id: number;
+  readonly stream: StreamName;
+  readonly kind: 'run' | 'copy' | 'free';
+  /** run: the op id; otherwise -1. */
+  readonly op: number;
+  /** run: buffers of the op's inputs in operand order; copy: [src]; free: [buffer]. */
+  readonly inputs: readonly number[];
+  /** run: buffers of the op's outputs; copy: [dst]; free: []. */
+  readonly outputs: readonly number[];
+  /** Instruction ids (all earlier) that must have completed in this step first. */
+  readonly waits: readonly number[];
+}
+
+export interface TierSummary { readonly capacityBytes: number; readonly peakBytes: number }
+
+export interface Traffic {
+  readonly h2dBytes: number;
+  readonly d2hBytes: number;
+  readonly nvmeReadBytes: number;
+  readonly nvmeWriteBytes: number;
+  /** Data inputs the loader writes each step (not plan copies). */
+  readonly inputBytes: number;
+}
+
+export interface Predicted {
+  readonly stepSeconds: number;
+  readonly streamBusySeconds: Readonly<Record<StreamName, number>>;
+  readonly peakBytes: Readonly<Record<Tier, number>>;
+}
+
+export interface Plan {
+  readonly formatVersion: number;
+  readonly generator: string;
+  readonly model: { readonly source: string; readonly preset: string; readonly config: Readonly<Record<string, unknown>> };
+  readonly hardware: HardwareProfile;
+  readonly optimizer: AdamAttrs;
+  readonly graph: Graph;
+  readonly placement: Placement;
+  readonly tiers: Readonly<Record<Tier, TierSummary>>;
+  readonly buffers: readonly PlanBuffer[];
+  readonly instructions: readonly PlanInstruction[];
+  readonly traffic: Traffic;
+  readonly predicted: Predicted;
+}

@@ -1,0 +1,210 @@
+// Program construction: Graph + Placement -> buffers and stream instructions.
+//
+// Takes a training-step Graph (ops in program order) and a Placement. Gives the
+// step as one flattened list of instructions (run, copy, free), each on a stream
+// (gpu, cpu, h2d, d2h), with the events it waits on, and the buffers they touch
+// (tier, size, live range; offsets come later from the arena pass).
+// Rules:
+//  - every tensor has one home buffer; persistent state, data inputs and the
+//    loss keep theirs for the whole run, others from first write to last use;
+//  - an op reads and writes buffers on its own tier: an operand homed elsewhere
+//    is copied in (a prefetch: the copy stream runs ahead as far as its waits
+//    allow), a result homed elsewhere is copied home (an eviction);
+//  - a copy on a non-home tier serves the consumers that follow closely and is
+//    dropped across a long gap (REFETCH_GAP ops), then fetched again;
+//  - a free follows the last access of every transient buffer.
+// Keeps true: every read waits for its buffer's writer (RAW), every in-place
+// write waits for the earlier readers (WAR), every wait points to an earlier
+// instruction (so no step can deadlock). Cost: O(instructions + operands).
+
+import type { Tier } from '../cost/cost.js';
+import type { Graph } from '../ir/types.js';
+import type { Placement } from '../partition/placement.js';
+import type { PlanInstruction, StreamName } from '../plan/types.js';
+
+export const REFETCH_GAP = 16;
+
+export interface ProgramBuffer {
+  readonly id: number;
+  readonly tensor: number;
+  readonly tier: Tier;
+  readonly sizeBytes: number;
+  /** First write in the step; -1 when valid before the step. */
+  readonly allocAt: number;
+  /** Its free instruction; -1 when never freed. */
+  readonly freeAt: number;
+}
+
+export interface Program {
+  readonly buffers: readonly ProgramBuffer[];
+  readonly instructions: readonly PlanInstruction[];
+}
+
+interface Draft {
+  stream: StreamName;
+  kind: 'run' | 'copy' | 'free';
+  op: number;
+  inputs: number[];
+  outputs: number[];
+  waits: Set<number>;
+}
+
+interface DraftBuffer { tensor: number; tier: Tier; sizeBytes: number; keep: boolean; preset: boolean }
+
+const computeStream = (t: 'gpu' | 'cpu'): StreamName => t;
+function copyStream(from: Tier, to: Tier): StreamName {
+  if (from === 'cpu' && to === 'gpu') return 'h2d';
+  if (from === 'gpu' && to === 'cpu') return 'd2h';
+  if (from === 'nvme' && to === 'cpu') return 'nvmeRead';
+  if (from === 'cpu' && to === 'nvme') return 'nvmeWrite';
+  throw new Error(`no copy stream ${from} -> ${to}`);
+}
+
+export function buildProgram(g: Graph, p: Placement): Program {
+  const drafts: Draft[] = [];
+  const bufs: DraftBuffer[] = [];
+  const writer: number[] = [];                  // per buffer: draft index of its write this step, -1 = before
+  const readers: Map<StreamName, number>[] = []; // per buffer: latest reading draft per stream
+  const home = new Int32Array(g.tensors.length).fill(-1);
+  const valid: Map<Tier, number>[] = g.tensors.map(() => new Map());
+
+  const newBuffer = (tensor: number, tier: Tier, keep: boolean, preset: boolean): number => {
+    bufs.push({ tensor, tier, sizeBytes: g.tensors[tensor].sizeBytes, keep, preset });
+    writer.push(-1);
+    readers.push(new Map());
+    return bufs.length - 1;
+  };
+  const emit = (d: Omit<Draft, 'waits'>): number => { drafts.push({ ...d, waits: new Set() }); return drafts.length - 1; };
+  const waitWriter = (i: number, b: number) => { const w = writer[b]; if (w >= 0 && drafts[w].stream !== drafts[i].stream) drafts[i].waits.add(w); };
+  const waitReaders = (i: number, b: number) => { for (const [s, r] of readers[b]) if (s !== drafts[i].stream) drafts[i].waits.add(r); };
+  const read = (i: number, b: number) => { waitWriter(i, b); readers[b].set(drafts[i].stream, i); };
+  const write = (i: number, b: number) => { waitReaders(i, b); waitWriter(i, b); writer[b] = i; };
+
+  // state, data inputs and the loss keep a home buffer for the whole run
+  for (const t of g.tensors) {
+    if (t.persistent || t.role === 'input') {
+      home[t.id] = newBuffer(t.id, p.home[t.id], true, true);
+      valid[t.id].set(p.home[t.id], home[t.id]);
+    }
+  }
+
+  // next use of tensor x on tier T after op i (for the refetch gap)
+  const usesOn: Map<Tier, number[]>[] = g.tensors.map(() => new Map());
+  for (const op of g.ops) for (const x of op.inputs) {
+    const tier = p.opTier[op.id];
+    const list = usesOn[x].get(tier) ?? [];
+    if (list[list.length - 1] !== op.id) list.push(op.id);
+    usesOn[x].set(tier, list);
+  }
+  const nextUse = (x: number, tier: Tier, after: number): number => {
+    const list = usesOn[x].get(tier);
+    if (!list) return Infinity;
+    let lo = 0, hi = list.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (list[m] <= after) lo = m + 1; else hi = m; }
+    return lo < list.length ? list[lo] : Infinity;
+  };
+
+  const copy = (src: number, dst: number): number => {
+    const i = emit({ stream: copyStream(bufs[src].tier, bufs[dst].tier), kind: 'copy', op: -1, inputs: [src], outputs: [dst] });
+    read(i, src);
+    write(i, dst);
+    return i;
+  };
+
+  /** A buffer holding x's current value on `tier`, copying it there if needed. */
+  const fetch = (x: number, tier: Tier): number => {
+    const have = valid[x].get(tier);
+    if (have !== undefined) return have;
+    const src = valid[x].get(p.home[x]) ?? [...valid[x].values()][0];
+    if (src === undefined) throw new Error(`schedule: ${g.tensors[x].name} is read before it is written`);
+    const b = newBuffer(x, tier, false, false);
+    copy(src, b);
+    valid[x].set(tier, b);
+    return b;
+  };
+
+  const retireIfGap = (x: number, tier: Tier, opId: number) => {
+    if (tier === p.home[x]) return;
+    if (nextUse(x, tier, opId) - opId > REFETCH_GAP) valid[x].delete(tier);
+  };
+
+  for (const op of g.ops) {
+    const tier = p.opTier[op.id];
+    const ins = op.inputs.map((x) => fetch(x, tier));
+    // outputs: in place over the matching input buffer, else the home buffer
+    // when it is on this tier, else a fresh buffer here
+    const outs = op.outputs.map((x) => {
+      const k = op.inputs.indexOf(x);
+      if (k >= 0) return ins[k];
+      if (p.home[x] === tier) {
+        if (home[x] < 0) home[x] = newBuffer(x, tier, g.tensors[x].role === 'loss', false);
+        return home[x];
+      }
+      return newBuffer(x, tier, false, false);
+    });
+    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs });
+    ins.forEach((b) => read(i, b));
+    outs.forEach((b) => write(i, b));
+    op.outputs.forEach((x, k) => {
+      const b = outs[k];
+      for (const [t2, other] of valid[x]) if (other !== b) valid[x].delete(t2); // the old value is stale everywhere else
+      valid[x].set(tier, b);
+      if (p.home[x] !== tier) {
+        if (home[x] < 0) home[x] = newBuffer(x, p.home[x], g.tensors[x].role === 'loss', false);
+        copy(b, home[x]);
+        valid[x].set(p.home[x], home[x]);
+      }
+    });
+    for (const x of op.inputs) retireIfGap(x, tier, op.id);
+    for (const x of op.outputs) retireIfGap(x, tier, op.id);
+  }
+
+  // frees after each transient buffer's last access, then final ids
+  const lastAccess = new Int32Array(bufs.length).fill(-1);
+  drafts.forEach((d, i) => { for (const b of [...d.inputs, ...d.outputs]) lastAccess[b] = i; });
+  const freesAfter: number[][] = drafts.map(() => []);
+  bufs.forEach((b, id) => { if (!b.keep && lastAccess[id] >= 0) freesAfter[lastAccess[id]].push(id); });
+  const accessors: Map<StreamName, number>[] = bufs.map(() => new Map());
+  drafts.forEach((d, i) => { for (const b of [...d.inputs, ...d.outputs]) accessors[b].set(d.stream, i); });
+
+  const newId = new Int32Array(drafts.length);
+  const out: { stream: StreamName; kind: Draft['kind']; op: number; inputs: number[]; outputs: number[]; waits: number[] }[] = [];
+  const freeAt = new Int32Array(bufs.length).fill(-1);
+  const firstWrite = new Int32Array(bufs.length).fill(-1);
+  drafts.forEach((d, i) => {
+    newId[i] = out.length;
+    out.push({ stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: [...d.waits].map((w) => newId[w]).sort((a, b) => a - b) });
+    for (const b of d.outputs) if (firstWrite[b] < 0) firstWrite[b] = newId[i];
+    for (const b of freesAfter[i]) {
+      const waits: number[] = [];
+      for (const [s, j] of accessors[b]) if (s !== d.stream) waits.push(newId[j]);
+      freeAt[b] = out.length;
+      out.push({ stream: d.stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
+    }
+  });
+
+  const instructions: PlanInstruction[] = out.map((d, id) => ({ id, ...d }));
+  const buffers: ProgramBuffer[] = bufs.map((b, id) => ({
+    id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes,
+    allocAt: b.preset ? -1 : firstWrite[id], freeAt: b.keep ? -1 : freeAt[id],
+  }));
+  return { buffers, instructions };
+}
+
+/** Peak of the summed sizes of live buffers per tier (a lower bound on the arena). */
+export function liveBytesPeak(prog: Program): Record<Tier, number> {
+  const n = prog.instructions.length;
+  const delta: Record<Tier, Float64Array> = { gpu: new Float64Array(n + 1), cpu: new Float64Array(n + 1), nvme: new Float64Array(n + 1) };
+  const base: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+  for (const b of prog.buffers) {
+    if (b.allocAt < 0) base[b.tier] += b.sizeBytes; else delta[b.tier][b.allocAt] += b.sizeBytes;
+    if (b.freeAt >= 0) delta[b.tier][b.freeAt + 1] -= b.sizeBytes;
+  }
+  const peak: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+  for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
+    let cur = base[tier];
+    peak[tier] = cur;
+    for (let i = 0; i <= n; i++) { cur += delta[tier][i]; if (cur > peak[tier]) peak[tier] = cur; }
+  }
+  return peak;
+}

@@ -1,0 +1,114 @@
+// Plan verifier: the invariants a plan must keep before anything executes it.
+//
+// Takes a Plan (as read from disk: untrusted). Gives the list of violations,
+// each naming the instruction or buffer. Checks:
+//  1. structure: ids are indices, streams and kinds known, operands exist,
+//     waits point to earlier instructions (so no step can deadlock), buffer
+//     sizes match their tensors, every buffer fits inside its tier's arena and
+//     every arena inside the tier's capacity;
+//  2. memory: two buffers of one tier whose live ranges overlap do not overlap
+//     in address;
+//  3. ordering: every read of a buffer happens after (same stream earlier, or
+//     through a chain of waits) the write that made it valid, and every first
+//     write of a reused address happens after the free of its previous occupant.
+// Happens-before by vector clocks over the six streams. Cost: O(I·S + B log B),
+// plus O(B^2) for the reuse check in the worst case.
+
+import type { Tier } from '../cost/cost.js';
+import type { Plan } from '../plan/types.js';
+import { STREAMS } from '../plan/types.js';
+
+const TIER_NAMES: readonly Tier[] = ['gpu', 'cpu', 'nvme'];
+
+export function verifyPlan(plan: Plan): string[] {
+  const errors: string[] = [];
+  const { buffers, instructions: ins, graph } = plan;
+  const push = (m: string) => { if (errors.length < 50) errors.push(m); };
+
+  for (const tier of TIER_NAMES) {
+    const t = plan.tiers[tier];
+    if (t.peakBytes > t.capacityBytes) push(`tiers.${tier}: peak ${t.peakBytes} bytes exceeds capacity ${t.capacityBytes} bytes`);
+  }
+  buffers.forEach((b, i) => {
+    const where = `buffers[${i}]`;
+    if (b.id !== i) push(`${where}: id ${b.id} at index ${i}`);
+    const t = graph.tensors[b.tensor];
+    if (!t) { push(`${where}: tensor ${b.tensor} does not exist`); return; }
+    if (!TIER_NAMES.includes(b.tier)) { push(`${where}: unknown tier '${b.tier}'`); return; }
+    if (b.sizeBytes !== t.sizeBytes) push(`${where}: size ${b.sizeBytes} bytes, but tensor ${t.name} has ${t.sizeBytes}`);
+    if (!(b.offsetBytes >= 0) || b.offsetBytes + b.sizeBytes > plan.tiers[b.tier].peakBytes)
+      push(`${where} (${t.name}): arena offset ${b.offsetBytes} + size ${b.sizeBytes} is outside the ${b.tier} arena of ${plan.tiers[b.tier].peakBytes} bytes`);
+    if (b.allocAt >= ins.length || b.freeAt >= ins.length) push(`${where}: live range [${b.allocAt}, ${b.freeAt}] outside the step`);
+  });
+  ins.forEach((x, i) => {
+    const where = `instructions[${i}]`;
+    if (x.id !== i) push(`${where}: id ${x.id} at index ${i}`);
+    if (!STREAMS.includes(x.stream)) push(`${where}: unknown stream '${x.stream}'`);
+    if (!['run', 'copy', 'free'].includes(x.kind)) push(`${where}: unknown kind '${x.kind}'`);
+    for (const b of [...x.inputs, ...x.outputs]) if (!(b >= 0 && b < buffers.length)) push(`${where}: buffer ${b} does not exist`);
+    for (const w of x.waits) if (!(Number.isInteger(w) && w >= 0 && w < i)) push(`${where}: waits on ${w}, which is not an earlier instruction`);
+    if (x.kind === 'run') {
+      const op = graph.ops[x.op];
+      if (!op) push(`${where}: op ${x.op} does not exist`);
+      else if (op.inputs.length !== x.inputs.length || op.outputs.length !== x.outputs.length) push(`${where}: operand count differs from op ${x.op} (${op.kind})`);
+      else {
+        op.inputs.forEach((t, k) => { const b = buffers[x.inputs[k]]; if (b && b.tensor !== t) push(`${where}: input ${k} is a buffer of tensor ${b.tensor}, op ${x.op} reads tensor ${t}`); });
+        op.outputs.forEach((t, k) => { const b = buffers[x.outputs[k]]; if (b && b.tensor !== t) push(`${where}: output ${k} is a buffer of tensor ${b.tensor}, op ${x.op} writes tensor ${t}`); });
+      }
+    }
+    if (x.kind === 'copy' && (x.inputs.length !== 1 || x.outputs.length !== 1)) push(`${where}: a copy has one source and one destination`);
+  });
+  if (errors.length) return errors; // the checks below assume a well-formed plan
+
+  // 2. no two live buffers share bytes
+  for (const tier of TIER_NAMES) {
+    const mine = buffers.filter((b) => b.tier === tier).sort((a, b) => a.offsetBytes - b.offsetBytes || a.id - b.id);
+    const start = (b: { allocAt: number }) => (b.allocAt < 0 ? -1 : b.allocAt);
+    const end = (b: { freeAt: number }) => (b.freeAt < 0 ? Infinity : b.freeAt);
+    for (let i = 0; i < mine.length; i++) {
+      const a = mine[i];
+      for (let j = i + 1; j < mine.length && mine[j].offsetBytes < a.offsetBytes + a.sizeBytes; j++) {
+        const b = mine[j];
+        if (start(a) <= end(b) && start(b) <= end(a))
+          push(`buffers[${a.id}] and buffers[${b.id}] (${tier}): live at the same time and overlapping at bytes ${b.offsetBytes}..${Math.min(a.offsetBytes + a.sizeBytes, b.offsetBytes + b.sizeBytes)}`);
+      }
+    }
+  }
+  if (errors.length) return errors;
+
+  // 3. happens-before by vector clocks
+  const S = STREAMS.length;
+  const sIndex = new Map(STREAMS.map((s, k) => [s, k]));
+  const clock = new Int32Array(ins.length * S).fill(-1);
+  const lastOn = new Int32Array(S).fill(-1);
+  ins.forEach((x, i) => {
+    const s = sIndex.get(x.stream)!;
+    const row = i * S;
+    if (lastOn[s] >= 0) for (let k = 0; k < S; k++) clock[row + k] = clock[lastOn[s] * S + k];
+    for (const w of x.waits) for (let k = 0; k < S; k++) clock[row + k] = Math.max(clock[row + k], clock[w * S + k]);
+    clock[row + s] = i;
+    lastOn[s] = i;
+  });
+  const before = (w: number, i: number) => clock[i * S + sIndex.get(ins[w].stream)!] >= w;
+
+  const lastWrite = new Int32Array(buffers.length).fill(-1);
+  ins.forEach((x, i) => {
+    for (const b of x.inputs) {
+      const w = lastWrite[b];
+      if (w < 0 && buffers[b].allocAt >= 0 && x.kind !== 'free') push(`instructions[${i}]: reads buffers[${b}] before anything writes it`);
+      if (w >= 0 && !before(w, i)) push(`instructions[${i}] (${x.stream} ${x.kind}): reads buffers[${b}] without waiting for instruction ${w} that writes it`);
+    }
+    for (const b of x.outputs) lastWrite[b] = i;
+  });
+  for (const tier of TIER_NAMES) {
+    const freed = buffers.filter((b) => b.tier === tier && b.freeAt >= 0);
+    for (const b of buffers) {
+      if (b.tier !== tier || b.allocAt < 0) continue;
+      for (const a of freed) {
+        if (a.freeAt >= b.allocAt || a.offsetBytes >= b.offsetBytes + b.sizeBytes || b.offsetBytes >= a.offsetBytes + a.sizeBytes) continue;
+        if (!before(a.freeAt, b.allocAt)) push(`instructions[${b.allocAt}]: writes buffers[${b.id}] over bytes of buffers[${a.id}] before its free (instruction ${a.freeAt}) has happened`);
+      }
+    }
+  }
+  return errors;
+}

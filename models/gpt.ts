@@ -1,0 +1,54 @@
+// GPT-2 style decoder (as nanoGPT / llm.c): token + position embeddings, L
+// pre-norm blocks of causal self-attention and a GELU MLP, a final layer norm,
+// and an output layer tied to the token embedding. Loss: mean cross-entropy of
+// the next token.
+// B = batch, T = sequence length, C = channels, NH = heads, V = vocabulary
+import type { Dsl, Model, PresetBase, Tensor } from 'tiercut/dsl';
+
+interface GptConfig extends PresetBase {
+  vocab: number;
+  layers: number;
+  heads: number;
+  channels: number;
+}
+
+function block(nn: Dsl, x: Tensor, cfg: GptConfig): Tensor {
+  const C = cfg.channels;
+  const std = 0.02;
+  const projStd = 0.02 / Math.sqrt(2 * cfg.layers);
+  const h1 = nn.layerNorm(x, nn.param('ln1.w', [C], { constant: 1 }), nn.param('ln1.b', [C], { constant: 0 }));
+  const attn = nn.scope('attn', () => {
+    const qkv = nn.add(nn.matmul(h1, nn.param('qkv.w', [C, 3 * C], { normal: std })), nn.param('qkv.b', [3 * C], { constant: 0 }));
+    const y = nn.causalAttention(qkv, cfg.heads);
+    return nn.add(nn.matmul(y, nn.param('proj.w', [C, C], { normal: projStd })), nn.param('proj.b', [C], { constant: 0 }));
+  });
+  x = nn.add(x, attn);
+  const h2 = nn.layerNorm(x, nn.param('ln2.w', [C], { constant: 1 }), nn.param('ln2.b', [C], { constant: 0 }));
+  const mlp = nn.scope('mlp', () => {
+    const f = nn.gelu(nn.add(nn.matmul(h2, nn.param('fc.w', [C, 4 * C], { normal: std })), nn.param('fc.b', [4 * C], { constant: 0 })));
+    return nn.add(nn.matmul(f, nn.param('proj.w', [4 * C, C], { normal: projStd })), nn.param('proj.b', [C], { constant: 0 }));
+  });
+  return nn.add(x, mlp);
+}
+
+const gpt: Model<GptConfig> = {
+  presets: {
+    tiny: { vocab: 96, layers: 2, heads: 4, channels: 32, batch: 4, seq: 16 },
+    'gpt2-124m': { vocab: 50257, layers: 12, heads: 12, channels: 768, batch: 8, seq: 1024 },
+    'gpt2-1.5b': { vocab: 50257, layers: 48, heads: 25, channels: 1600, batch: 1, seq: 1024 },
+  },
+  build(nn, cfg) {
+    const { batch: B, seq: T, vocab: V, channels: C } = cfg;
+    const tokens = nn.input('tokens', [B, T], 'i32');
+    const targets = nn.input('targets', [B, T], 'i32');
+    const wte = nn.param('wte', [V, C], { normal: 0.02 });
+    const wpe = nn.param('wpe', [T, C], { normal: 0.01 });
+    let x = nn.add(nn.embedding(tokens, wte), wpe);
+    for (let l = 0; l < cfg.layers; l++) x = nn.scope(`h.${l}`, () => block(nn, x, cfg));
+    x = nn.layerNorm(x, nn.param('lnf.w', [C], { constant: 1 }), nn.param('lnf.b', [C], { constant: 0 }));
+    const logits = nn.matmul(x, wte, { transB: true });
+    return nn.crossEntropy(logits, targets);
+  },
+};
+
+export default gpt;

@@ -1,0 +1,482 @@
+// dispatch.cc — run_op<T>: checks one OpCall against the contract of its kind
+// (dispatch.h), then calls the kernel (kernels.h).
+//
+// Takes: an OpCall built by the executor (or the test export) from the plan.
+// Gives: true and the outputs written, or false and a one-line message in *err
+//        that names the op kind and the operand ("matmul: b has shape [3,5],
+//        expected [4,M] to match a[...,4]"); nothing is written on failure.
+// Keeps: kernels only ever see operands whose counts, ranks, shapes, data
+//        pointers and integer ids have been checked, so they need no checks.
+// Cost: O(rank) per operand, plus O(N) for the id / target range scans.
+//
+// Checks, in order: the kind is known; n_in / n_out are what the kind takes;
+// every operand has rank 0..8, no negative dim, and non-null data when it has
+// elements; then the kind's own shape rules. Operand names in messages are the
+// ones in dispatch.h's table (a, b, y, dy, ...).
+#include "dispatch.h"
+
+#include <string>
+
+#include "kernels.h"
+
+namespace tiercut {
+
+namespace {
+
+struct KindInfo {
+  const char* name;
+  int n_in;
+  int n_out;                        // ADAM also accepts n_out + 1 (the p copy)
+  const char* in_names[kMaxOperands];
+  const char* out_names[kMaxOperands];
+};
+
+// indexed by OpKind; the order must follow the enum
+const KindInfo kKinds[OP_KIND_COUNT] = {
+    {"matmul", 2, 1, {"a", "b"}, {"y"}},
+    {"add", 2, 1, {"a", "b"}, {"y"}},
+    {"mul", 2, 1, {"a", "b"}, {"y"}},
+    {"gelu", 1, 1, {"x"}, {"y"}},
+    {"layernorm", 3, 3, {"x", "w", "b"}, {"y", "mean", "rstd"}},
+    {"softmax", 1, 1, {"x"}, {"y"}},
+    {"causal_attention", 1, 2, {"qkv"}, {"y", "att"}},
+    {"embedding", 2, 1, {"ids", "table"}, {"y"}},
+    {"cross_entropy", 2, 1, {"logits", "targets"}, {"loss"}},
+    {"reshape", 1, 1, {"x"}, {"y"}},
+    {"transpose", 1, 1, {"x"}, {"y"}},
+    {"matmul_grad_a", 2, 1, {"dy", "b"}, {"da"}},
+    {"matmul_grad_b", 2, 1, {"a", "dy"}, {"db"}},
+    {"sum_to_shape", 1, 1, {"x"}, {"y"}},
+    {"gelu_backward", 2, 1, {"x", "dy"}, {"dx"}},
+    {"layernorm_backward", 5, 3, {"x", "w", "mean", "rstd", "dy"}, {"dx", "dw", "db"}},
+    {"softmax_backward", 2, 1, {"y", "dy"}, {"dx"}},
+    {"causal_attention_backward", 3, 1, {"qkv", "att", "dy"}, {"dqkv"}},
+    {"embedding_backward", 2, 1, {"ids", "dy"}, {"dtable"}},
+    {"cross_entropy_backward", 3, 1, {"logits", "targets", "dloss"}, {"dlogits"}},
+    {"fill", 0, 1, {}, {"y"}},
+    {"adam", 4, 3, {"p", "g", "m", "v"}, {"p", "m", "v", "p_copy"}},
+};
+
+bool fail(std::string* err, const std::string& msg) {
+  if (err) *err = msg;
+  return false;
+}
+
+std::string dims_str(const int64_t* d, int r) {
+  std::string s = "[";
+  for (int i = 0; i < r; i++) {
+    if (i) s += ",";
+    s += std::to_string(d[i]);
+  }
+  return s + "]";
+}
+std::string shape_str(const TensorView& t) { return dims_str(t.shape, t.rank); }
+
+bool same_shape(const TensorView& a, const TensorView& b) {
+  if (a.rank != b.rank) return false;
+  for (int i = 0; i < a.rank; i++) if (a.shape[i] != b.shape[i]) return false;
+  return true;
+}
+
+// t's shape without its last dim (rank >= 1)
+TensorView lead_of(const TensorView& t) {
+  TensorView l;
+  l.rank = t.rank - 1;
+  for (int i = 0; i < l.rank; i++) l.shape[i] = t.shape[i];
+  return l;
+}
+
+// t's leading dims followed by `last` (t.rank >= 1)
+TensorView with_last(const TensorView& t, int64_t last) {
+  TensorView l = t;
+  l.shape[t.rank - 1] = last;
+  return l;
+}
+
+// lead's shape followed by `last` (lead.rank < kMaxRank)
+TensorView append_dim(const TensorView& lead, int64_t last) {
+  TensorView l = lead;
+  l.shape[l.rank++] = last;
+  return l;
+}
+
+// small's shape, after dropping its leading 1s, is a suffix of big's shape
+// (numpy trailing broadcast of small over big, without stretching inner dims:
+// [3], [1,3] and [2,3] all pair element i of a [2,3] with element i mod numel)
+bool is_suffix(const TensorView& small, const TensorView& big) {
+  int lead = 0;
+  while (lead < small.rank && small.shape[lead] == 1) lead++;
+  int r = small.rank - lead;
+  if (r > big.rank) return false;
+  for (int i = 0; i < r; i++)
+    if (small.shape[lead + i] != big.shape[big.rank - r + i]) return false;
+  return true;
+}
+
+int64_t last_dim(const TensorView& t) { return t.shape[t.rank - 1]; }
+
+// "op: name has shape [..], expected [..]<why>"
+bool want_shape(std::string* err, const char* op, const char* name, const TensorView& t,
+                const TensorView& expected, const std::string& why = "") {
+  if (same_shape(t, expected)) return true;
+  return fail(err, std::string(op) + ": " + name + " has shape " + shape_str(t) + ", expected " +
+                       shape_str(expected) + why);
+}
+
+bool want_min_rank(std::string* err, const char* op, const char* name, const TensorView& t, int r) {
+  if (t.rank >= r) return true;
+  return fail(err, std::string(op) + ": " + name + " has shape " + shape_str(t) + ", expected rank >= " +
+                       std::to_string(r));
+}
+
+// every id in [0, limit); "op: <what> 70000 at position 3 is outside [0, 50257)"
+bool want_ids_in_range(std::string* err, const char* op, const char* what, const TensorView& ids,
+                       int64_t limit) {
+  const int32_t* p = static_cast<const int32_t*>(ids.data);
+  const int64_t n = ids.numel();
+  for (int64_t i = 0; i < n; i++) {
+    if (p[i] < 0 || p[i] >= limit)
+      return fail(err, std::string(op) + ": " + what + " " + std::to_string(p[i]) + " at position " +
+                           std::to_string(i) + " is outside [0, " + std::to_string(limit) + ")");
+  }
+  return true;
+}
+
+// an output that a kernel writes while still reading an input must not be that input
+bool want_distinct(std::string* err, const char* op, const char* out_name, const TensorView& out,
+                   const char* in_name, const TensorView& in) {
+  if (out.data == nullptr || out.data != in.data || out.numel() <= 1) return true;
+  return fail(err, std::string(op) + ": " + out_name + " is the same buffer as " + in_name +
+                       " (this op cannot run in place)");
+}
+
+template <typename T> T* data(const TensorView& t) { return static_cast<T*>(t.data); }
+const int32_t* ids_data(const TensorView& t) { return static_cast<const int32_t*>(t.data); }
+
+// Counts, ranks, dims, null pointers: the same for every kind.
+bool check_operands(const OpCall& c, const KindInfo& k, std::string* err) {
+  const bool adam_copy = c.kind == OP_ADAM && c.n_out == k.n_out + 1;
+  if (c.n_in != k.n_in)
+    return fail(err, std::string(k.name) + ": expected " + std::to_string(k.n_in) + " input(s), got " +
+                         std::to_string(c.n_in));
+  if (c.n_out != k.n_out && !adam_copy)
+    return fail(err, std::string(k.name) + ": expected " + std::to_string(k.n_out) +
+                         (c.kind == OP_ADAM ? " or 4" : "") + " output(s), got " + std::to_string(c.n_out));
+  for (int side = 0; side < 2; side++) {
+    const int n = side == 0 ? c.n_in : c.n_out;
+    const TensorView* views = side == 0 ? c.in : c.out;
+    for (int i = 0; i < n; i++) {
+      const TensorView& t = views[i];
+      const std::string what = std::string(k.name) + ": " + (side == 0 ? "input " : "output ") +
+                               (side == 0 ? k.in_names[i] : k.out_names[i]);
+      if (t.rank < 0 || t.rank > kMaxRank)
+        return fail(err, what + " has rank " + std::to_string(t.rank) + ", expected 0.." +
+                             std::to_string(kMaxRank));
+      for (int d = 0; d < t.rank; d++)
+        if (t.shape[d] < 0) return fail(err, what + " has a negative dim: " + shape_str(t));
+      if (t.data == nullptr && t.numel() > 0)
+        return fail(err, what + " has no data for its " + std::to_string(t.numel()) + " elements");
+    }
+  }
+  return true;
+}
+
+template <typename T>
+bool run_checked(const OpCall& c, const KindInfo& k, std::string* err) {
+  const char* op = k.name;
+  const TensorView* in = c.in;
+  const TensorView* out = c.out;
+  switch (c.kind) {
+    case OP_MATMUL:
+    case OP_MATMUL_GRAD_A:
+    case OP_MATMUL_GRAD_B: {
+      const int64_t trans_b = c.iattr[0];
+      if (trans_b != 0 && trans_b != 1)
+        return fail(err, std::string(op) + ": transB (iattr[0]) is " + std::to_string(trans_b) +
+                             ", expected 0 or 1");
+      if (c.kind == OP_MATMUL) {
+        const TensorView &a = in[0], &b = in[1], &y = out[0];
+        if (!want_min_rank(err, op, "a", a, 1)) return false;
+        const int64_t K = last_dim(a);
+        const std::string ks = std::to_string(K);
+        const std::string why = " to match a[...," + ks + "]";
+        if (b.rank != 2 || b.shape[trans_b ? 1 : 0] != K)
+          return fail(err, std::string(op) + ": b has shape " + shape_str(b) + ", expected " +
+                               (trans_b ? "[M," + ks + "]" : "[" + ks + ",M]") + why);
+        const int64_t M = b.shape[trans_b ? 0 : 1];
+        if (!want_shape(err, op, "y", y, with_last(a, M))) return false;
+        if (!want_distinct(err, op, "y", y, "a", a) || !want_distinct(err, op, "y", y, "b", b)) return false;
+        matmul_forward<T>(data<T>(y), data<T>(a), data<T>(b), lead_of(a).numel(), K, M, trans_b);
+      } else if (c.kind == OP_MATMUL_GRAD_A) {
+        const TensorView &dy = in[0], &b = in[1], &da = out[0];
+        if (!want_min_rank(err, op, "dy", dy, 1)) return false;
+        const int64_t M = last_dim(dy);
+        const std::string ms = std::to_string(M);
+        const std::string why = " to match dy[...," + ms + "]";
+        if (b.rank != 2 || b.shape[trans_b ? 0 : 1] != M)
+          return fail(err, std::string(op) + ": b has shape " + shape_str(b) + ", expected " +
+                               (trans_b ? "[" + ms + ",K]" : "[K," + ms + "]") + why);
+        const int64_t K = b.shape[trans_b ? 1 : 0];
+        if (!want_shape(err, op, "da", da, with_last(dy, K))) return false;
+        if (!want_distinct(err, op, "da", da, "dy", dy) || !want_distinct(err, op, "da", da, "b", b))
+          return false;
+        matmul_backward_da<T>(data<T>(da), data<T>(dy), data<T>(b), lead_of(dy).numel(), K, M, trans_b);
+      } else {
+        const TensorView &a = in[0], &dy = in[1], &db = out[0];
+        if (!want_min_rank(err, op, "a", a, 1) || !want_min_rank(err, op, "dy", dy, 1)) return false;
+        const int64_t K = last_dim(a);
+        const int64_t M = last_dim(dy);
+        if (!want_shape(err, op, "dy", dy, with_last(a, M), " to match a's leading dims")) return false;
+        TensorView bshape;
+        bshape.rank = 2;
+        bshape.shape[0] = trans_b ? M : K;
+        bshape.shape[1] = trans_b ? K : M;
+        if (!want_shape(err, op, "db", db, bshape)) return false;
+        if (!want_distinct(err, op, "db", db, "a", a) || !want_distinct(err, op, "db", db, "dy", dy))
+          return false;
+        matmul_backward_db<T>(data<T>(db), data<T>(a), data<T>(dy), lead_of(a).numel(), K, M, trans_b);
+      }
+      return true;
+    }
+    case OP_ADD:
+    case OP_MUL: {
+      const TensorView &a = in[0], &b = in[1], &y = out[0];
+      if (!is_suffix(b, a))
+        return fail(err, std::string(op) + ": b has shape " + shape_str(b) + ", expected a suffix of a's shape " +
+                             shape_str(a));
+      if (!want_shape(err, op, "y", y, a)) return false;
+      if (c.kind == OP_ADD) add_forward<T>(data<T>(y), data<T>(a), data<T>(b), a.numel(), b.numel());
+      else mul_forward<T>(data<T>(y), data<T>(a), data<T>(b), a.numel(), b.numel());
+      return true;
+    }
+    case OP_SUM_TO_SHAPE: {
+      const TensorView &x = in[0], &y = out[0];
+      if (!is_suffix(y, x))
+        return fail(err, std::string(op) + ": y has shape " + shape_str(y) + ", expected a suffix of x's shape " +
+                             shape_str(x));
+      if (!want_distinct(err, op, "y", y, "x", x)) return false;
+      sum_to_shape_forward<T>(data<T>(y), data<T>(x), x.numel(), y.numel());
+      return true;
+    }
+    case OP_GELU: {
+      if (!want_shape(err, op, "y", out[0], in[0], " (the shape of x)")) return false;
+      gelu_forward<T>(data<T>(out[0]), data<T>(in[0]), in[0].numel());
+      return true;
+    }
+    case OP_GELU_BACKWARD: {
+      if (!want_shape(err, op, "dy", in[1], in[0], " (the shape of x)")) return false;
+      if (!want_shape(err, op, "dx", out[0], in[0], " (the shape of x)")) return false;
+      gelu_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), in[0].numel());
+      return true;
+    }
+    case OP_LAYERNORM:
+    case OP_LAYERNORM_BACKWARD: {
+      const TensorView &x = in[0], &w = in[1];
+      if (!want_min_rank(err, op, "x", x, 1)) return false;
+      const int64_t C = last_dim(x);
+      const std::string why = " to match x[...," + std::to_string(C) + "]";
+      TensorView cshape;
+      cshape.rank = 1;
+      cshape.shape[0] = C;
+      const TensorView lead = lead_of(x);
+      const int64_t N = lead.numel();
+      if (!want_shape(err, op, "w", w, cshape, why)) return false;
+      if (c.kind == OP_LAYERNORM) {
+        const TensorView &b = in[2], &y = out[0], &mean = out[1], &rstd = out[2];
+        if (!want_shape(err, op, "b", b, cshape, why)) return false;
+        if (!want_shape(err, op, "y", y, x)) return false;
+        if (!want_shape(err, op, "mean", mean, lead, " (x's leading dims)")) return false;
+        if (!want_shape(err, op, "rstd", rstd, lead, " (x's leading dims)")) return false;
+        layernorm_forward<T>(data<T>(y), data<T>(mean), data<T>(rstd), data<T>(x), data<T>(w), data<T>(b), N, C,
+                             c.fattr[0]);
+      } else {
+        const TensorView &mean = in[2], &rstd = in[3], &dy = in[4];
+        const TensorView &dx = out[0], &dw = out[1], &db = out[2];
+        if (!want_shape(err, op, "mean", mean, lead, " (x's leading dims)")) return false;
+        if (!want_shape(err, op, "rstd", rstd, lead, " (x's leading dims)")) return false;
+        if (!want_shape(err, op, "dy", dy, x, " (the shape of x)")) return false;
+        if (!want_shape(err, op, "dx", dx, x, " (the shape of x)")) return false;
+        if (!want_shape(err, op, "dw", dw, cshape, why)) return false;
+        if (!want_shape(err, op, "db", db, cshape, why)) return false;
+        layernorm_backward<T>(data<T>(dx), data<T>(dw), data<T>(db), data<T>(x), data<T>(w), data<T>(mean),
+                              data<T>(rstd), data<T>(dy), N, C);
+      }
+      return true;
+    }
+    case OP_SOFTMAX: {
+      if (!want_min_rank(err, op, "x", in[0], 1)) return false;
+      if (!want_shape(err, op, "y", out[0], in[0], " (the shape of x)")) return false;
+      softmax_forward<T>(data<T>(out[0]), data<T>(in[0]), lead_of(in[0]).numel(), last_dim(in[0]));
+      return true;
+    }
+    case OP_SOFTMAX_BACKWARD: {
+      if (!want_min_rank(err, op, "y", in[0], 1)) return false;
+      if (!want_shape(err, op, "dy", in[1], in[0], " (the shape of y)")) return false;
+      if (!want_shape(err, op, "dx", out[0], in[0], " (the shape of y)")) return false;
+      softmax_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), lead_of(in[0]).numel(),
+                          last_dim(in[0]));
+      return true;
+    }
+    case OP_CAUSAL_ATTENTION:
+    case OP_CAUSAL_ATTENTION_BACKWARD: {
+      const TensorView& qkv = in[0];
+      if (qkv.rank != 3 || qkv.shape[2] % 3 != 0 || qkv.shape[2] == 0)
+        return fail(err, std::string(op) + ": qkv has shape " + shape_str(qkv) +
+                             ", expected [B,T,3C] with C >= 1");
+      const int64_t B = qkv.shape[0], Tn = qkv.shape[1], C = qkv.shape[2] / 3;
+      const int64_t NH = c.iattr[0];
+      if (NH < 1 || C % NH != 0)
+        return fail(err, std::string(op) + ": heads (iattr[0]) is " + std::to_string(NH) +
+                             ", expected a positive divisor of C = " + std::to_string(C));
+      TensorView yshape;
+      yshape.rank = 3;
+      yshape.shape[0] = B; yshape.shape[1] = Tn; yshape.shape[2] = C;
+      TensorView attshape;
+      attshape.rank = 4;
+      attshape.shape[0] = B; attshape.shape[1] = NH; attshape.shape[2] = Tn; attshape.shape[3] = Tn;
+      if (c.kind == OP_CAUSAL_ATTENTION) {
+        const TensorView &y = out[0], &att = out[1];
+        if (!want_shape(err, op, "y", y, yshape)) return false;
+        if (!want_shape(err, op, "att", att, attshape)) return false;
+        if (!want_distinct(err, op, "y", y, "qkv", qkv) || !want_distinct(err, op, "att", att, "qkv", qkv))
+          return false;
+        causal_attention_forward<T>(data<T>(y), data<T>(att), data<T>(qkv), B, Tn, C, NH);
+      } else {
+        const TensorView &att = in[1], &dy = in[2], &dqkv = out[0];
+        if (!want_shape(err, op, "att", att, attshape)) return false;
+        if (!want_shape(err, op, "dy", dy, yshape)) return false;
+        if (!want_shape(err, op, "dqkv", dqkv, qkv, " (the shape of qkv)")) return false;
+        if (!want_distinct(err, op, "dqkv", dqkv, "qkv", qkv) || !want_distinct(err, op, "dqkv", dqkv, "att", att) ||
+            !want_distinct(err, op, "dqkv", dqkv, "dy", dy))
+          return false;
+        causal_attention_backward<T>(data<T>(dqkv), data<T>(qkv), data<T>(att), data<T>(dy), B, Tn, C, NH);
+      }
+      return true;
+    }
+    case OP_EMBEDDING: {
+      const TensorView &ids = in[0], &table = in[1], &y = out[0];
+      if (ids.rank >= kMaxRank)
+        return fail(err, std::string(op) + ": ids has rank " + std::to_string(ids.rank) + ", expected at most " +
+                             std::to_string(kMaxRank - 1));
+      if (table.rank != 2)
+        return fail(err, std::string(op) + ": table has shape " + shape_str(table) + ", expected [V,C]");
+      const int64_t V = table.shape[0], C = table.shape[1];
+      if (!want_shape(err, op, "y", y, append_dim(ids, C))) return false;
+      if (!want_ids_in_range(err, op, "id", ids, V)) return false;
+      embedding_forward<T>(data<T>(y), ids_data(ids), data<T>(table), ids.numel(), C);
+      return true;
+    }
+    case OP_EMBEDDING_BACKWARD: {
+      const TensorView &ids = in[0], &dy = in[1], &dtable = out[0];
+      if (ids.rank >= kMaxRank)
+        return fail(err, std::string(op) + ": ids has rank " + std::to_string(ids.rank) + ", expected at most " +
+                             std::to_string(kMaxRank - 1));
+      if (dtable.rank != 2)
+        return fail(err, std::string(op) + ": dtable has shape " + shape_str(dtable) + ", expected [V,C]");
+      const int64_t V = dtable.shape[0], C = dtable.shape[1];
+      if (!want_shape(err, op, "dy", dy, append_dim(ids, C), " (ids' shape + [C] of dtable)")) return false;
+      if (!want_ids_in_range(err, op, "id", ids, V)) return false;
+      if (!want_distinct(err, op, "dtable", dtable, "dy", dy)) return false;
+      embedding_backward<T>(data<T>(dtable), ids_data(ids), data<T>(dy), ids.numel(), V, C);
+      return true;
+    }
+    case OP_CROSS_ENTROPY:
+    case OP_CROSS_ENTROPY_BACKWARD: {
+      const TensorView &logits = in[0], &targets = in[1];
+      if (!want_min_rank(err, op, "logits", logits, 1)) return false;
+      const int64_t V = last_dim(logits);
+      if (!want_shape(err, op, "targets", targets, lead_of(logits), " (logits' leading dims)")) return false;
+      if (!want_ids_in_range(err, op, "target", targets, V)) return false;
+      const int64_t N = targets.numel();
+      if (c.kind == OP_CROSS_ENTROPY) {
+        if (out[0].numel() != 1)
+          return fail(err, std::string(op) + ": loss has shape " + shape_str(out[0]) + ", expected [] (one element)");
+        cross_entropy_forward<T>(data<T>(out[0]), data<T>(logits), ids_data(targets), N, V);
+      } else {
+        if (in[2].numel() != 1)
+          return fail(err, std::string(op) + ": dloss has shape " + shape_str(in[2]) + ", expected [] (one element)");
+        if (!want_shape(err, op, "dlogits", out[0], logits, " (the shape of logits)")) return false;
+        if (!want_distinct(err, op, "dlogits", out[0], "dloss", in[2])) return false;
+        cross_entropy_backward<T>(data<T>(out[0]), data<T>(logits), ids_data(targets), data<T>(in[2]), N, V);
+      }
+      return true;
+    }
+    case OP_RESHAPE: {
+      if (out[0].numel() != in[0].numel())
+        return fail(err, std::string(op) + ": y has shape " + shape_str(out[0]) + " (" +
+                             std::to_string(out[0].numel()) + " elements), expected " +
+                             std::to_string(in[0].numel()) + " elements like x " + shape_str(in[0]));
+      reshape_forward<T>(data<T>(out[0]), data<T>(in[0]), in[0].numel());
+      return true;
+    }
+    case OP_TRANSPOSE: {
+      const TensorView &x = in[0], &y = out[0];
+      const int r = x.rank;
+      bool seen[kMaxRank] = {false};
+      for (int i = 0; i < r; i++) {
+        const int64_t p = c.iattr[i];
+        if (p < 0 || p >= r || seen[p])
+          return fail(err, std::string(op) + ": perm " + dims_str(c.iattr, r) + " is not a permutation of 0.." +
+                               std::to_string(r - 1));
+        seen[p] = true;
+      }
+      TensorView yshape;
+      yshape.rank = r;
+      for (int i = 0; i < r; i++) yshape.shape[i] = x.shape[c.iattr[i]];
+      if (!want_shape(err, op, "y", y, yshape, " (x " + shape_str(x) + " permuted by " + dims_str(c.iattr, r) + ")"))
+        return false;
+      if (!want_distinct(err, op, "y", y, "x", x)) return false;
+      transpose_forward<T>(data<T>(y), data<T>(x), r, x.shape, c.iattr);
+      return true;
+    }
+    case OP_FILL: {
+      fill_forward<T>(data<T>(out[0]), out[0].numel(), c.fattr[0]);
+      return true;
+    }
+    case OP_ADAM: {
+      const TensorView& p = in[0];
+      for (int i = 1; i < 4; i++)
+        if (!want_shape(err, op, k.in_names[i], in[i], p, " (the shape of p)")) return false;
+      for (int i = 0; i < c.n_out; i++)
+        if (!want_shape(err, op, k.out_names[i], out[i], p, " (the shape of p)")) return false;
+      const int64_t adamw = c.iattr[0], step = c.iattr[1];
+      if (adamw != 0 && adamw != 1)
+        return fail(err, std::string(op) + ": adamw (iattr[0]) is " + std::to_string(adamw) + ", expected 0 or 1");
+      if (step < 1)
+        return fail(err, std::string(op) + ": step (iattr[1]) is " + std::to_string(step) + ", expected >= 1");
+      T* p_copy = c.n_out == 4 ? data<T>(out[3]) : nullptr;
+      adam_update<T>(data<T>(out[0]), data<T>(out[1]), data<T>(out[2]), p_copy, data<T>(in[0]), data<T>(in[1]),
+                     data<T>(in[2]), data<T>(in[3]), p.numel(), c.fattr[0], c.fattr[1], c.fattr[2], c.fattr[3],
+                     c.fattr[4], adamw == 1, step);
+      return true;
+    }
+    default:
+      return fail(err, "run_op: unknown op kind " + std::to_string(c.kind));
+  }
+}
+
+}  // namespace
+
+template <typename T>
+bool run_op(const OpCall& call, std::string* err) {
+  try {
+    if (call.kind < 0 || call.kind >= OP_KIND_COUNT)
+      return fail(err, "run_op: unknown op kind " + std::to_string(call.kind));
+    if (call.n_in < 0 || call.n_in > kMaxOperands || call.n_out < 0 || call.n_out > kMaxOperands)
+      return fail(err, std::string(kKinds[call.kind].name) + ": operand counts " + std::to_string(call.n_in) +
+                           " in, " + std::to_string(call.n_out) + " out are outside 0.." + std::to_string(kMaxOperands));
+    const KindInfo& k = kKinds[call.kind];
+    if (!check_operands(call, k, err)) return false;
+    return run_checked<T>(call, k, err);
+  } catch (...) {  // only std::string can throw here (bad_alloc); never let it escape
+    if (err) {
+      try { *err = "run_op: out of memory while formatting a message"; } catch (...) {}
+    }
+    return false;
+  }
+}
+
+template bool run_op<float>(const OpCall&, std::string*);
+template bool run_op<double>(const OpCall&, std::string*);
+
+}  // namespace tiercut

@@ -1,0 +1,81 @@
+// dispatch.h — the one entry point from the executor (and the test export) into
+// the CPU kernels. Every op kind of the IR (compiler/ir/ops.ts) has a number
+// here; the numbers are part of the plan contract (docs/PLAN-FORMAT.md) and
+// never change meaning.
+//
+// Kernels are written once as templates over the element type T and
+// instantiated for float (what the runtime executes) and double (what the
+// finite-difference tests execute). Integer operands (token ids, targets) are
+// always int32. Half-precision storage (fp16, bf16) never reaches a kernel: the
+// executor widens operands to float before the call and rounds results after.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tiercut {
+
+enum OpKind : int32_t {
+  OP_MATMUL = 0,                 // in: a[...,K], b[K,M] (transB: b[M,K])      out: y[...,M]
+  OP_ADD = 1,                    // in: a[S], b[suffix of S]                    out: y[S]
+  OP_MUL = 2,                    // in: a[S], b[suffix of S]                    out: y[S]
+  OP_GELU = 3,                   // in: x                                       out: y
+  OP_LAYERNORM = 4,              // in: x[...,C], w[C], b[C]                    out: y[...,C], mean[...], rstd[...]
+  OP_SOFTMAX = 5,                // in: x[...,C]                                out: y[...,C]
+  OP_CAUSAL_ATTENTION = 6,       // in: qkv[B,T,3C]                             out: y[B,T,C], att[B,NH,T,T]
+  OP_EMBEDDING = 7,              // in: ids[...] i32, table[V,C]                out: y[...,C]
+  OP_CROSS_ENTROPY = 8,          // in: logits[...,V], targets[...] i32         out: loss[] (mean)
+  OP_RESHAPE = 9,                // in: x                                       out: y (same elements)
+  OP_TRANSPOSE = 10,             // in: x (rank r)                              out: y = permute(x, perm)
+  OP_MATMUL_GRAD_A = 11,         // in: dy[...,M], b                            out: da[...,K]
+  OP_MATMUL_GRAD_B = 12,         // in: a[...,K], dy[...,M]                     out: db (shape of b)
+  OP_SUM_TO_SHAPE = 13,          // in: x[S]                                    out: y[suffix of S] (sum over leading dims)
+  OP_GELU_BACKWARD = 14,         // in: x, dy                                   out: dx
+  OP_LAYERNORM_BACKWARD = 15,    // in: x, w, mean, rstd, dy                    out: dx, dw, db
+  OP_SOFTMAX_BACKWARD = 16,      // in: y, dy                                   out: dx
+  OP_CAUSAL_ATTENTION_BACKWARD = 17, // in: qkv, att, dy                        out: dqkv
+  OP_EMBEDDING_BACKWARD = 18,    // in: ids, dy[...,C]                          out: dtable[V,C]
+  OP_CROSS_ENTROPY_BACKWARD = 19,// in: logits, targets, dloss[]                out: dlogits
+  OP_FILL = 20,                  // in: (none)                                  out: y filled with fattr[0]
+  OP_ADAM = 21,                  // in: p, g, m, v   out: p, m, v [, p16]  (in place; see adam below)
+  OP_KIND_COUNT = 22
+};
+
+enum DType : int32_t { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_I32 = 3, DT_I64 = 4, DT_F64 = 5 };
+
+constexpr int kMaxRank = 8;
+constexpr int kMaxOperands = 8;
+
+struct TensorView {
+  void* data = nullptr;      // T* for float operands, int32_t* for ids/targets
+  int32_t rank = 0;          // 0 = scalar
+  int64_t shape[kMaxRank] = {0};
+  int64_t numel() const { int64_t n = 1; for (int i = 0; i < rank; i++) n *= shape[i]; return n; }
+};
+
+// Attributes by op kind (unused slots are zero):
+//   MATMUL, MATMUL_GRAD_A, MATMUL_GRAD_B: iattr[0] = transB (0|1)
+//   LAYERNORM, LAYERNORM_BACKWARD:        fattr[0] = eps (forward only)
+//   CAUSAL_ATTENTION(_BACKWARD):          iattr[0] = number of heads NH
+//   TRANSPOSE:                            iattr[0..rank-1] = perm (y.shape[i] = x.shape[perm[i]])
+//   FILL:                                 fattr[0] = value
+//   ADAM: fattr[0] = lr, [1] = beta1, [2] = beta2, [3] = eps, [4] = weightDecay
+//         iattr[0] = adamw (0: L2 added to the gradient, torch.optim.Adam;
+//                           1: decoupled, torch.optim.AdamW), iattr[1] = step (>= 1)
+//         inputs p, g, m, v; outputs p, m, v (the same buffers as the inputs:
+//         updated in place) and, when n_out == 4, out[3] receives a copy of the
+//         new p (the executor rounds it to fp16/bf16).
+struct OpCall {
+  int32_t kind = 0;
+  int32_t n_in = 0, n_out = 0;
+  TensorView in[kMaxOperands];
+  TensorView out[kMaxOperands];
+  int64_t iattr[8] = {0};
+  double fattr[8] = {0};
+};
+
+// Runs one op. Returns true on success; on failure returns false and writes a
+// one-line message to *err (bad shapes, id out of range, ...). Never throws,
+// never aborts. T is float or double.
+template <typename T> bool run_op(const OpCall& call, std::string* err);
+
+}  // namespace tiercut

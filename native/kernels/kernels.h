@@ -1,0 +1,98 @@
+// kernels.h — the scalar CPU kernels of tiercut's runtime, one op per .cc file.
+//
+// These are the reference kernels: plain loops, no threads, no SIMD intrinsics.
+// Every one is a template over the element type T (float for the runtime,
+// double for the finite-difference tests) and explicitly instantiated for both
+// in its own .cc file. Integer operands (token ids, targets) are int32_t.
+//
+// Kernels trust their arguments: run_op (dispatch.cc) has already checked the
+// operand counts, shapes, null pointers and id ranges. They never allocate,
+// never throw, never abort. Output buffers are fully overwritten unless a
+// comment says "accumulates".
+//
+// Shape letters used across the files:
+//   N = rows (numel of all leading dims), K = inner dim, M = output columns,
+//   C = channels (last dim), V = vocabulary size, B = batch, T = sequence,
+//   NH = number of heads, hs = head size (C / NH).
+#pragma once
+#include <cstdint>
+
+namespace tiercut {
+
+// ---- matmul.cc --------------------------------------------------------------
+// y[N,M] = a[N,K] @ b[K,M]          (trans_b: b is [M,K], y = a @ b^T)
+template <typename T>
+void matmul_forward(T* y, const T* a, const T* b, int64_t N, int64_t K, int64_t M, bool trans_b);
+// da[N,K] = dy[N,M] @ b^T           (trans_b: da = dy @ b)
+template <typename T>
+void matmul_backward_da(T* da, const T* dy, const T* b, int64_t N, int64_t K, int64_t M, bool trans_b);
+// db[K,M] = a^T @ dy                (trans_b: db[M,K] = dy^T @ a)
+template <typename T>
+void matmul_backward_db(T* db, const T* a, const T* dy, int64_t N, int64_t K, int64_t M, bool trans_b);
+
+// ---- elementwise.cc ---------------------------------------------------------
+// n = numel(a) = numel(y), nb = numel(b), n is a multiple of nb (trailing broadcast)
+template <typename T> void add_forward(T* y, const T* a, const T* b, int64_t n, int64_t nb);
+template <typename T> void mul_forward(T* y, const T* a, const T* b, int64_t n, int64_t nb);
+// y[j] = sum over i = j (mod ny) of x[i]; n is a multiple of ny
+template <typename T> void sum_to_shape_forward(T* y, const T* x, int64_t n, int64_t ny);
+template <typename T> void gelu_forward(T* y, const T* x, int64_t n);
+template <typename T> void gelu_backward(T* dx, const T* x, const T* dy, int64_t n);
+template <typename T> void fill_forward(T* y, int64_t n, double value);
+
+// ---- layernorm.cc -----------------------------------------------------------
+template <typename T>
+void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b,
+                       int64_t N, int64_t C, double eps);
+// dx overwritten; dw, db overwritten with the sum over all N rows
+template <typename T>
+void layernorm_backward(T* dx, T* dw, T* db, const T* x, const T* w, const T* mean,
+                        const T* rstd, const T* dy, int64_t N, int64_t C);
+
+// ---- softmax.cc -------------------------------------------------------------
+template <typename T> void softmax_forward(T* y, const T* x, int64_t N, int64_t C);
+template <typename T> void softmax_backward(T* dx, const T* y, const T* dy, int64_t N, int64_t C);
+
+// ---- attention.cc -----------------------------------------------------------
+// qkv[B,T,3C] -> y[B,T,C], att[B,NH,T,T] (att is 0 above the diagonal)
+template <typename T>
+void causal_attention_forward(T* y, T* att, const T* qkv, int64_t B, int64_t Tn, int64_t C, int64_t NH);
+// dqkv[B,T,3C] overwritten
+template <typename T>
+void causal_attention_backward(T* dqkv, const T* qkv, const T* att, const T* dy,
+                               int64_t B, int64_t Tn, int64_t C, int64_t NH);
+
+// ---- embedding.cc -----------------------------------------------------------
+// every id must be in [0, V) (checked by run_op)
+template <typename T>
+void embedding_forward(T* y, const int32_t* ids, const T* table, int64_t N, int64_t C);
+// dtable[V,C] = 0, then dtable[ids[n]] += dy[n]
+template <typename T>
+void embedding_backward(T* dtable, const int32_t* ids, const T* dy, int64_t N, int64_t V, int64_t C);
+
+// ---- cross_entropy.cc -------------------------------------------------------
+// loss[0] = -(1/N) sum_n log_softmax(logits[n])[targets[n]]; targets in [0, V)
+template <typename T>
+void cross_entropy_forward(T* loss, const T* logits, const int32_t* targets, int64_t N, int64_t V);
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, const T* dloss,
+                            int64_t N, int64_t V);
+
+// ---- shape.cc ---------------------------------------------------------------
+template <typename T> void reshape_forward(T* y, const T* x, int64_t n);
+// x has rank r and shape x_shape; y.shape[i] = x_shape[perm[i]]
+template <typename T>
+void transpose_forward(T* y, const T* x, int32_t r, const int64_t* x_shape, const int64_t* perm);
+
+// ---- adam.cc ----------------------------------------------------------------
+// One step of torch 1.13 Adam (adamw = false) or AdamW (adamw = true), scalar.
+// Reads p, g, m, v and writes p_out, m_out, v_out (may be the same buffers as
+// p, m, v: the update is elementwise) and, when p_copy is non-null, a copy of
+// the new p. step >= 1.
+template <typename T>
+void adam_update(T* p_out, T* m_out, T* v_out, T* p_copy,
+                 const T* p, const T* g, const T* m, const T* v, int64_t n,
+                 double lr, double beta1, double beta2, double eps, double weight_decay,
+                 bool adamw, int64_t step);
+
+}  // namespace tiercut

@@ -1,0 +1,37 @@
+// Every user-visible error message, with its code. The CLI prints
+// `tiercut: <message> [<code>]` on one line and exits 2 for any UserError;
+// anything else is a bug and prints a stack.
+
+export class UserError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = 'UserError';
+  }
+}
+
+const make = (code: string) => (message: string) => new UserError(code, message);
+
+export const diag = {
+  // usage and input files (1xx)
+  usage: make('TC100'),
+  fileNotFound: (file: string, what: string) => new UserError('TC101', `${file}: ${what} not found`),
+  modelSource: make('TC102'),          // a type or syntax error in a model file: file:line:col: message
+  modelShape: make('TC103'),          // a shape error while building: file:line:col: message
+  unknownPreset: (file: string, preset: string, available: string[]) =>
+    new UserError('TC104', `${file}: unknown preset '${preset}' (available: ${available.join(', ')})`),
+  modelExport: (file: string, msg: string) => new UserError('TC105', `${file}: ${msg}`),
+  badSize: (flag: string, value: string) => new UserError('TC106', `${flag}: '${value}' is not a size (use e.g. 64MB, 32GiB or plain bytes)`),
+  badNumber: (flag: string, value: string) => new UserError('TC107', `${flag}: '${value}' is not a valid number`),
+  // hardware (2xx)
+  unknownHardware: (name: string, available: string[]) =>
+    new UserError('TC201', `unknown hardware profile '${name}' (built in: ${available.join(', ')}; or give a JSON file)`),
+  badHardware: (file: string, msg: string) => new UserError('TC202', `${file}: ${msg}`),
+  // placement (3xx)
+  doesNotFit: make('TC301'),
+  // plans (4xx)
+  planFormat: (file: string, msg: string) => new UserError('TC401', `${file}: ${msg}`),
+  planInvalid: (file: string, msg: string) => new UserError('TC402', `${file}: ${msg}`),
+  // running (5xx)
+  runtime: make('TC501'),
+  data: (file: string, msg: string) => new UserError('TC502', `${file}: ${msg}`),
+};
