@@ -1,0 +1,46 @@
+// The text report: a person reads the partition at a glance.
+import type { Tier } from '../cost/cost.js';
+import { ROLES } from '../ir/types.js';
+import type { PlanStats } from './stats.js';
+import { STREAMS } from '../plan/types.js';
+
+export function fmtBytes(n: number): string {
+  if (n === 0) return '0';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n, u = 0;
+  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+  return `${v.toFixed(u === 0 ? 0 : 2)} ${units[u]}`;
+}
+
+function fmtSeconds(s: number): string {
+  return s >= 1 ? `${s.toFixed(3)} s` : s >= 1e-3 ? `${(s * 1e3).toFixed(3)} ms` : `${(s * 1e6).toFixed(1)} µs`;
+}
+
+const pad = (s: string, n: number) => s.padEnd(n);
+const lpad = (s: string, n: number) => s.padStart(n);
+
+export function textReport(s: PlanStats): string {
+  const L: string[] = [];
+  L.push(`tiercut plan: ${s.model}`);
+  L.push(`  hardware ${s.hardware}, precision ${s.precision}, ${s.params.toLocaleString('en-US')} parameters, placement by ${s.method}`);
+  L.push('');
+  L.push('tier        peak        capacity    used');
+  for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
+    const { peakBytes, capacityBytes } = s.tiers[t];
+    L.push(`${pad(t, 10)}  ${lpad(fmtBytes(peakBytes), 10)}  ${lpad(fmtBytes(capacityBytes), 10)}  ${lpad(((100 * peakBytes) / capacityBytes).toFixed(1) + ' %', 7)}`);
+  }
+  L.push('');
+  L.push('role            gpu          cpu          nvme');
+  for (const r of ROLES) {
+    const row = s.placement[r];
+    if (row.gpu + row.cpu + row.nvme === 0) continue;
+    L.push(`${pad(r, 14)}  ${lpad(fmtBytes(row.gpu), 10)}  ${lpad(fmtBytes(row.cpu), 10)}  ${lpad(fmtBytes(row.nvme), 10)}`);
+  }
+  L.push('');
+  L.push('ops             gpu     cpu');
+  for (const ph of ['forward', 'backward', 'update'] as const) L.push(`${pad(ph, 14)}  ${lpad(String(s.ops[ph].gpu), 5)}  ${lpad(String(s.ops[ph].cpu), 6)}`);
+  L.push('');
+  L.push(`traffic per step: h2d ${fmtBytes(s.traffic.h2dBytes)}, d2h ${fmtBytes(s.traffic.d2hBytes)}, nvme read ${fmtBytes(s.traffic.nvmeReadBytes)}, nvme write ${fmtBytes(s.traffic.nvmeWriteBytes)} (${s.traffic.copies} copies; data inputs ${fmtBytes(s.traffic.inputBytes)})`);
+  L.push(`predicted step: ${fmtSeconds(s.predicted.stepSeconds)}; busy: ${STREAMS.filter((k) => s.predicted.streamBusySeconds[k] > 0).map((k) => `${k} ${fmtSeconds(s.predicted.streamBusySeconds[k])}`).join(', ')}`);
+  return L.join('\n');
+}

@@ -1,0 +1,16 @@
+// addon.cc — the export table of tiercut_native.node. Nothing else lives here;
+// the contract (types, sync/async, errors) is declared in runtime/binding.ts.
+#include <napi.h>
+
+#include "napi/exports.h"
+
+static Napi::Object init(Napi::Env env, Napi::Object exports) {
+  tiercut::init_session_class(env);
+  exports.Set("createSession", Napi::Function::New(env, tiercut::create_session, "createSession"));
+  exports.Set("runOp", Napi::Function::New(env, tiercut::run_op_js, "runOp"));
+  exports.Set("halfRound", Napi::Function::New(env, tiercut::half_round_js, "halfRound"));
+  exports.Set("halfWiden", Napi::Function::New(env, tiercut::half_widen_js, "halfWiden"));
+  return exports;
+}
+
+NODE_API_MODULE(tiercut_native, init)

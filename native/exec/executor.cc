@@ -1,0 +1,284 @@
+// executor.cc — stream threads, events, one step (see executor.h).
+#include "executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "half.h"
+
+namespace tiercut {
+
+using Clock = std::chrono::steady_clock;
+static double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// ---------------------------------------------------------------------------
+// construction: prepare each instruction once, start one thread per busy stream
+
+Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(arenas) {
+  size_t n = p.instructions.size();
+  prepared_.assign(n, Prepared());
+  done_gen_.assign(n, 0);
+  live_.assign(p.buffers.size(), 0);
+
+  for (size_t id = 0; id < n; id++) {
+    const Instruction& ins = p.instructions[id];
+    Prepared& pr = prepared_[id];
+    streams_[ins.stream].instructions.push_back((int32_t)id);
+
+    if (ins.kind == INSTR_COPY) {
+      int32_t from = p.buffers[ins.inputs[0]].tier, to = p.buffers[ins.outputs[0]].tier;
+      if (from == TIER_NVME) pr.link = LINK_NVME_READ;
+      else if (to == TIER_NVME) pr.link = LINK_NVME_WRITE;
+      else if (from == TIER_CPU && to == TIER_GPU) pr.link = LINK_H2D;
+      else if (from == TIER_GPU && to == TIER_CPU) pr.link = LINK_D2H;
+      else if (from == TIER_CPU && to == TIER_CPU) pr.link = LINK_CPU_TO_CPU;
+      continue;
+    }
+    if (ins.kind != INSTR_RUN) continue;
+
+    // fp16/bf16 operands get a float copy in the stream's scratch; an output that
+    // is also an input (adam's in-place p, m, v) shares the input's copy
+    pr.in_scratch.assign(ins.inputs.size(), -1);
+    pr.out_scratch.assign(ins.outputs.size(), -1);
+    auto slot_for = [&](int32_t buffer, bool is_input) -> int64_t {
+      const BufferSpec& b = p.buffers[buffer];
+      const TensorSpec& t = p.tensors[b.tensor];
+      if (t.dtype != DT_F16 && t.dtype != DT_BF16) return -1;
+      for (HalfOperand& h : pr.halves) {
+        if (h.buffer != buffer) continue;
+        if (is_input) h.widen = true; else h.narrow = true;
+        return h.scratch_offset;
+      }
+      HalfOperand h{buffer, pr.scratch_floats, t.numel, t.dtype == DT_BF16, is_input, !is_input};
+      pr.scratch_floats += (t.numel + 15) / 16 * 16;  // keep every copy 64-byte aligned
+      pr.halves.push_back(h);
+      return h.scratch_offset;
+    };
+    for (size_t j = 0; j < ins.inputs.size(); j++) pr.in_scratch[j] = slot_for(ins.inputs[j], true);
+    for (size_t j = 0; j < ins.outputs.size(); j++) pr.out_scratch[j] = slot_for(ins.outputs[j], false);
+    StreamState& st = streams_[ins.stream];
+    if ((int64_t)st.scratch.size() < pr.scratch_floats) st.scratch.resize((size_t)pr.scratch_floats);
+  }
+
+  for (int32_t s = 0; s < kStreamCount; s++) {
+    if (streams_[s].instructions.empty()) continue;
+    active_streams_.push_back(s);
+    streams_[s].thread = std::thread(&Executor::stream_main, this, s);
+  }
+}
+
+Executor::~Executor() { stop(); }
+
+void Executor::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (int32_t s : active_streams_)
+    if (streams_[s].thread.joinable()) streams_[s].thread.join();
+}
+
+// ---------------------------------------------------------------------------
+// one step
+
+bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err) {
+  *stats = StepStats();
+  Clock::time_point t0 = Clock::now();
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stop_) { *err = "the session is closed"; return false; }
+    abort_ = false;
+    error_.clear();
+    step_number_ = step;
+    has_lr_ = has_lr;
+    lr_ = lr;
+    for (int32_t s : active_streams_) {
+      StreamState& st = streams_[s];
+      st.busy_seconds = 0;
+      st.count = 0;
+      for (int k = 0; k < LINK_COUNT; k++) st.link_bytes[k] = 0;
+    }
+    running_ = (int32_t)active_streams_.size();
+    generation_++;
+    start_cv_.notify_all();
+    finish_cv_.wait(lk, [&] { return running_ == 0; });
+
+    stats->seconds = seconds_between(t0, Clock::now());
+    for (int32_t s : active_streams_) {
+      const StreamState& st = streams_[s];
+      stats->stream_busy_seconds[s] = st.busy_seconds;
+      stats->stream_instructions[s] = st.count;
+      for (int k = 0; k < LINK_COUNT; k++) stats->link_bytes[k] += st.link_bytes[k];
+    }
+    if (abort_) { *err = error_; return false; }
+  }
+  return true;
+}
+
+void Executor::stream_main(int32_t s) {
+  int64_t seen = 0;
+  for (;;) {
+    int64_t gen;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      start_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      gen = seen = generation_;
+    }
+    run_stream(s, gen);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (--running_ == 0) finish_cv_.notify_all();
+    }
+  }
+}
+
+bool Executor::waits_done(int32_t id, int64_t gen) const {
+  for (int32_t w : p_.instructions[id].waits)
+    if (done_gen_[w] != gen) return false;
+  return true;
+}
+
+void Executor::run_stream(int32_t s, int64_t gen) {
+  StreamState& st = streams_[s];
+  for (int32_t id : st.instructions) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      done_cv_.wait(lk, [&] { return abort_ || waits_done(id, gen); });
+      if (abort_) return;
+      note_start(id);
+    }
+    std::string msg;
+    Clock::time_point t0 = Clock::now();
+    bool ok = false;
+    try {
+      ok = execute(s, id, &msg);
+    } catch (const std::exception& e) {  // kernels never throw; this is for bad_alloc and the like
+      msg = e.what();
+    }
+    st.busy_seconds += seconds_between(t0, Clock::now());
+    if (ok) st.count++;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      const Instruction& ins = p_.instructions[id];
+      if (ok) {
+        done_gen_[id] = gen;
+        if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
+          const BufferSpec& b = p_.buffers[ins.inputs[0]];
+          live_[ins.inputs[0]] = 0;
+          live_bytes_[b.tier] -= b.size_bytes;
+        }
+      } else if (!abort_) {
+        abort_ = true;
+        error_ = describe(id) + ": " + msg;
+      }
+    }
+    done_cv_.notify_all();
+    if (!ok) return;
+  }
+}
+
+// "instruction 57 (gpu, run crossEntropy)", "instruction 3 (h2d, copy cpu -> gpu)"
+std::string Executor::describe(int32_t id) const {
+  const Instruction& ins = p_.instructions[id];
+  std::string what;
+  if (ins.kind == INSTR_RUN) what = std::string("run ") + op_kind_name(p_.ops[ins.op].kind);
+  else if (ins.kind == INSTR_COPY)
+    what = std::string("copy ") + tier_name(p_.buffers[ins.inputs[0]].tier) + " -> " + tier_name(p_.buffers[ins.outputs[0]].tier);
+  else what = "free";
+  return "instruction " + std::to_string(id) + " (" + stream_name(ins.stream) + ", " + what + ")";
+}
+
+// ---------------------------------------------------------------------------
+// one instruction (mu_ not held)
+
+bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
+  const Instruction& ins = p_.instructions[id];
+  const Prepared& pr = prepared_[id];
+  StreamState& st = streams_[s];
+
+  if (ins.kind == INSTR_FREE) return true;  // bookkeeping only, done by the caller
+
+  if (ins.kind == INSTR_COPY) {
+    const BufferSpec& src = p_.buffers[ins.inputs[0]];
+    const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+    bool ok = dst.tier != TIER_NVME
+                  ? arenas_.read(src.tier, src.offset_bytes, arenas_.host_ptr(dst.tier, dst.offset_bytes), src.size_bytes, msg)
+                  : arenas_.write(dst.tier, dst.offset_bytes, arenas_.host_ptr(src.tier, src.offset_bytes), src.size_bytes, msg);
+    if (ok && pr.link >= 0) st.link_bytes[pr.link] += src.size_bytes;
+    return ok;
+  }
+
+  // run: point the views at the arenas (or at the widened float copies)
+  OpCall call = ins.call;
+  float* scratch = st.scratch.data();
+  for (size_t j = 0; j < ins.inputs.size(); j++) {
+    const BufferSpec& b = p_.buffers[ins.inputs[j]];
+    call.in[j].data = pr.in_scratch[j] >= 0 ? (void*)(scratch + pr.in_scratch[j]) : (void*)arenas_.host_ptr(b.tier, b.offset_bytes);
+  }
+  for (size_t j = 0; j < ins.outputs.size(); j++) {
+    const BufferSpec& b = p_.buffers[ins.outputs[j]];
+    call.out[j].data = pr.out_scratch[j] >= 0 ? (void*)(scratch + pr.out_scratch[j]) : (void*)arenas_.host_ptr(b.tier, b.offset_bytes);
+  }
+  for (const HalfOperand& h : pr.halves) {
+    if (!h.widen) continue;  // pure outputs are fully overwritten by the kernel
+    const BufferSpec& b = p_.buffers[h.buffer];
+    half_widen((const uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), scratch + h.scratch_offset, h.numel, h.bf16);
+  }
+  if (call.kind == OP_ADAM) {
+    call.iattr[1] = step_number_;  // step_number_, has_lr_, lr_ are fixed for the whole step
+    if (has_lr_) call.fattr[0] = lr_;
+  }
+  if (!run_op<float>(call, msg)) return false;
+  for (const HalfOperand& h : pr.halves) {
+    if (!h.narrow) continue;
+    const BufferSpec& b = p_.buffers[h.buffer];
+    half_round(scratch + h.scratch_offset, (uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), h.numel, h.bf16);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// memory bookkeeping (mu_ held unless said otherwise)
+
+void Executor::touch(int32_t buffer) {
+  const BufferSpec& b = p_.buffers[buffer];
+  mem_.peak_bytes[b.tier] = std::max(mem_.peak_bytes[b.tier], b.offset_bytes + b.size_bytes);
+}
+
+void Executor::make_live(int32_t buffer) {
+  if (live_[buffer]) return;
+  const BufferSpec& b = p_.buffers[buffer];
+  live_[buffer] = 1;
+  live_bytes_[b.tier] += b.size_bytes;
+  mem_.peak_live_bytes[b.tier] = std::max(mem_.peak_live_bytes[b.tier], live_bytes_[b.tier]);
+}
+
+void Executor::note_start(int32_t id) {
+  const Instruction& ins = p_.instructions[id];
+  if (ins.kind == INSTR_FREE) return;
+  for (int32_t b : ins.inputs) touch(b);
+  for (int32_t b : ins.outputs) { touch(b); make_live(b); }
+}
+
+void Executor::note_written(int32_t buffer) {
+  std::lock_guard<std::mutex> lk(mu_);
+  touch(buffer);
+  make_live(buffer);
+}
+
+void Executor::note_read(int32_t buffer) {
+  std::lock_guard<std::mutex> lk(mu_);
+  touch(buffer);
+}
+
+MemoryStats Executor::memory_stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return mem_;
+}
+
+}  // namespace tiercut

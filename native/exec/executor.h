@@ -1,0 +1,129 @@
+// executor.h — runs the instructions of one step on stream threads.
+//
+// Takes: a validated Program and its open Arenas (both outlive the Executor).
+// Gives: step(), which runs every instruction exactly once, and the measured
+//        StepStats; memory statistics over the session so far.
+// Keeps true:
+//   - one std::thread per stream that has instructions, created once by the
+//     constructor and reused by every step; each runs its stream's instructions
+//     in increasing id order
+//   - an instruction starts only when every instruction in its `waits` has
+//     completed in the current step (events: a per-instruction "completed in
+//     generation g" number under one mutex + condition variable). Because every
+//     wait points to an earlier id, the lowest unfinished instruction can always
+//     start, so a step cannot deadlock.
+//   - the first error (kernel message, I/O error) aborts the step: every thread
+//     stops at its next instruction boundary, step() returns false with
+//     "instruction <id> (<stream>, <what>): <message>", and the next step starts
+//     clean.
+// Never calls N-API; touches only the Program, the Arenas and its own state.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../plan/program.h"
+#include "../tiers/arena.h"
+
+namespace tiercut {
+
+// Byte counters per link, indices of StepStats::link_bytes.
+enum Link : int32_t { LINK_H2D = 0, LINK_D2H = 1, LINK_NVME_READ = 2, LINK_NVME_WRITE = 3, LINK_CPU_TO_CPU = 4, LINK_COUNT = 5 };
+
+struct StepStats {
+  double seconds = 0;                                  // wall time of the step
+  double stream_busy_seconds[kStreamCount] = {0};      // sum of instruction durations
+  int64_t stream_instructions[kStreamCount] = {0};     // instructions completed
+  int64_t link_bytes[LINK_COUNT] = {0};                // copies: cpu->gpu = h2d, gpu->cpu = d2h,
+                                                       // nvme->host = nvmeRead, host->nvme = nvmeWrite,
+                                                       // cpu->cpu = cpuToCpu (gpu->gpu is counted nowhere)
+};
+
+struct MemoryStats {
+  int64_t peak_bytes[kTierCount] = {0};       // max offset + size over every buffer touched so far
+  int64_t peak_live_bytes[kTierCount] = {0};  // max of the sum of live buffer bytes
+};
+
+class Executor {
+ public:
+  Executor(const Program& p, const Arenas& arenas);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs one step. `step` is the optimizer step number handed to adam (iattr[1]);
+  // when has_lr, adam's fattr[0] becomes lr. Not reentrant: the caller runs one
+  // step at a time. Returns false with *err set when the step was aborted.
+  bool step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err);
+
+  // Bookkeeping for session.write / session.read (main thread, between steps).
+  void note_written(int32_t buffer);
+  void note_read(int32_t buffer);
+  MemoryStats memory_stats();
+
+  // Joins the stream threads. Idempotent; must not race with step().
+  void stop();
+
+ private:
+  // How a run instruction's fp16/bf16 operands map into the stream's float scratch.
+  struct HalfOperand {
+    int32_t buffer;
+    int64_t scratch_offset;  // in floats
+    int64_t numel;
+    bool bf16;
+    bool widen;              // read by the op: widen before the call
+    bool narrow;             // written by the op: round back after the call
+  };
+  struct Prepared {          // per instruction, built once
+    std::vector<int64_t> in_scratch, out_scratch;  // scratch offset per operand, -1 = direct pointer
+    std::vector<HalfOperand> halves;
+    int64_t scratch_floats = 0;
+    int32_t link = -1;       // copies: the Link counted, -1 for none
+  };
+  struct StreamState {
+    std::vector<int32_t> instructions;  // ids, increasing
+    std::vector<float> scratch;         // widened fp16/bf16 operands
+    std::thread thread;
+    double busy_seconds = 0;
+    int64_t count = 0;
+    int64_t link_bytes[LINK_COUNT] = {0};
+  };
+
+  void stream_main(int32_t s);
+  void run_stream(int32_t s, int64_t gen);
+  bool execute(int32_t s, int32_t id, std::string* msg);
+  std::string describe(int32_t id) const;
+  bool waits_done(int32_t id, int64_t gen) const;   // mu_ held
+  void note_start(int32_t id);                       // mu_ held: liveness and extents
+  void touch(int32_t buffer);                        // mu_ held
+  void make_live(int32_t buffer);                    // mu_ held
+
+  const Program& p_;
+  const Arenas& arenas_;
+  std::vector<Prepared> prepared_;
+  StreamState streams_[kStreamCount];
+  std::vector<int32_t> active_streams_;
+
+  std::mutex mu_;                      // guards everything below
+  std::condition_variable start_cv_;   // a new generation (step) or stop
+  std::condition_variable done_cv_;    // an instruction completed, or abort
+  std::condition_variable finish_cv_;  // running_ reached 0
+  int64_t generation_ = 0;             // internal step counter; never repeats
+  std::vector<int64_t> done_gen_;      // per instruction: last generation it completed in
+  int32_t running_ = 0;                // stream threads still in the current step
+  bool stop_ = false;
+  bool abort_ = false;
+  std::string error_;
+  int64_t step_number_ = 1;
+  bool has_lr_ = false;
+  double lr_ = 0;
+
+  std::vector<uint8_t> live_;          // per buffer
+  int64_t live_bytes_[kTierCount] = {0};
+  MemoryStats mem_;
+};
+
+}  // namespace tiercut

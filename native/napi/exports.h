@@ -1,0 +1,18 @@
+// exports.h — the N-API functions addon.cc puts on the module's exports.
+// Everything here runs on the JS main thread; runtime/binding.ts documents each
+// one (sync or async, what it throws).
+#pragma once
+#include <napi.h>
+
+namespace tiercut {
+
+// session.cc
+Napi::Value create_session(const Napi::CallbackInfo& info);   // createSession(program)
+void init_session_class(Napi::Env env);                       // once, from addon.cc
+
+// testing.cc
+Napi::Value run_op_js(const Napi::CallbackInfo& info);        // runOp(kind, dtype, iattr, fattr, inputs, outputs)
+Napi::Value half_round_js(const Napi::CallbackInfo& info);    // halfRound(values, 'fp16' | 'bf16')
+Napi::Value half_widen_js(const Napi::CallbackInfo& info);    // halfWiden(bits, 'fp16' | 'bf16')
+
+}  // namespace tiercut

@@ -1,0 +1,154 @@
+// arena.cc — allocation of the tier arenas and byte I/O on them (see arena.h).
+#include "arena.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace tiercut {
+
+static std::string errno_text(int e) { return std::string(std::strerror(e)); }
+
+// mkdir -p: creates `dir` and any missing parents. Returns 0 or an errno.
+static int make_dirs(const std::string& dir) {
+  if (dir.empty()) return ENOENT;
+  for (size_t pos = 1; pos <= dir.size(); pos++) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string part = dir.substr(0, pos);
+    if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return errno;
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return errno;
+  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+static std::atomic<int64_t> g_spill_counter{0};
+
+bool Arenas::open(const Program& p, std::string* err) {
+  for (int t = 0; t < kTierCount; t++) {
+    tier[t] = Arena();
+    tier[t].tier = t;
+    tier[t].bytes = p.tiers[t].arena_bytes;
+  }
+  // gpu (emulated) and cpu: one aligned host block each
+  for (int t = TIER_GPU; t <= TIER_CPU; t++) {
+    if (tier[t].bytes == 0) continue;
+    void* block = nullptr;
+    int rc = posix_memalign(&block, 64, (size_t)tier[t].bytes);
+    if (rc != 0) {
+      *err = std::string("program.tiers[") + std::to_string(t) + "]: cannot allocate the " + tier_name(t) + " arena of " +
+             std::to_string(tier[t].bytes) + " bytes: " + errno_text(rc);
+      close();
+      return false;
+    }
+    tier[t].host = (uint8_t*)block;
+  }
+  // nvme: <spillDir>/tiercut-<pid>-<n>/nvme.bin, preallocated
+  Arena& nv = tier[TIER_NVME];
+  if (nv.bytes > 0) {
+    int rc = make_dirs(p.spill_dir);
+    if (rc != 0) {
+      *err = "program.spillDir: cannot create " + p.spill_dir + ": " + errno_text(rc);
+      close();
+      return false;
+    }
+    std::string base = p.spill_dir;
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    for (int attempt = 0; attempt < 1000; attempt++) {
+      std::string dir = base + "/tiercut-" + std::to_string((long long)::getpid()) + "-" +
+                        std::to_string((long long)g_spill_counter.fetch_add(1));
+      if (::mkdir(dir.c_str(), 0700) == 0) { nv.dir = dir; break; }
+      if (errno != EEXIST) {
+        *err = "program.spillDir: cannot create " + dir + ": " + errno_text(errno);
+        close();
+        return false;
+      }
+    }
+    if (nv.dir.empty()) {
+      *err = "program.spillDir: cannot find a free tiercut-<pid>-<n> directory name in " + base;
+      close();
+      return false;
+    }
+    nv.path = nv.dir + "/nvme.bin";
+    nv.fd = ::open(nv.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (nv.fd < 0) {
+      *err = "program.spillDir: cannot create " + nv.path + ": " + errno_text(errno);
+      close();
+      return false;
+    }
+    if (::ftruncate(nv.fd, (off_t)nv.bytes) != 0) {
+      *err = "program.spillDir: cannot size " + nv.path + " to " + std::to_string(nv.bytes) + " bytes: " + errno_text(errno);
+      close();
+      return false;
+    }
+    // reserve the blocks now so that a full disk fails here, not mid-step;
+    // file systems without fallocate keep the sparse file
+    rc = ::posix_fallocate(nv.fd, 0, (off_t)nv.bytes);
+    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+      *err = "program.spillDir: cannot reserve " + std::to_string(nv.bytes) + " bytes for " + nv.path + ": " + errno_text(rc);
+      close();
+      return false;
+    }
+  }
+  return true;
+}
+
+void Arenas::close() {
+  for (int t = TIER_GPU; t <= TIER_CPU; t++) {
+    std::free(tier[t].host);
+    tier[t].host = nullptr;
+  }
+  Arena& nv = tier[TIER_NVME];
+  if (nv.fd >= 0) { ::close(nv.fd); nv.fd = -1; }
+  if (!nv.path.empty()) { ::unlink(nv.path.c_str()); nv.path.clear(); }
+  if (!nv.dir.empty()) { ::rmdir(nv.dir.c_str()); nv.dir.clear(); }
+}
+
+bool Arenas::read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* err) const {
+  const Arena& a = tier[t];
+  if (t != TIER_NVME) {
+    if (n > 0) std::memmove(dst, a.host + offset, (size_t)n);
+    return true;
+  }
+  uint8_t* p = (uint8_t*)dst;
+  int64_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(a.fd, p + done, (size_t)(n - done), (off_t)(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      *err = "pread " + a.path + " at " + std::to_string(offset + done) + ": " +
+             (r == 0 ? std::string("unexpected end of file") : errno_text(errno));
+      return false;
+    }
+    done += r;
+  }
+  return true;
+}
+
+bool Arenas::write(int32_t t, int64_t offset, const void* src, int64_t n, std::string* err) const {
+  const Arena& a = tier[t];
+  if (t != TIER_NVME) {
+    if (n > 0) std::memmove(a.host + offset, src, (size_t)n);
+    return true;
+  }
+  const uint8_t* p = (const uint8_t*)src;
+  int64_t done = 0;
+  while (done < n) {
+    ssize_t w = ::pwrite(a.fd, p + done, (size_t)(n - done), (off_t)(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      *err = "pwrite " + a.path + " at " + std::to_string(offset + done) + ": " +
+             (w == 0 ? std::string("no bytes written") : errno_text(errno));
+      return false;
+    }
+    done += w;
+  }
+  return true;
+}
+
+}  // namespace tiercut

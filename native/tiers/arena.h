@@ -1,0 +1,47 @@
+// arena.h — the three tier arenas of a session: one block of bytes per tier.
+//
+//   gpu   emulated in host memory on a machine without CUDA: one allocation of
+//         exactly arenaBytes, 64-byte aligned. Its capacity is enforced by
+//         validate_program (arenaBytes <= capacityBytes), not here.
+//   cpu   one host allocation of arenaBytes, 64-byte aligned.
+//   nvme  one preallocated file <spillDir>/tiercut-<pid>-<n>/nvme.bin of
+//         arenaBytes bytes, read and written with pread / pwrite (buffered I/O;
+//         no pointer into it exists). The file and its directory are removed by
+//         close().
+//
+// An arena of 0 bytes allocates nothing (and, for nvme, creates no file).
+// Thread-safety: host arenas are plain memory; pread/pwrite on one fd are safe
+// from several threads at once. open/close are not concurrent with anything.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "../plan/program.h"
+
+namespace tiercut {
+
+struct Arena {
+  int32_t tier = 0;
+  int64_t bytes = 0;
+  uint8_t* host = nullptr;   // gpu, cpu: the block; nvme: nullptr
+  int fd = -1;               // nvme: the open file
+  std::string dir, path;     // nvme: the session's spill directory and file
+};
+
+struct Arenas {
+  Arena tier[kTierCount];
+
+  // Allocates / creates all three. On failure frees what was made and returns false with a message.
+  bool open(const Program& p, std::string* err);
+  // Frees memory, closes and removes the nvme file and its directory. Idempotent.
+  void close();
+
+  // Host pointer to offset `offset` of a gpu or cpu arena (never nvme).
+  uint8_t* host_ptr(int32_t t, int64_t offset) const { return tier[t].host + offset; }
+
+  // Byte transfers between an arena range and host memory; any tier.
+  bool read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* err) const;
+  bool write(int32_t t, int64_t offset, const void* src, int64_t n, std::string* err) const;
+};
+
+}  // namespace tiercut

@@ -1,0 +1,162 @@
+// binding.ts — the only file that loads the native addon (build/Release/tiercut_native.node)
+// and the declaration of its contract. Everything else in TypeScript goes through
+// the types and the loader here.
+//
+// Native side: native/addon.cc (export table), native/napi/ (argument parsing and
+// result building, main thread only), native/plan/program.cc (the program struct
+// and its validation), native/exec/executor.cc (stream threads).
+//
+// Numbering used throughout (part of the plan contract, docs/PLAN-FORMAT.md):
+//   tiers    gpu = 0, cpu = 1, nvme = 2
+//   streams  gpu = 0, cpu = 1, h2d = 2, d2h = 3, nvmeRead = 4, nvmeWrite = 5
+//   dtypes   f32 = 0, f16 = 1, bf16 = 2, i32 = 3, i64 = 4, f64 = 5
+//   ops      native/kernels/dispatch.h OpKind (matmul = 0 ... adam = 21)
+//   instruction kinds  run = 0, copy = 1, free = 2
+//
+// Error messages name the field, what was expected and what came, e.g.
+//   "program.instructions[12].waits[0]: 99 is not an earlier instruction"
+//   "session.write: data: expected 512 bytes (buffer 7), got 256"
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const TIER = { gpu: 0, cpu: 1, nvme: 2 } as const;
+export const STREAM = { gpu: 0, cpu: 1, h2d: 2, d2h: 3, nvmeRead: 4, nvmeWrite: 5 } as const;
+export const DTYPE = { f32: 0, f16: 1, bf16: 2, i32: 3, i64: 4, f64: 5 } as const;
+export const INSTRUCTION = { run: 0, copy: 1, free: 2 } as const;
+export const OP_KIND = {
+  matmul: 0, add: 1, mul: 2, gelu: 3, layernorm: 4, softmax: 5, causalAttention: 6, embedding: 7,
+  crossEntropy: 8, reshape: 9, transpose: 10, matmulGradA: 11, matmulGradB: 12, sumToShape: 13,
+  geluBackward: 14, layernormBackward: 15, softmaxBackward: 16, causalAttentionBackward: 17,
+  embeddingBackward: 18, crossEntropyBackward: 19, fill: 20, adam: 21,
+} as const;
+
+/** One step of training as the native runtime sees it. Checked by createSession (see there). */
+export interface NativeProgram {
+  /** Length 3, index = tier. arenaBytes <= capacityBytes; an arena of 0 bytes allocates nothing. */
+  readonly tiers: readonly { readonly capacityBytes: number; readonly arenaBytes: number }[];
+  /** Directory for the nvme arena; used only when tiers[2].arenaBytes > 0 (created if missing). */
+  readonly spillDir: string;
+  /** Index = tensor id. At most 8 dims. */
+  readonly tensors: readonly { readonly dtype: number; readonly shape: readonly number[] }[];
+  /** Index = buffer id. sizeBytes = numel x dtype size; offsetBytes a multiple of the dtype size. */
+  readonly buffers: readonly {
+    readonly tensor: number; readonly tier: number; readonly offsetBytes: number; readonly sizeBytes: number;
+  }[];
+  /** Index = op id. At most 8 of each attribute; meaning per kind in native/kernels/dispatch.h. */
+  readonly ops: readonly { readonly kind: number; readonly iattr: readonly number[]; readonly fattr: readonly number[] }[];
+  /** Index = instruction id = its time; the whole step in one valid sequential order. */
+  readonly instructions: readonly NativeInstruction[];
+}
+
+export interface NativeInstruction {
+  /** 0..5, see STREAM. Each stream runs its instructions in increasing id order. */
+  readonly stream: number;
+  /** 0 = run op, 1 = copy, 2 = free. */
+  readonly kind: number;
+  /** run: op id; copy and free: -1. */
+  readonly op: number;
+  /** run: buffer ids in the op's operand order (gpu or cpu only); copy: [src]; free: [buffer]. */
+  readonly inputs: readonly number[];
+  /** run: output buffer ids (adam: the same p, m, v as its inputs [, p16]); copy: [dst]; free: []. */
+  readonly outputs: readonly number[];
+  /** Earlier instruction ids that must complete in this step before this one starts. */
+  readonly waits: readonly number[];
+}
+
+export interface StepStats {
+  /** Wall time of the step. */
+  seconds: number;
+  /** Per stream (index = STREAM): sum of the durations of its instructions. */
+  streamBusySeconds: number[];
+  /** Per stream: instructions completed. */
+  streamInstructions: number[];
+  /** Bytes copied per link: cpu->gpu = h2d, gpu->cpu = d2h, nvme->gpu|cpu = nvmeRead,
+   *  gpu|cpu->nvme = nvmeWrite, cpu->cpu = cpuToCpu (gpu->gpu copies are counted nowhere). */
+  bytes: { h2d: number; d2h: number; nvmeRead: number; nvmeWrite: number; cpuToCpu: number };
+}
+
+export interface NativeMemoryStats {
+  /** Per tier: max over the buffers touched so far of offsetBytes + sizeBytes. */
+  peakBytes: number[];
+  /** Per tier: max of the sum of live buffer bytes (live from the first write, or from
+   *  session.write, until a free instruction). */
+  peakLiveBytes: number[];
+}
+
+export interface NativeSession {
+  /** Sync. Copies data's bytes into the buffer (pwrite for nvme); the buffer is live from now on.
+   *  Throws: the session is closed; a step is in flight; buffer id out of range; data not an
+   *  ArrayBufferView; byteLength != sizeBytes; an I/O error. */
+  write(buffer: number, data: ArrayBufferView): void;
+  /** Sync. A copy of the buffer's bytes. Throws like write. */
+  read(buffer: number): Uint8Array;
+  /** Async (AsyncWorker on the libuv pool; the stream threads were started by createSession).
+   *  Runs every instruction once. `step` (an integer >= 1) is adam's step number (iattr[1]);
+   *  opts.lr, when given, replaces adam's fattr[0]. Steps of one session run one at a time.
+   *  Throws synchronously on bad arguments or a closed session. The promise rejects with
+   *  "instruction <id> (<stream>, <what>): <message>" for the first kernel or I/O error
+   *  (the step is abandoned at the next instruction boundary of every stream; the session
+   *  stays usable and closable), or when the session was closed before the step ran. */
+  step(step: number, opts?: { lr?: number }): Promise<StepStats>;
+  /** Sync. Never throws on an open or closed session (after close: the final values). */
+  stats(): NativeMemoryStats;
+  /** Sync. Waits for a running step, joins the stream threads, frees the arenas and removes
+   *  the session's spill directory. Idempotent. Also done on garbage collection and at exit. */
+  close(): void;
+}
+
+export type OpInput = { shape: readonly number[]; data: Float32Array | Float64Array | Int32Array };
+
+export interface NativeAddon {
+  /** Sync. Parses and validates the program, allocates the arenas (creating
+   *  <spillDir>/tiercut-<pid>-<n>/nvme.bin when tiers[2].arenaBytes > 0) and starts one thread
+   *  per stream that has instructions. Throws an Error naming the field, e.g.
+   *  "program.tiers[0]: arena 20000 bytes exceeds capacity 16384 bytes",
+   *  "program.buffers[7]: offset 4096 + size 512 exceeds the gpu arena (4352 bytes)",
+   *  "program.instructions[12].waits[0]: 99 is not an earlier instruction". */
+  createSession(program: NativeProgram): NativeSession;
+  /** Sync; for tests. Runs one kernel via run_op<float|double> on copies of the inputs (ids and
+   *  targets as Int32Array); outputs start zeroed. Returns one array per output, of the dtype.
+   *  Throws the kernel's message ("cross_entropy: target 99 at position 3 is outside [0, 96)")
+   *  or an argument error. */
+  runOp(kind: number, dtype: 'f32' | 'f64', iattr: readonly number[], fattr: readonly number[],
+    inputs: readonly OpInput[], outputs: readonly { shape: readonly number[] }[]): (Float32Array | Float64Array)[];
+  /** Sync; for tests. The executor's float -> fp16 / bf16 rounding (nearest, ties to even). Throws on bad arguments. */
+  halfRound(values: Float32Array, type: 'fp16' | 'bf16'): Uint16Array;
+  /** Sync; for tests. The executor's fp16 / bf16 -> float widening (exact). Throws on bad arguments. */
+  halfWiden(bits: Uint16Array, type: 'fp16' | 'bf16'): Float32Array;
+}
+
+/** The package root: the first directory above this file whose package.json is named "tiercut"
+ *  (this file runs as runtime/binding.ts under vitest and as dist/runtime/binding.js when built). */
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const pkg = join(dir, 'package.json');
+    if (existsSync(pkg)) {
+      try {
+        if ((JSON.parse(readFileSync(pkg, 'utf8')) as { name?: unknown }).name === 'tiercut') return dir;
+      } catch {
+        // an unreadable package.json is not ours; keep walking up
+      }
+    }
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`tiercut: no package.json named "tiercut" above ${fileURLToPath(import.meta.url)}`);
+    dir = up;
+  }
+}
+
+let loaded: NativeAddon | undefined;
+
+/** Sync. Loads the addon once. Throws when build/Release/tiercut_native.node is missing or does
+ *  not load (with the command that builds it). */
+export function nativeAddon(): NativeAddon {
+  if (loaded) return loaded;
+  const path = join(packageRoot(), 'build', 'Release', 'tiercut_native.node');
+  if (!existsSync(path)) throw new Error(`tiercut: native addon not built (${path} is missing); run: npx node-gyp rebuild`);
+  const require = createRequire(import.meta.url);
+  loaded = require(path) as NativeAddon;
+  return loaded;
+}

@@ -1,0 +1,81 @@
+// Step data: what the runtime writes into the data inputs before each step.
+// Either bound by name from a safetensors file (a tensor of the input's shape,
+// reused every step, or with one extra leading dimension consumed one slice per
+// step), or synthetic: a learnable token stream (a fixed random successor table,
+// so a model can learn the next token) or features with a learnable label.
+
+import type { Graph, Tensor } from '../compiler/ir/types.js';
+import { numel, shapeStr } from '../compiler/ir/types.js';
+import { diag } from '../src/diagnostics.js';
+import { Rng } from './init.js';
+import { readSafetensors, toFloat64 } from './safetensors.js';
+
+export type StepData = (step: number) => Map<number, Float64Array>;
+
+/** Integer bound of an i32 input: the rows of the table it indexes, or the classes it labels. */
+function intBound(g: Graph, input: Tensor): number {
+  for (const op of g.ops) {
+    if (op.kind === 'embedding' && op.inputs[0] === input.id) return g.tensors[op.inputs[1]].shape[0];
+    if (op.kind === 'crossEntropy' && op.inputs[1] === input.id) { const s = g.tensors[op.inputs[0]].shape; return s[s.length - 1]; }
+  }
+  return 2;
+}
+
+export function syntheticData(g: Graph, seed: number): StepData {
+  const inputs = g.tensors.filter((t) => t.role === 'input');
+  const rng = new Rng(seed, 'data');
+  const values = new Map<number, Float64Array>();
+  const tokens = inputs.find((t) => t.dtype === 'i32' && g.ops.some((o) => o.kind === 'embedding' && o.inputs[0] === t.id));
+  const targets = inputs.find((t) => t.dtype === 'i32' && g.ops.some((o) => o.kind === 'crossEntropy' && o.inputs[1] === t.id));
+  if (tokens && targets && shapeStr(tokens.shape) === shapeStr(targets.shape)) {
+    // a token stream where each token mostly has one fixed successor
+    const V = Math.min(intBound(g, tokens), intBound(g, targets));
+    const next = Array.from({ length: V }, () => rng.int(V));
+    const n = numel(tokens.shape);
+    const stream = new Float64Array(n + 1);
+    stream[0] = rng.int(V);
+    for (let i = 1; i <= n; i++) stream[i] = rng.uniform() < 0.9 ? next[stream[i - 1]] : rng.int(V);
+    values.set(tokens.id, stream.slice(0, n));
+    values.set(targets.id, stream.slice(1, n + 1));
+  }
+  const floats = inputs.filter((t) => t.dtype !== 'i32' && !values.has(t.id));
+  for (const t of floats) values.set(t.id, Float64Array.from({ length: numel(t.shape) }, () => rng.normal()));
+  for (const t of inputs) {
+    if (values.has(t.id)) continue;
+    const bound = intBound(g, t);
+    const feats = floats[0] ? values.get(floats[0].id)! : undefined;
+    const perRow = feats ? feats.length / numel(t.shape) : 0;
+    // labels: the argmax of the first `bound` features of each row (learnable), else random
+    values.set(t.id, Float64Array.from({ length: numel(t.shape) }, (_, i) => {
+      if (!feats || perRow < bound) return rng.int(bound);
+      let best = 0;
+      for (let k = 1; k < bound; k++) if (feats[i * perRow + k] > feats[i * perRow + best]) best = k;
+      return best;
+    }));
+  }
+  return () => values;
+}
+
+export function fileData(g: Graph, file: string): StepData {
+  const tensors = readSafetensors(file);
+  const slices = new Map<number, { data: Float64Array; count: number }>();
+  for (const t of g.tensors.filter((x) => x.role === 'input')) {
+    const st = tensors.get(t.name);
+    if (!st) throw diag.data(file, `no tensor named '${t.name}' for the model input ${t.name}${shapeStr(t.shape)} (the file has: ${[...tensors.keys()].join(', ') || 'nothing'})`);
+    const same = shapeStr(st.shape) === shapeStr(t.shape);
+    const batched = st.shape.length === t.shape.length + 1 && shapeStr(st.shape.slice(1)) === shapeStr(t.shape);
+    if (!same && !batched) throw diag.data(file, `tensor '${t.name}' has shape ${shapeStr(st.shape)}; the model input needs ${shapeStr(t.shape)} or [N,${t.shape.join(',')}]`);
+    if (t.dtype === 'i32' && !['I32', 'I64'].includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs integers (I32 or I64)`);
+    if (t.dtype !== 'i32' && !['F32', 'F16', 'BF16', 'F64'].includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs floats`);
+    slices.set(t.id, { data: toFloat64(st), count: same ? 1 : st.shape[0] });
+  }
+  return (step: number) => {
+    const m = new Map<number, Float64Array>();
+    for (const [id, { data, count }] of slices) {
+      const n = data.length / count;
+      const k = (step - 1) % count;
+      m.set(id, data.subarray(k * n, (k + 1) * n));
+    }
+    return m;
+  };
+}

@@ -1,0 +1,174 @@
+// A training session: a Plan bound to the native runtime. Builds the native
+// program from the plan (the only translation between the two), initialises
+// persistent state (seeded or from a weights file), writes each step's data,
+// runs steps and reads the loss back.
+
+import type { Tier } from '../compiler/cost/cost.js';
+import { DTYPE_CODES, OP_CODES, encodeAttrs } from '../compiler/ir/ops.js';
+import type { AdamAttrs, Tensor } from '../compiler/ir/types.js';
+import { numel, shapeStr } from '../compiler/ir/types.js';
+import type { Plan } from '../compiler/plan/types.js';
+import { STREAMS } from '../compiler/plan/types.js';
+import { diag, UserError } from '../src/diagnostics.js';
+import { nativeAddon, type NativeProgram, type NativeSession, type StepStats } from './binding.js';
+import { initValues } from './init.js';
+import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
+import { tmpdir } from 'node:os';
+
+const TIER_CODE: Record<Tier, number> = { gpu: 0, cpu: 1, nvme: 2 };
+const KIND_CODE = { run: 0, copy: 1, free: 2 } as const;
+
+export interface SessionOptions {
+  seed?: number;
+  /** Initial weights by parameter name (safetensors); otherwise the model's init specs. */
+  weightsFile?: string;
+  /** Optimizer settings that replace the plan's. */
+  optimizer?: Partial<AdamAttrs>;
+  spillDir?: string;
+}
+
+export interface StepResult {
+  step: number;
+  loss: number;
+  seconds: number;
+  stats: StepStats;
+}
+
+export function nativeProgram(plan: Plan, optimizer: AdamAttrs, spillDir: string): NativeProgram {
+  const tiers = (['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => ({ capacityBytes: plan.tiers[t].capacityBytes, arenaBytes: plan.tiers[t].peakBytes }));
+  return {
+    tiers, spillDir,
+    tensors: plan.graph.tensors.map((t) => ({ dtype: DTYPE_CODES[t.dtype], shape: [...t.shape] })),
+    buffers: plan.buffers.map((b) => ({ tensor: b.tensor, tier: TIER_CODE[b.tier], offsetBytes: b.offsetBytes, sizeBytes: b.sizeBytes })),
+    ops: plan.graph.ops.map((op) => {
+      const attrs = op.kind === 'adam' ? { ...op.attrs, adam: optimizer } : op.attrs;
+      return { kind: OP_CODES[op.kind], ...encodeAttrs(op.kind, attrs) };
+    }),
+    instructions: plan.instructions.map((x) => ({
+      stream: STREAMS.indexOf(x.stream), kind: KIND_CODE[x.kind], op: x.op, inputs: [...x.inputs], outputs: [...x.outputs], waits: [...x.waits],
+    })),
+  };
+}
+
+/** Encodes float64 values in a tensor's storage dtype. */
+function encode(t: Tensor, values: Float64Array | Float32Array): ArrayBufferView {
+  switch (t.dtype) {
+    case 'f32': return Float32Array.from(values);
+    case 'i32': return Int32Array.from(values);
+    case 'f16': case 'bf16': return nativeAddon().halfRound(Float32Array.from(values), t.dtype === 'f16' ? 'fp16' : 'bf16');
+    case 'i64': return BigInt64Array.from(values, (v) => BigInt(v));
+  }
+}
+
+export class TrainingSession {
+  private readonly native: NativeSession;
+  private readonly homeOf = new Map<number, number>(); // tensor -> buffer holding it between steps
+  private readonly lossBuffer: number;
+  readonly optimizer: AdamAttrs;
+  private closed = false;
+
+  constructor(readonly plan: Plan, private readonly opts: SessionOptions = {}) {
+    this.optimizer = { ...plan.optimizer, ...opts.optimizer };
+    for (const b of plan.buffers) {
+      const t = plan.graph.tensors[b.tensor];
+      if (b.freeAt < 0 && (b.allocAt < 0 || t.role === 'loss') && !this.homeOf.has(b.tensor)) this.homeOf.set(b.tensor, b.id);
+    }
+    const loss = this.homeOf.get(plan.graph.loss);
+    if (loss === undefined) throw diag.planInvalid(plan.model.source, 'no buffer keeps the loss after the step');
+    this.lossBuffer = loss;
+    try {
+      this.native = nativeAddon().createSession(nativeProgram(plan, this.optimizer, opts.spillDir ?? tmpdir()));
+    } catch (e) {
+      throw diag.runtime(`cannot start the runtime: ${(e as Error).message}`);
+    }
+    try {
+      this.initState();
+    } catch (e) {
+      this.native.close();
+      throw e;
+    }
+  }
+
+  private initState(): void {
+    const g = this.plan.graph;
+    const seed = this.opts.seed ?? 0;
+    const weights = this.opts.weightsFile ? readSafetensors(this.opts.weightsFile) : undefined;
+    const valuesOf = new Map<string, Float32Array>();
+    const paramValues = (p: Tensor): Float32Array => {
+      const name = p.param ?? p.name;
+      let v = valuesOf.get(name);
+      if (v) return v;
+      if (weights) {
+        const st = weights.get(name);
+        if (!st) throw diag.data(this.opts.weightsFile!, `no tensor named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
+        if (shapeStr(st.shape) !== shapeStr(p.shape)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' has shape ${shapeStr(st.shape)}, the model's parameter is ${shapeStr(p.shape)}`);
+        v = Float32Array.from(toFloat64(st));
+      } else {
+        v = initValues(p.init, numel(p.shape), seed, name);
+      }
+      valuesOf.set(name, v);
+      return v;
+    };
+    for (const t of g.tensors) {
+      const buf = this.homeOf.get(t.id);
+      if (buf === undefined || !t.persistent) continue;
+      let values: Float32Array;
+      if (t.role === 'param16' || t.role === 'master32') values = paramValues(t);
+      else values = new Float32Array(numel(t.shape)); // adamM, adamV start at zero
+      this.native.write(buf, encode(t, values));
+    }
+  }
+
+  /** Runs one step on the given input values (tensor id -> values). */
+  async step(step: number, data: Map<number, Float64Array>, lr?: number): Promise<StepResult> {
+    const g = this.plan.graph;
+    for (const t of g.tensors) {
+      if (t.role !== 'input') continue;
+      const v = data.get(t.id);
+      if (!v || v.length !== numel(t.shape)) throw diag.runtime(`step ${step}: no data of ${numel(t.shape)} values for input ${t.name}${shapeStr(t.shape)}`);
+      this.native.write(this.homeOf.get(t.id)!, encode(t, v));
+    }
+    let stats: StepStats;
+    try {
+      stats = await this.native.step(step, lr !== undefined ? { lr } : undefined);
+    } catch (e) {
+      throw e instanceof UserError ? e : diag.runtime(`step ${step} failed: ${(e as Error).message}`);
+    }
+    const loss = new Float32Array(this.native.read(this.lossBuffer).buffer.slice(0))[0];
+    return { step, loss, seconds: stats.seconds, stats };
+  }
+
+  /** Measured arena use per tier so far. */
+  memory(): { peakBytes: Record<Tier, number>; peakLiveBytes: Record<Tier, number> } {
+    const s = this.native.stats();
+    const rec = (a: number[]) => ({ gpu: a[0], cpu: a[1], nvme: a[2] });
+    return { peakBytes: rec(s.peakBytes), peakLiveBytes: rec(s.peakLiveBytes) };
+  }
+
+  /** The current fp32 value of every parameter (the master copy when training in half precision). */
+  parameters(): Map<string, Float32Array> {
+    const g = this.plan.graph;
+    const out = new Map<string, Float32Array>();
+    const half = g.precision !== 'fp32';
+    for (const t of g.tensors) {
+      if (!(half ? t.role === 'master32' : t.role === 'param16')) continue;
+      const bytes = this.native.read(this.homeOf.get(t.id)!);
+      out.set(t.param ?? t.name, new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)));
+    }
+    return out;
+  }
+
+  /** Writes the parameters as a safetensors checkpoint (atomically). */
+  saveCheckpoint(file: string, step: number): void {
+    const tensors = new Map<string, SafeTensor>();
+    const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
+    for (const [name, v] of this.parameters()) tensors.set(name, { dtype: 'F32', shape: shapes.get(name)!, bytes: new Uint8Array(v.buffer) });
+    writeSafetensors(file, tensors, { format: 'pt', step: String(step), model: this.plan.graph.name });
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.native.close();
+  }
+}

@@ -1,0 +1,181 @@
+// The command line: compile | report | run | hw. Wires the public API to
+// arguments and output; every user error ends as one line on stderr and exit 2.
+
+import { writeFileSync } from 'node:fs';
+import { BUILTIN_PROFILES } from '../compiler/cost/profiles.js';
+import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
+import { readPlan, writePlan } from '../compiler/plan/io.js';
+import { planStats } from '../compiler/report/stats.js';
+import { textReport, fmtBytes } from '../compiler/report/text.js';
+import { fileData, syntheticData } from '../runtime/data.js';
+import { TrainingSession } from '../runtime/session.js';
+import { compile } from './compile.js';
+import { diag, UserError } from './diagnostics.js';
+import { parseSize } from './sizes.js';
+
+const USAGE = `usage:
+  tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
+                  [--precision fp32|fp16|bf16] [--batch N] [--seq N]
+                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] -o PLAN
+  tiercut report PLAN [--json]
+  tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
+                  [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]
+                  [--save FILE.safetensors] [--spill-dir DIR] [--json]
+  tiercut hw list
+SIZE: 64MB, 32GiB or plain bytes.`;
+
+interface Args { positional: string[]; flags: Map<string, string> }
+
+const BOOLEAN_FLAGS = new Set(['--json', '--help']);
+
+function parseArgs(argv: string[]): Args {
+  const positional: string[] = [];
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-o') { flags.set('-o', argv[++i] ?? ''); continue; }
+    if (a.startsWith('--')) {
+      const eq = a.indexOf('=');
+      if (eq > 0) { flags.set(a.slice(0, eq), a.slice(eq + 1)); continue; }
+      if (BOOLEAN_FLAGS.has(a)) { flags.set(a, 'true'); continue; }
+      const v = argv[i + 1];
+      if (v === undefined) throw diag.usage(`${a} needs a value\n${USAGE}`);
+      flags.set(a, v); i++;
+      continue;
+    }
+    positional.push(a);
+  }
+  return { positional, flags };
+}
+
+function takeFlags(args: Args, allowed: string[]): void {
+  for (const k of args.flags.keys()) if (!allowed.includes(k)) throw diag.usage(`unknown option ${k}\n${USAGE}`);
+}
+
+function num(args: Args, flag: string, opts: { integer?: boolean; min?: number } = {}): number | undefined {
+  const v = args.flags.get(flag);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || v.trim() === '' || (opts.integer && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min)) throw diag.badNumber(flag, v);
+  return n;
+}
+
+function optimizerFlags(args: Args): Partial<AdamAttrs> {
+  const o: { -readonly [K in keyof AdamAttrs]?: AdamAttrs[K] } = {};
+  const kind = args.flags.get('--optimizer');
+  if (kind !== undefined) {
+    if (kind !== 'adam' && kind !== 'adamw') throw diag.usage(`--optimizer: expected adam or adamw, got '${kind}'`);
+    o.adamw = kind === 'adamw';
+    if (kind === 'adamw' && !args.flags.has('--weight-decay')) o.weightDecay = 0.01; // torch.optim.AdamW's default
+  }
+  const lr = num(args, '--lr', { min: 0 }); if (lr !== undefined) o.lr = lr;
+  const eps = num(args, '--eps', { min: 0 }); if (eps !== undefined) o.eps = eps;
+  const wd = num(args, '--weight-decay', { min: 0 }); if (wd !== undefined) o.weightDecay = wd;
+  const betas = args.flags.get('--betas');
+  if (betas !== undefined) {
+    const parts = betas.split(',').map(Number);
+    if (parts.length !== 2 || parts.some((b) => !(b >= 0 && b < 1))) throw diag.usage(`--betas: expected B1,B2 with 0 <= B < 1, got '${betas}'`);
+    o.beta1 = parts[0]; o.beta2 = parts[1];
+  }
+  return o;
+}
+
+const OPT_FLAGS = ['--optimizer', '--lr', '--betas', '--eps', '--weight-decay'];
+
+async function cmdCompile(args: Args): Promise<void> {
+  takeFlags(args, ['--preset', '--hw', '--gpu-mem', '--cpu-mem', '--nvme', '--precision', '--batch', '--seq', '-o', ...OPT_FLAGS]);
+  const model = args.positional[0];
+  const out = args.flags.get('-o');
+  if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
+  const precision = args.flags.get('--precision') ?? 'fp32';
+  if (!['fp32', 'fp16', 'bf16'].includes(precision)) throw diag.usage(`--precision: expected fp32, fp16 or bf16, got '${precision}'`);
+  const size = (f: string) => (args.flags.has(f) ? parseSize(f, args.flags.get(f)!) : undefined);
+  const plan = await compile({
+    model, preset: args.flags.get('--preset'), hw: args.flags.get('--hw'),
+    gpuMemBytes: size('--gpu-mem'), cpuMemBytes: size('--cpu-mem'), nvmeBytes: size('--nvme'),
+    precision: precision as Precision, batch: num(args, '--batch', { integer: true, min: 1 }), seq: num(args, '--seq', { integer: true, min: 1 }),
+    optimizer: optimizerFlags(args),
+  });
+  writePlan(out, plan);
+  const s = planStats(plan);
+  process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(s.tiers.gpu.peakBytes)} of ${fmtBytes(s.tiers.gpu.capacityBytes)}, predicted step ${(s.predicted.stepSeconds * 1e3).toFixed(3)} ms\n`);
+}
+
+function cmdReport(args: Args): void {
+  takeFlags(args, ['--json']);
+  const file = args.positional[0];
+  if (!file) throw diag.usage(`report needs PLAN\n${USAGE}`);
+  const s = planStats(readPlan(file));
+  process.stdout.write(args.flags.has('--json') ? JSON.stringify(s) + '\n' : textReport(s) + '\n');
+}
+
+async function cmdRun(args: Args): Promise<void> {
+  takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', ...OPT_FLAGS]);
+  const file = args.positional[0];
+  if (!file) throw diag.usage(`run needs PLAN\n${USAGE}`);
+  const steps = num(args, '--steps', { integer: true, min: 1 }) ?? 10;
+  const seed = num(args, '--seed', { integer: true, min: 0 }) ?? 0;
+  const json = args.flags.has('--json');
+  const plan = readPlan(file);
+  const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!) : syntheticData(plan.graph, seed);
+  const session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
+  const stop = () => { session.close(); process.exit(130); };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    let total = 0;
+    const busy = [0, 0, 0, 0, 0, 0];
+    const bytes = { h2d: 0, d2h: 0, nvmeRead: 0, nvmeWrite: 0 };
+    for (let k = 1; k <= steps; k++) {
+      const r = await session.step(k, data(k));
+      total += r.seconds;
+      r.stats.streamBusySeconds.forEach((b, i) => { busy[i] += b; });
+      bytes.h2d += r.stats.bytes.h2d; bytes.d2h += r.stats.bytes.d2h; bytes.nvmeRead += r.stats.bytes.nvmeRead; bytes.nvmeWrite += r.stats.bytes.nvmeWrite;
+      if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, seconds: r.seconds }) + '\n');
+      else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms\n`);
+    }
+    if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
+    const mem = session.memory();
+    const summary = {
+      steps, meanStepSeconds: total / steps, predictedStepSeconds: plan.predicted.stepSeconds,
+      peakBytes: mem.peakBytes, planPeakBytes: plan.predicted.peakBytes, peakLiveBytes: mem.peakLiveBytes,
+      streamBusySeconds: Object.fromEntries(['gpu', 'cpu', 'h2d', 'd2h', 'nvmeRead', 'nvmeWrite'].map((s, i) => [s, busy[i] / steps])),
+      bytesPerStep: { h2d: bytes.h2d / steps, d2h: bytes.d2h / steps, nvmeRead: bytes.nvmeRead / steps, nvmeWrite: bytes.nvmeWrite / steps },
+      plannedBytesPerStep: { h2d: plan.traffic.h2dBytes, d2h: plan.traffic.d2hBytes, nvmeRead: plan.traffic.nvmeReadBytes, nvmeWrite: plan.traffic.nvmeWriteBytes },
+    };
+    if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
+    else process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(plan.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(plan.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
+  } finally {
+    session.close();
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+}
+
+function cmdHw(args: Args): void {
+  if (args.positional[0] !== 'list') throw diag.usage(`hw: expected 'list'\n${USAGE}`);
+  for (const p of Object.values(BUILTIN_PROFILES)) {
+    process.stdout.write(`${p.name.padEnd(10)}  gpu ${fmtBytes(p.gpu.capacityBytes).padStart(10)}  cpu ${fmtBytes(p.cpu.capacityBytes).padStart(10)}  h2d ${(p.h2dBytesPerSec / 1e9).toFixed(0)} GB/s  ${p.description}\n`);
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    const [cmd, ...rest] = argv;
+    if (!cmd || cmd === '--help' || cmd === 'help') { process.stdout.write(USAGE + '\n'); return cmd ? 0 : 2; }
+    const args = parseArgs(rest);
+    switch (cmd) {
+      case 'compile': await cmdCompile(args); break;
+      case 'report': cmdReport(args); break;
+      case 'run': await cmdRun(args); break;
+      case 'hw': cmdHw(args); break;
+      default: throw diag.usage(`unknown command '${cmd}'\n${USAGE}`);
+    }
+    return 0;
+  } catch (e) {
+    if (e instanceof UserError) { process.stderr.write(`tiercut: ${e.message} [${e.code}]\n`); return 2; }
+    throw e;
+  }
+}
+
+export function writeJson(file: string, value: unknown): void { writeFileSync(file, JSON.stringify(value, null, 2) + '\n'); }

@@ -1,0 +1,15 @@
+// Parsing of command-line sizes: `64MB` (10^6), `32GiB` (2^30), or plain bytes.
+import { diag } from './diagnostics.js';
+
+const UNITS: Record<string, number> = {
+  '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40,
+};
+
+export function parseSize(flag: string, text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
+  const unit = m?.[2].toLowerCase();
+  if (!m || unit === undefined || !(unit in UNITS)) throw diag.badSize(flag, text);
+  const bytes = Math.round(Number(m[1]) * UNITS[unit]);
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) throw diag.badSize(flag, text);
+  return bytes;
+}

@@ -1,0 +1,426 @@
+// executor.test.ts — the native runtime core on tiny hand-built programs:
+// stream threads and waits, copies over every link (including a real nvme file),
+// fp16/bf16 conversion, validation messages and op errors. Needs the addon
+// built (npx node-gyp rebuild); needs no GPU.
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import {
+  DTYPE, INSTRUCTION, OP_KIND, STREAM, TIER, nativeAddon,
+  type NativeInstruction, type NativeProgram,
+} from '../../runtime/binding.js';
+
+const native = nativeAddon();
+
+// ---------------------------------------------------------------------------
+// a small program builder
+
+type Tensor = { dtype: number; shape: number[] };
+type Buffer = { tensor: number; tier: number; offsetBytes: number; sizeBytes: number };
+const DTYPE_BYTES = [4, 2, 2, 4, 8, 8];
+
+class Builder {
+  tensors: Tensor[] = [];
+  buffers: Buffer[] = [];
+  ops: { kind: number; iattr: number[]; fattr: number[] }[] = [];
+  instructions: NativeInstruction[] = [];
+  next = [0, 0, 0];  // bump allocator per tier, 64-byte aligned
+
+  buffer(tier: number, dtype: number, shape: number[]): number {
+    const numel = shape.reduce((a, b) => a * b, 1);
+    const sizeBytes = numel * DTYPE_BYTES[dtype]!;
+    this.tensors.push({ dtype, shape });
+    this.buffers.push({ tensor: this.tensors.length - 1, tier, offsetBytes: this.next[tier]!, sizeBytes });
+    this.next[tier]! += Math.ceil(sizeBytes / 64) * 64;
+    return this.buffers.length - 1;
+  }
+  run(stream: number, kind: number, inputs: number[], outputs: number[], waits: number[] = [],
+    iattr: number[] = [], fattr: number[] = []): number {
+    this.ops.push({ kind, iattr, fattr });
+    this.instructions.push({ stream, kind: INSTRUCTION.run, op: this.ops.length - 1, inputs, outputs, waits });
+    return this.instructions.length - 1;
+  }
+  copy(stream: number, src: number, dst: number, waits: number[] = []): number {
+    this.instructions.push({ stream, kind: INSTRUCTION.copy, op: -1, inputs: [src], outputs: [dst], waits });
+    return this.instructions.length - 1;
+  }
+  free(stream: number, buffer: number, waits: number[] = []): number {
+    this.instructions.push({ stream, kind: INSTRUCTION.free, op: -1, inputs: [buffer], outputs: [], waits });
+    return this.instructions.length - 1;
+  }
+  program(spillDir = ''): NativeProgram {
+    return {
+      tiers: this.next.map((n) => ({ capacityBytes: n + 1024, arenaBytes: n })),
+      spillDir,
+      tensors: this.tensors,
+      buffers: this.buffers,
+      ops: this.ops,
+      instructions: this.instructions,
+    };
+  }
+}
+
+const f32 = (u8: Uint8Array) => new Float32Array(u8.buffer, u8.byteOffset, u8.byteLength / 4);
+const range = (n: number, f: (i: number) => number) => Float32Array.from({ length: n }, (_, i) => f(i));
+
+function matmulRef(a: Float32Array, b: Float32Array, N: number, K: number, M: number): Float32Array {
+  const y = new Float32Array(N * M);
+  for (let n = 0; n < N; n++)
+    for (let m = 0; m < M; m++) {
+      let s = 0;
+      for (let k = 0; k < K; k++) s += a[n * K + k]! * b[k * M + m]!;
+      y[n * M + m] = s;
+    }
+  return y;
+}
+
+// ---------------------------------------------------------------------------
+
+describe('executor', () => {
+  it('runs a two-stream program: cpu matmul -> h2d -> gpu add -> d2h', async () => {
+    const N = 3, K = 5, M = 4;
+    const b = new Builder();
+    const A = b.buffer(TIER.cpu, DTYPE.f32, [N, K]);
+    const B = b.buffer(TIER.cpu, DTYPE.f32, [K, M]);
+    const Y = b.buffer(TIER.cpu, DTYPE.f32, [N, M]);
+    const Yg = b.buffer(TIER.gpu, DTYPE.f32, [N, M]);
+    const bias = b.buffer(TIER.gpu, DTYPE.f32, [M]);
+    const Z = b.buffer(TIER.gpu, DTYPE.f32, [N, M]);
+    const Zc = b.buffer(TIER.cpu, DTYPE.f32, [N, M]);
+    const mm = b.run(STREAM.cpu, OP_KIND.matmul, [A, B], [Y], [], [0]);
+    const up = b.copy(STREAM.h2d, Y, Yg, [mm]);
+    const add = b.run(STREAM.gpu, OP_KIND.add, [Yg, bias], [Z], [up]);
+    b.free(STREAM.gpu, Yg, [add]);
+    b.copy(STREAM.d2h, Z, Zc, [add]);
+
+    const s = native.createSession(b.program());
+    const a = range(N * K, (i) => (i % 7) - 3), bb = range(K * M, (i) => ((i * 3) % 5) - 2);
+    const bi = range(M, (i) => i * 0.5);
+    s.write(A, a); s.write(B, bb); s.write(bias, bi);
+    const want = matmulRef(a, bb, N, K, M).map((v, i) => v + bi[i % M]!);
+    for (let step = 1; step <= 2; step++) {
+      const st = await s.step(step);
+      expect(Array.from(f32(s.read(Zc)))).toEqual(Array.from(want));
+      expect(st.streamInstructions).toEqual([2, 1, 1, 1, 0, 0]);
+      expect(st.bytes).toEqual({ h2d: N * M * 4, d2h: N * M * 4, nvmeRead: 0, nvmeWrite: 0, cpuToCpu: 0 });
+      expect(st.seconds).toBeGreaterThan(0);
+      expect(st.streamBusySeconds[STREAM.cpu]).toBeGreaterThan(0);
+    }
+    const m = s.stats();
+    expect(m.peakBytes[TIER.gpu]).toBe(b.buffers[Z]!.offsetBytes + N * M * 4);
+    // gpu: bias (16) + Yg (48) + Z (48) live together before Yg's free
+    expect(m.peakLiveBytes[TIER.gpu]).toBe(16 + 48 + 48);
+    s.close();
+    s.close();  // idempotent
+    expect(s.stats().peakLiveBytes[TIER.gpu]).toBe(16 + 48 + 48);
+    expect(() => s.read(Zc)).toThrow(/session.read: the session is closed/);
+  });
+
+  it('a copy waiting on a slow op on another stream sees the op\'s finished result', async () => {
+    const N = 192;
+    const b = new Builder();
+    const A = b.buffer(TIER.cpu, DTYPE.f32, [N, N]);
+    const B = b.buffer(TIER.cpu, DTYPE.f32, [N, N]);
+    const Y = b.buffer(TIER.cpu, DTYPE.f32, [N, N]);
+    const Yg = b.buffer(TIER.gpu, DTYPE.f32, [N, N]);
+    const mm = b.run(STREAM.cpu, OP_KIND.matmul, [A, B], [Y], [], [0]);
+    b.copy(STREAM.h2d, Y, Yg, [mm]);
+    const s = native.createSession(b.program());
+    const a = range(N * N, (i) => (i % 5) - 2), bb = range(N * N, (i) => (i % 3) - 1);
+    const want = matmulRef(a, bb, N, N, N);  // small integers: exact in float
+    s.write(A, a); s.write(B, bb);
+    for (let step = 1; step <= 3; step++) {
+      s.write(Y, new Float32Array(N * N).fill(-7));  // a sentinel an early copy would carry over
+      s.write(Yg, new Float32Array(N * N));
+      const st = await s.step(step);
+      expect(f32(s.read(Yg))).toEqual(want);
+      // the copy could not start before the matmul ended, so the step took at least the matmul
+      expect(st.seconds).toBeGreaterThanOrEqual(st.streamBusySeconds[STREAM.cpu]! * 0.99);
+    }
+    s.close();
+  });
+
+  it('widens fp16 operands for the kernel and rounds results back (ties to even)', async () => {
+    const b = new Builder();
+    const x = b.buffer(TIER.gpu, DTYPE.f16, [8]);
+    const y = b.buffer(TIER.gpu, DTYPE.f16, [8]);
+    const z = b.buffer(TIER.gpu, DTYPE.f16, [8]);
+    b.run(STREAM.gpu, OP_KIND.add, [x, y], [z]);
+    const s = native.createSession(b.program());
+    const xs = new Float32Array([1, 2048, 0.1, 65504, -3, 1e-7, 0.5, 1000]);
+    const ys = new Float32Array([2 ** -11, 1, 0.2, 16, 3, 1e-7, 2 ** -12, 0.25]);
+    const xh = native.halfRound(xs, 'fp16'), yh = native.halfRound(ys, 'fp16');
+    s.write(x, xh); s.write(y, yh);
+    await s.step(1);
+    const xw = native.halfWiden(xh, 'fp16'), yw = native.halfWiden(yh, 'fp16');
+    const want = native.halfRound(xw.map((v, i) => v + yw[i]!), 'fp16');
+    expect(new Uint16Array(s.read(z).buffer)).toEqual(want);
+    expect(new Uint16Array(s.read(z).buffer)[1]).toBe(0x6800);  // 2048 + 1 = 2049 -> 2048 (tie, even)
+    s.close();
+  });
+
+  it('gives adam the step number and the lr override, in place', async () => {
+    const b = new Builder();
+    const p = b.buffer(TIER.cpu, DTYPE.f32, [4]);
+    const g = b.buffer(TIER.cpu, DTYPE.f32, [4]);
+    const m = b.buffer(TIER.cpu, DTYPE.f32, [4]);
+    const v = b.buffer(TIER.cpu, DTYPE.f32, [4]);
+    const [b1, b2, eps] = [0.9, 0.999, 1e-8];
+    b.run(STREAM.cpu, OP_KIND.adam, [p, g, m, v], [p, m, v], [], [0, 0], [0.5, b1, b2, eps, 0]);
+    const s = native.createSession(b.program());
+    const p0 = new Float32Array([1, -2, 3, 0.5]), g0 = new Float32Array([0.1, -0.2, 0.3, -0.4]);
+    s.write(p, p0); s.write(g, g0); s.write(m, new Float32Array(4)); s.write(v, new Float32Array(4));
+    const step = 3, lr = 0.01;
+    await s.step(step, { lr });
+    const got = f32(s.read(p));
+    for (let i = 0; i < 4; i++) {
+      const mi = (1 - b1) * g0[i]!, vi = (1 - b2) * g0[i]! ** 2;
+      const want = p0[i]! - (lr / (1 - b1 ** step)) * mi / (Math.sqrt(vi) / Math.sqrt(1 - b2 ** step) + eps);
+      expect(Math.abs(got[i]! - want)).toBeLessThan(1e-6);
+    }
+    s.close();
+  });
+
+  it('rejects the step with the kernel message and stays usable and closable', async () => {
+    const b = new Builder();
+    const ids = b.buffer(TIER.cpu, DTYPE.i32, [4]);
+    const table = b.buffer(TIER.cpu, DTYPE.f32, [10, 3]);
+    const y = b.buffer(TIER.cpu, DTYPE.f32, [4, 3]);
+    const yg = b.buffer(TIER.gpu, DTYPE.f32, [4, 3]);
+    const emb = b.run(STREAM.cpu, OP_KIND.embedding, [ids, table], [y]);
+    b.copy(STREAM.h2d, y, yg, [emb]);  // waits on the failing op: must be released, not hang
+    const s = native.createSession(b.program());
+    s.write(table, range(30, (i) => i));
+    s.write(ids, new Int32Array([1, 2, 99, 3]));
+    await expect(s.step(1)).rejects.toThrow(
+      'instruction 0 (cpu, run embedding): embedding: id 99 at position 2 is outside [0, 10)');
+    s.write(ids, new Int32Array([1, 2, 9, 3]));
+    const st = await s.step(2);
+    expect(st.streamInstructions[STREAM.h2d]).toBe(1);
+    expect(Array.from(f32(s.read(yg)))).toEqual([3, 4, 5, 6, 7, 8, 27, 28, 29, 9, 10, 11]);
+    s.close();
+  });
+
+  it('close() during a step waits for it; steps after close reject', async () => {
+    const N = 128;
+    const b = new Builder();
+    const A = b.buffer(TIER.cpu, DTYPE.f32, [N, N]);
+    const Y = b.buffer(TIER.cpu, DTYPE.f32, [N, N]);
+    b.run(STREAM.cpu, OP_KIND.matmul, [A, A], [Y], [], [0]);
+    const s = native.createSession(b.program());
+    s.write(A, range(N * N, (i) => i % 3));
+    const running = s.step(1);
+    expect(() => s.write(A, new Float32Array(N * N))).toThrow(/session.write: a step is running/);
+    const queued = s.step(2);
+    s.close();
+    const results = await Promise.allSettled([running, queued]);
+    // the first step either ran to completion before close or was closed before it started
+    for (const r of results) if (r.status === 'rejected') expect(String(r.reason)).toMatch(/closed before step/);
+    expect(() => s.step(3)).toThrow(/session.step: the session is closed/);
+  });
+});
+
+// ---------------------------------------------------------------------------
+
+describe('nvme tier', () => {
+  const spillRoot = mkdtempSync(join(tmpdir(), 'tiercut-test-'));
+  afterAll(() => rmSync(spillRoot, { recursive: true, force: true }));
+
+  it('round-trips bytes through the spill file and removes it on close', async () => {
+    const b = new Builder();
+    const x = b.buffer(TIER.cpu, DTYPE.f32, [100]);
+    const xn = b.buffer(TIER.nvme, DTYPE.f32, [100]);
+    const xg = b.buffer(TIER.gpu, DTYPE.f32, [100]);
+    const wr = b.copy(STREAM.nvmeWrite, x, xn);
+    b.copy(STREAM.nvmeRead, xn, xg, [wr]);
+    const program = b.program(spillRoot);
+    const s = native.createSession(program);
+    const dirs = readdirSync(spillRoot);
+    expect(dirs).toHaveLength(1);
+    expect(dirs[0]).toMatch(new RegExp(`^tiercut-${process.pid}-\\d+$`));
+    const file = join(spillRoot, dirs[0]!, 'nvme.bin');
+    expect(statSync(file).size).toBe(program.tiers[TIER.nvme]!.arenaBytes);
+
+    const data = range(100, (i) => Math.sin(i));
+    s.write(x, data);
+    const st = await s.step(1);
+    expect(f32(s.read(xg))).toEqual(data);
+    expect(f32(s.read(xn))).toEqual(data);  // pread straight from the file
+    expect(st.bytes).toEqual({ h2d: 0, d2h: 0, nvmeRead: 400, nvmeWrite: 400, cpuToCpu: 0 });
+    expect(st.streamInstructions).toEqual([0, 0, 0, 0, 1, 1]);
+    s.write(xn, new Float32Array(100).fill(2));  // session.write on nvme is a pwrite
+    expect(f32(s.read(xn))[99]).toBe(2);
+    s.close();
+    expect(existsSync(join(spillRoot, dirs[0]!))).toBe(false);
+    expect(readdirSync(spillRoot)).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------
+
+describe('createSession validation', () => {
+  function base(): Builder {
+    const b = new Builder();
+    const a = b.buffer(TIER.cpu, DTYPE.f32, [4]);
+    const c = b.buffer(TIER.gpu, DTYPE.f32, [4]);
+    b.copy(STREAM.h2d, a, c);
+    return b;
+  }
+
+  it('names the field for an offset out of range', () => {
+    const p = base().program();
+    const bad = { ...p, buffers: p.buffers.map((x, i) => (i === 1 ? { ...x, offsetBytes: 64 } : x)) };
+    expect(() => native.createSession(bad)).toThrow(
+      'program.buffers[1]: offset 64 + size 16 exceeds the gpu arena (64 bytes)');
+  });
+
+  it('names the field for a wait on a later instruction', () => {
+    const b = base();
+    b.copy(STREAM.d2h, 1, 0, [5]);
+    expect(() => native.createSession(b.program())).toThrow('program.instructions[1].waits[0]: 5 is not an earlier instruction');
+  });
+
+  it('names the field for a size mismatch', () => {
+    const p = base().program();
+    const bad = { ...p, buffers: p.buffers.map((x, i) => (i === 0 ? { ...x, sizeBytes: 12 } : x)) };
+    expect(() => native.createSession(bad)).toThrow(/^program\.buffers\[0\]\.sizeBytes: expected 16 .*got 12$/);
+    const b = base();
+    const small = b.buffer(TIER.gpu, DTYPE.f32, [3]);
+    b.copy(STREAM.h2d, 0, small);
+    expect(() => native.createSession(b.program())).toThrow(
+      'program.instructions[1]: copy from buffer 0 (16 bytes) to buffer 2 (12 bytes): sizes differ');
+  });
+
+  it('rejects an arena over capacity, overlapping persistent buffers and op operands on nvme', () => {
+    const p = base().program();
+    expect(() => native.createSession({ ...p, tiers: [{ capacityBytes: 16, arenaBytes: 64 }, p.tiers[1]!, p.tiers[2]!] }))
+      .toThrow('program.tiers[0]: arena 64 bytes exceeds capacity 16 bytes');
+    const overlap = { ...p, buffers: [...p.buffers, { tensor: 1, tier: TIER.gpu, offsetBytes: 0, sizeBytes: 16 }] };
+    expect(() => native.createSession(overlap)).toThrow(/program\.buffers\[2\]: .*overlap buffer 1/);
+    // freeing one of them makes the overlap the TypeScript verifier's business
+    expect(() => native.createSession({
+      ...overlap,
+      instructions: [...p.instructions, { stream: 0, kind: INSTRUCTION.free, op: -1, inputs: [2], outputs: [], waits: [] }],
+    }).close()).not.toThrow();
+    const b = new Builder();
+    const xn = b.buffer(TIER.nvme, DTYPE.f32, [4]);
+    const y = b.buffer(TIER.cpu, DTYPE.f32, [4]);
+    b.run(STREAM.cpu, OP_KIND.gelu, [xn], [y]);
+    expect(() => native.createSession(b.program(tmpdir()))).toThrow(
+      'program.instructions[0].inputs[0]: buffer 0 is on nvme; ops read and write only gpu or cpu buffers');
+  });
+
+  it('names the field for malformed values', () => {
+    const p = base().program();
+    expect(() => native.createSession({ ...p, tiers: p.tiers.slice(0, 2) })).toThrow('program.tiers: expected 3 tiers');
+    const bad = { ...p, tensors: [{ dtype: 0, shape: [4] }, { dtype: 0, shape: ['4'] }] } as unknown as NativeProgram;
+    expect(() => native.createSession(bad)).toThrow('program.tensors[1].shape[0]: expected a number, got a string');
+  });
+});
+
+// ---------------------------------------------------------------------------
+// Reference rounding in plain JS, on doubles (every float32 is exact in a double):
+// a format with `mant` mantissa bits and exponent bias `bias`.
+
+function roundRef(x: number, mant: number, bias: number): number {
+  const maxExp = bias;                         // largest unbiased exponent of a finite value
+  const minExp = 1 - bias;                     // exponent of the smallest normal
+  const expBits = Math.log2(2 * bias + 2);     // 5 for fp16, 8 for bf16
+  const sign = x < 0 || Object.is(x, -0) ? 1 << (mant + expBits) : 0;
+  if (Number.isNaN(x)) return ((1 << expBits) - 1) << mant | 1 << (mant - 1);
+  let a = Math.abs(x);
+  const roundEven = (q: number) => {
+    const f = Math.floor(q), d = q - f;
+    return d > 0.5 || (d === 0.5 && f % 2 === 1) ? f + 1 : f;
+  };
+  if (a < 2 ** minExp) return sign | roundEven(a / 2 ** (minExp - mant));  // subnormal (may reach the min normal)
+  let e = 0;
+  while (a >= 2 ** (e + 1)) e++;
+  while (a < 2 ** e) e--;
+  let m = roundEven((a / 2 ** e - 1) * 2 ** mant);
+  if (m === 2 ** mant) { m = 0; e++; }
+  if (e > maxExp || a === Infinity) return sign | ((1 << expBits) - 1) << mant;  // inf
+  a = 0;
+  return sign | (e + bias) << mant | m;
+}
+
+function widenRef(h: number, mant: number, bias: number): number {
+  const expBits = Math.log2(2 * bias + 2);
+  const s = h >> (mant + expBits) ? -1 : 1;
+  const e = (h >> mant) & ((1 << expBits) - 1), m = h & ((1 << mant) - 1);
+  if (e === (1 << expBits) - 1) return m ? NaN : s * Infinity;
+  if (e === 0) return s * m * 2 ** (1 - bias - mant);
+  return s * (1 + m / 2 ** mant) * 2 ** (e - bias);
+}
+
+describe('halfRound / halfWiden', () => {
+  const tricky = [
+    0, -0, 0.1, -0.1, 1 / 3, 1, -1, 65504, 65519.99, 65520, -65520, 65536, 1e6, Infinity, -Infinity, NaN,
+    2 ** -14, 2 ** -24, 2 ** -25, 3 * 2 ** -26, 2 ** -25 + 2 ** -40, 5 * 2 ** -26, 1023 * 2 ** -24, 2 ** -14 - 2 ** -25,
+    6e-8, 1e-8, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 2049, 2051, 4097, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 257, 259,
+    3.4e38, -3.4e38, 2 ** -126, 2 ** -133, 2 ** -134, 3 * 2 ** -135, 1e-40, 3.1415927,
+  ];
+  const values = Float32Array.from(tricky);
+  const formats = [['fp16', 10, 15], ['bf16', 7, 127]] as const;
+
+  for (const [type, mant, bias] of formats) {
+    it(`${type}: rounds to nearest even bit-exactly, NaN stays NaN`, () => {
+      const got = native.halfRound(values, type);
+      const isNaNBits = (h: number) => ((h >> mant) & ((2 * bias + 1))) === 2 * bias + 1 && (h & ((1 << mant) - 1)) !== 0;
+      for (let i = 0; i < values.length; i++) {
+        const want = roundRef(values[i]!, mant, bias);
+        if (Number.isNaN(values[i])) expect(isNaNBits(got[i]!), `NaN -> ${got[i]!.toString(16)}`).toBe(true);
+        else expect(got[i], `${type}(${values[i]})`).toBe(want);
+      }
+      if (type === 'fp16') {
+        const [, , c01] = got;
+        expect(c01).toBe(0x2e66);                                            // 0.1
+        expect(got[tricky.indexOf(65504)]).toBe(0x7bff);
+        expect(got[tricky.indexOf(65520)]).toBe(0x7c00);                     // 65520 -> inf
+        expect(got[tricky.indexOf(65519.99)]).toBe(0x7bff);
+        expect(got[tricky.indexOf(2 ** -25)]).toBe(0);                       // tie between 0 and 2^-24 -> 0
+        expect(got[tricky.indexOf(3 * 2 ** -26)]).toBe(1);
+        expect(got[tricky.indexOf(1 + 2 ** -11)]).toBe(0x3c00);              // tie -> even (1)
+        expect(got[tricky.indexOf(1 + 3 * 2 ** -11)]).toBe(0x3c02);          // tie -> even (up)
+      }
+    });
+
+    it(`${type}: widens every bit pattern exactly`, () => {
+      const bits = Uint16Array.from({ length: 65536 }, (_, i) => i);
+      const got = native.halfWiden(bits, type);
+      for (let h = 0; h < 65536; h++) {
+        const want = widenRef(h, mant, bias);
+        if (Number.isNaN(want)) { if (!Number.isNaN(got[h])) expect(got[h], `bits ${h}`).toBeNaN(); }
+        else if (got[h] !== want || Object.is(got[h], -0) !== Object.is(want, -0)) expect(got[h], `bits ${h}`).toBe(want);
+      }
+      // widen then round is the identity on every non-NaN pattern
+      const back = native.halfRound(got, type);
+      for (let h = 0; h < 65536; h++) if (!Number.isNaN(got[h]) && back[h] !== h) expect(back[h], `bits ${h}`).toBe(h);
+    });
+  }
+
+  it('rejects bad arguments with the field', () => {
+    expect(() => native.halfRound(new Float64Array(2) as unknown as Float32Array, 'fp16'))
+      .toThrow('halfRound: values: expected a Float32Array, got Float64Array');
+    expect(() => native.halfWiden(new Uint16Array(2), 'fp8' as 'fp16')).toThrow("halfWiden: type: expected 'fp16' or 'bf16', got 'fp8'");
+  });
+});
+
+describe('runOp', () => {
+  it('runs one kernel in f64 and throws the kernel message', () => {
+    const [y] = native.runOp(OP_KIND.matmul, 'f64', [0], [], [
+      { shape: [2, 3], data: Float64Array.from([1, 2, 3, 4, 5, 6]) },
+      { shape: [3, 1], data: Float64Array.from([1, 0, -1]) },
+    ], [{ shape: [2, 1] }]);
+    expect(y).toBeInstanceOf(Float64Array);
+    expect(Array.from(y!)).toEqual([-2, -2]);
+    expect(() => native.runOp(OP_KIND.crossEntropy, 'f32', [], [], [
+      { shape: [4, 96], data: new Float32Array(4 * 96) },
+      { shape: [4], data: Int32Array.from([0, 1, 2, 99]) },
+    ], [{ shape: [] }])).toThrow('cross_entropy: target 99 at position 3 is outside [0, 96)');
+    expect(() => native.runOp(OP_KIND.gelu, 'f32', [], [], [{ shape: [2], data: new Float64Array(2) }], [{ shape: [2] }]))
+      .toThrow('runOp: inputs[0].data: expected Float32Array or Int32Array, got Float64Array');
+  });
+});
