@@ -330,7 +330,8 @@ function roundRef(x: number, mant: number, bias: number): number {
   const expBits = Math.log2(2 * bias + 2);     // 5 for fp16, 8 for bf16
   const sign = x < 0 || Object.is(x, -0) ? 1 << (mant + expBits) : 0;
   if (Number.isNaN(x)) return ((1 << expBits) - 1) << mant | 1 << (mant - 1);
-  let a = Math.abs(x);
+  const a = Math.abs(x);
+  if (a === Infinity) return sign | ((1 << expBits) - 1) << mant;
   const roundEven = (q: number) => {
     const f = Math.floor(q), d = q - f;
     return d > 0.5 || (d === 0.5 && f % 2 === 1) ? f + 1 : f;
@@ -341,8 +342,7 @@ function roundRef(x: number, mant: number, bias: number): number {
   while (a < 2 ** e) e--;
   let m = roundEven((a / 2 ** e - 1) * 2 ** mant);
   if (m === 2 ** mant) { m = 0; e++; }
-  if (e > maxExp || a === Infinity) return sign | ((1 << expBits) - 1) << mant;  // inf
-  a = 0;
+  if (e > maxExp) return sign | ((1 << expBits) - 1) << mant;  // rounds past the largest finite: inf
   return sign | (e + bias) << mant | m;
 }
 
