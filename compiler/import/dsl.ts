@@ -44,7 +44,9 @@ function typeCheck(file: string, display: string): void {
   });
   const sf = project.addSourceFileAtPath(file);
   project.addSourceFileAtPath(apiPath);
-  const problems = project.getPreEmitDiagnostics().filter((d) => d.getSourceFile()?.getFilePath() === sf.getFilePath() || !d.getSourceFile());
+  // syntax errors first: a type error after a syntax error is usually its echo
+  const syntax = project.getProgram().getSyntacticDiagnostics(sf);
+  const problems = syntax.length ? syntax : project.getPreEmitDiagnostics().filter((d) => d.getSourceFile()?.getFilePath() === sf.getFilePath() || !d.getSourceFile());
   for (const imp of sf.getImportDeclarations()) {
     if (imp.getModuleSpecifierValue() !== API_MODULE || !imp.isTypeOnly()) {
       const { line, column } = sf.getLineAndColumnAtPos(imp.getStart());
@@ -52,13 +54,13 @@ function typeCheck(file: string, display: string): void {
     }
   }
   if (problems.length === 0) return;
-  const lines = problems.slice(0, 5).map((d) => {
+  const lines = problems.slice(0, 1).map((d) => {
     const start = d.getStart() ?? 0;
     const { line, column } = sf.getLineAndColumnAtPos(start);
     const text = ts.flattenDiagnosticMessageText(d.compilerObject.messageText, ' ');
     return `${display}:${line}:${column}: ${text}`;
   });
-  throw diag.modelSource(lines.join('\n') + (problems.length > 5 ? `\n… ${problems.length - 5} more` : ''));
+  throw diag.modelSource(lines[0] + (problems.length > 1 ? ` (and ${problems.length - 1} more problems)` : ''));
 }
 
 /** Transpiles and imports the model module; the inline source map makes stack frames point at the .ts lines. */

@@ -1,0 +1,158 @@
+// Bad input gets one clear line naming the file and the problem, exit code 2,
+// no stack trace, and never a crash inside the addon.
+import { describe, it, expect, beforeAll } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const dir = mkdtempSync(join(tmpdir(), 'tiercut-bad-'));
+const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 60_000 });
+
+function expectUserError(r: ReturnType<typeof cli>, pattern: RegExp) {
+  expect(r.status, r.stderr + r.stdout).toBe(2);
+  const lines = r.stderr.trim().split('\n');
+  expect(lines.length, r.stderr).toBe(1);
+  expect(lines[0]).toMatch(/^tiercut: /);
+  expect(lines[0]).toMatch(pattern);
+  expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+}
+
+let good: string;
+beforeAll(() => {
+  good = join(dir, 'good.plan.json');
+  const r = cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '400000', '-o', good);
+  expect(r.status, r.stderr).toBe(0);
+});
+
+function mutated(name: string, f: (plan: any) => void): string {
+  const plan = JSON.parse(readFileSync(good, 'utf8'));
+  f(plan);
+  const file = join(dir, name);
+  writeFileSync(file, JSON.stringify(plan));
+  return file;
+}
+
+describe('bad input', () => {
+  it('a model file with a type error: file:line:col', () => {
+    const model = join(dir, 'broken.ts');
+    writeFileSync(model, [
+      "import type { Model, PresetBase } from 'tiercut/dsl';",
+      'const m: Model<PresetBase> = {',
+      '  presets: { a: { batch: 1, seq: 1 } },',
+      "  build(nn, cfg) { const x = nn.input('x', [cfg.batch, 4]); return nn.gelu(x, 3); },",
+      '};',
+      'export default m;',
+    ].join('\n'));
+    expectUserError(cli('compile', model, '-o', join(dir, 'x.json')), /broken\.ts:4:\d+: Expected 1 arguments, but got 2/);
+  });
+
+  it('a model file with a syntax error', () => {
+    const model = join(dir, 'syntax.ts');
+    writeFileSync(model, "import type { Model } from 'tiercut/dsl';\nconst m = {\n  presets: {,\n};\nexport default m;\n");
+    expectUserError(cli('compile', model, '-o', join(dir, 'x.json')), /syntax\.ts:3:\d+: /);
+  });
+
+  it('a shape error while building names the model line', () => {
+    const model = join(dir, 'shape.ts');
+    writeFileSync(model, [
+      "import type { Model, PresetBase } from 'tiercut/dsl';",
+      'const m: Model<PresetBase> = {',
+      '  presets: { a: { batch: 2, seq: 1 } },',
+      '  build(nn, cfg) {',
+      "    const x = nn.input('x', [cfg.batch, 4]);",
+      "    const h = nn.matmul(x, nn.param('w', [5, 3]));",
+      "    return nn.crossEntropy(h, nn.input('y', [cfg.batch], 'i32'));",
+      '  },',
+      '};',
+      'export default m;',
+    ].join('\n'));
+    expectUserError(cli('compile', model, '-o', join(dir, 'x.json')), /shape\.ts:6:\d+: matmul: .*inner dimension/);
+  });
+
+  it('an unknown preset', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'huge', '-o', join(dir, 'x.json')), /models\/gpt\.ts: unknown preset 'huge' \(available: tiny, gpt2-124m, gpt2-1\.5b\)/);
+  });
+
+  it('an unknown hardware profile', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--hw', 'tpu-v9', '-o', join(dir, 'x.json')), /unknown hardware profile 'tpu-v9'/);
+  });
+
+  it('a model that cannot fit says by how much', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '1000', '-o', join(dir, 'x.json')), /does not fit: .*short by/);
+  });
+
+  it('a plan with a wrong formatVersion', () => {
+    const f = mutated('version.plan.json', (p) => { p.formatVersion = 99; });
+    expectUserError(cli('report', f), /version\.plan\.json: formatVersion 99 is not supported/);
+    expectUserError(cli('run', f, '--steps', '1'), /version\.plan\.json: formatVersion 99/);
+  });
+
+  it('a plan with an arena offset out of range', () => {
+    const f = mutated('offset.plan.json', (p) => { const b = p.buffers.find((x: any) => x.tier === 'gpu'); b.offsetBytes = p.tiers.gpu.peakBytes; });
+    expectUserError(cli('run', f, '--steps', '1'), /offset\.plan\.json: buffers\[\d+\].*arena offset \d+ \+ size \d+ is outside the gpu arena/);
+  });
+
+  it('a plan with overlapping live buffers', () => {
+    const f = mutated('overlap.plan.json', (p) => {
+      const persistent = p.buffers.filter((x: any) => x.tier === 'cpu' && x.allocAt === -1 && x.freeAt === -1);
+      persistent[1].offsetBytes = persistent[0].offsetBytes;
+    });
+    expectUserError(cli('run', f, '--steps', '1'), /overlap\.plan\.json: buffers\[\d+\] and buffers\[\d+\] \(cpu\): live at the same time and overlapping/);
+  });
+
+  it('a plan whose instruction waits on a later one', () => {
+    const f = mutated('waits.plan.json', (p) => { p.instructions[3].waits = [p.instructions.length - 1]; });
+    expectUserError(cli('run', f, '--steps', '1'), /waits\.plan\.json: instructions\[3\]: waits on \d+, which is not an earlier instruction/);
+  });
+
+  it('a plan that drops a wait (a read before its write is valid)', () => {
+    const f = mutated('race.plan.json', (p) => {
+      const x = p.instructions.find((i: any) => i.kind === 'copy' && i.waits.length > 0);
+      x.waits = [];
+    });
+    expectUserError(cli('run', f, '--steps', '1'), /race\.plan\.json: instructions\[\d+\].*without waiting for instruction/);
+  });
+
+  it('a file that is not a plan', () => {
+    const f = join(dir, 'junk.json');
+    writeFileSync(f, '{"formatVersion": 1, "hello": ');
+    expectUserError(cli('report', f), /junk\.json: not a plan: invalid JSON/);
+    expectUserError(cli('report', join(dir, 'missing.json')), /missing\.json: plan file not found/);
+  });
+
+  it('bad sizes and numbers', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--gpu-mem', 'lots', '-o', join(dir, 'x.json')), /--gpu-mem: 'lots' is not a size/);
+    expectUserError(cli('run', good, '--steps', '-3'), /--steps: '-3' is not a valid number/);
+  });
+
+  it('data that does not match the model inputs', () => {
+    expectUserError(cli('run', good, '--steps', '1', '--data', 'fixtures/gpt-tiny-parity/init.safetensors'), /init\.safetensors: no tensor named 'tokens'/);
+  });
+});
+
+describe('the main commands', () => {
+  it('report --json has the contract fields; run --json prints steps and a summary', () => {
+    const r = cli('report', good, '--json');
+    expect(r.status, r.stderr).toBe(0);
+    const s = JSON.parse(r.stdout);
+    expect(s.params).toBe(29056);
+    for (const t of ['gpu', 'cpu', 'nvme']) expect(typeof s.tiers[t].capacityBytes).toBe('number');
+    expect(s.placement.adamM.cpu).toBeGreaterThan(0);
+    for (const k of ['h2dBytes', 'd2hBytes', 'nvmeReadBytes', 'nvmeWriteBytes']) expect(typeof s.traffic[k]).toBe('number');
+    expect(s.predicted.stepSeconds).toBeGreaterThan(0);
+    const run = cli('run', good, '--steps', '3', '--seed', '4', '--json');
+    expect(run.status, run.stderr).toBe(0);
+    const lines = run.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.slice(0, 3).map((l) => l.step)).toEqual([1, 2, 3]);
+    expect(lines[3].summary.peakBytes.gpu).toBe(s.tiers.gpu.peakBytes);
+    const hw = cli('hw', 'list');
+    expect(hw.stdout).toMatch(/v100-32g[\s\S]*a100-80g[\s\S]*h100-80g[\s\S]*h200-141g[\s\S]*local/);
+  });
+
+  it('compiling twice gives a byte-identical plan', () => {
+    const again = join(dir, 'again.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '400000', '-o', again).status).toBe(0);
+    expect(readFileSync(again, 'utf8')).toBe(readFileSync(good, 'utf8'));
+  });
+});
