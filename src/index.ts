@@ -1,0 +1,12 @@
+// tiercut's public API: the stages a program can call without the CLI.
+export { compile, trainingGraph, place, planFor, type CompileOptions } from './compile.js';
+export { readPlan, writePlan, parsePlan, serializePlan } from '../compiler/plan/io.js';
+export { planStats, type PlanStats } from '../compiler/report/stats.js';
+export { textReport } from '../compiler/report/text.js';
+export { TrainingSession, type SessionOptions, type StepResult } from '../runtime/session.js';
+export { syntheticData, fileData } from '../runtime/data.js';
+export { readSafetensors, writeSafetensors } from '../runtime/safetensors.js';
+export { BUILTIN_PROFILES, loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
+export { UserError } from './diagnostics.js';
+export type { Plan } from '../compiler/plan/types.js';
+export type { Graph, Tensor, Op } from '../compiler/ir/types.js';
