@@ -10,6 +10,6 @@ it('docs/plan.schema.json matches compiler/plan/schema.ts', () => {
 
 it('the validator reports the path of a wrong field', () => {
   expect(validateSchema({ formatVersion: 1 })[0]).toBe("plan: missing 'generator'");
-  const errs = validateSchema({ formatVersion: 1, instructions: [{ id: 0, stream: 'gpu', kind: 'jump', op: 0, inputs: [], outputs: [], waits: [] }] });
-  expect(errs.join('\n')).toMatch(/plan\.instructions\[0\]\.kind: expected one of run, copy, free, got "jump"/);
+  const errs = validateSchema([{ id: 0, stream: 'gpu', kind: 'jump', op: 0, inputs: [], outputs: [], waits: [-4] }], PLAN_SCHEMA.properties!.instructions, 'plan.instructions');
+  expect(errs).toEqual(['plan.instructions[0].kind: expected one of run, copy, free, got "jump"', 'plan.instructions[0].waits[0]: -4 is below the minimum 0']);
 });
