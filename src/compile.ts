@@ -10,6 +10,7 @@ import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { allGpu, fmtBytes, partitionMinCut } from '../compiler/partition/mincut.js';
+import { placementFrom, roundSolution, solveLp, type LpSolution } from '../compiler/partition/lp.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type Traffic } from '../compiler/plan/types.js';
 import { assignOffsets } from '../compiler/schedule/arena.js';
@@ -29,6 +30,8 @@ export interface CompileOptions {
   batch?: number;
   seq?: number;
   optimizer?: Partial<AdamAttrs>;
+  /** Parameters stay resident on the GPU (the ZeRO-Offload setting; no parameter offload). */
+  keepParamsOnGpu?: boolean;
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
@@ -44,23 +47,81 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
   return { graph: step, preset: imported.preset, config: imported.config };
 }
 
-/** Placement: everything on the GPU when it fits, else the min-cut under the GPU capacity. */
-export function place(g: Graph, hw: HardwareProfile): Placement {
+const fitsTiers = (a: Record<Tier, number>, hw: HardwareProfile) => a.gpu <= hw.gpu.capacityBytes && a.cpu <= hw.cpu.capacityBytes && a.nvme <= hw.nvme.capacityBytes;
+
+/** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
+function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
   const gpuPeak = (p: Placement) => liveBytesPeak(buildProgram(g, p)).gpu;
-  const whole = allGpu(g);
-  if (gpuPeak(whole) <= hw.gpu.capacityBytes) return whole;
   // fragmentation can push the arena above the live-bytes peak: tighten the target and retry
   let target = hw.gpu.capacityBytes;
   for (let attempt = 0; attempt < 4; attempt++) {
-    const p = partitionMinCut(g, hw, { gpuPeakBytes: gpuPeak, capacityBytes: target });
-    const arena = assignOffsets(buildProgram(g, p)).arenaBytes.gpu;
-    if (arena <= hw.gpu.capacityBytes) return p;
-    target -= arena - hw.gpu.capacityBytes;
+    let p: Placement;
+    try { p = partitionMinCut(g, hw, { gpuPeakBytes: gpuPeak, capacityBytes: target }); } catch { return undefined; }
+    const arena = assignOffsets(buildProgram(g, p)).arenaBytes;
+    if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? p : undefined;
+    target -= arena.gpu - hw.gpu.capacityBytes;
   }
-  throw diag.doesNotFit(`does not fit: the GPU arena stays above ${fmtBytes(hw.gpu.capacityBytes)} after placement; raise --gpu-mem`);
+  return undefined;
 }
 
-export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs): Plan {
+/** The LP path: three tiers; the rounded plan is repaired until every arena fits. */
+function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placement {
+  const r = roundSolution(g, sol);
+  const groups = sol.groups;
+  const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
+  for (let attempt = 0; attempt < 40; attempt++) {
+    const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds);
+    const arena = assignOffsets(buildProgram(g, p)).arenaBytes;
+    if (fitsTiers(arena, hw)) return p;
+    // move the least-committed groups one tier down until the overflow is covered
+    const spill = (over: number, from: Tier, to: Tier) => {
+      const k = from === 'gpu' ? 0 : 1;
+      let moved = 0;
+      for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (r.stateTier[i] === from) { r.stateTier[i] = to; moved += groups[i].stateBytes; } }
+      for (const id of sol.saved) { if (moved >= over || from !== 'gpu') break; if (!r.offload.has(id)) { r.offload.add(id); moved += g.tensors[id].sizeBytes; } }
+      for (const i of byShare(k, sol.p16Share)) { if (moved >= over) return moved; if (r.p16Tier[i] === from && !(from === 'gpu' && keepParams)) { r.p16Tier[i] = to; moved += groups[i].p16Bytes; } }
+      return moved;
+    };
+    const keepParams = sol.p16Share.every((s) => s[0] > 0.999) && groups.length > 0;
+    let moved = 0;
+    if (arena.gpu > hw.gpu.capacityBytes) moved += spill(Math.max(arena.gpu - hw.gpu.capacityBytes, 1), 'gpu', 'cpu');
+    if (arena.cpu > hw.cpu.capacityBytes) moved += spill(Math.max(arena.cpu - hw.cpu.capacityBytes, 1), 'cpu', 'nvme');
+    if (moved === 0) break;
+  }
+  throw diag.doesNotFit(`does not fit: no placement over gpu ${fmtBytes(hw.gpu.capacityBytes)}, cpu ${fmtBytes(hw.cpu.capacityBytes)}, nvme ${fmtBytes(hw.nvme.capacityBytes)} holds this step; raise a capacity or lower --batch/--seq`);
+}
+
+export interface Placed { placement: Placement; lp: LpSolution }
+
+/**
+ * Placement: everything on the GPU when it fits; else the min-cut when two
+ * tiers suffice (and parameters may stay where the cut puts them); else the LP
+ * over three tiers. The LP runs in every case: its optimum is the plan's lower bound.
+ */
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
+  const lp = await solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  const whole = allGpu(g);
+  if (fitsTiers(liveBytesPeak(buildProgram(g, whole)), hw) && assignOffsets(buildProgram(g, whole)).arenaBytes.gpu <= hw.gpu.capacityBytes) return { placement: whole, lp };
+  const cut = placeMinCut(g, hw);
+  if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp };
+  if (lp.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+  if (lp.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${lp.status}); try again with fewer segments or a larger time limit`);
+  return { placement: placeLp(g, hw, lp), lp };
+}
+
+function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): string {
+  let state = 0, p16 = 0;
+  for (const t of g.tensors) {
+    if (t.role === 'master32' || t.role === 'adamM' || t.role === 'adamV') state += t.sizeBytes;
+    if (t.role === 'param16') p16 += t.sizeBytes;
+  }
+  const total = hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes;
+  const need = state + p16;
+  const short = keepParams ? p16 - hw.gpu.capacityBytes : need - total;
+  return `does not fit: the model state needs ${fmtBytes(need)} (${fmtBytes(p16)} parameters${keepParams ? ' kept on the GPU' : ''}, ${fmtBytes(state)} optimizer state) plus working memory; gpu ${fmtBytes(hw.gpu.capacityBytes)} + cpu ${fmtBytes(hw.cpu.capacityBytes)} + nvme ${fmtBytes(hw.nvme.capacityBytes)}${short > 0 ? ` is short by at least ${fmtBytes(short)}` : ' cannot also hold the working set at its peak'}`;
+}
+
+export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution): Plan {
   const prog = buildProgram(g, p);
   const arenas = assignOffsets(prog);
   const sim = simulate(g, p, arenas.buffers, arenas.instructions, hw);
@@ -82,6 +143,13 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
     formatVersion: FORMAT_VERSION, generator: 'tiercut 0.1.0', model, hardware: hw, optimizer, graph: g, placement: p,
     tiers, buffers: arenas.buffers, instructions: arenas.instructions, traffic: traffic as Traffic,
     predicted: { stepSeconds: sim.stepSeconds, streamBusySeconds: sim.streamBusySeconds, peakBytes: arenas.arenaBytes },
+    ...(lp && lp.status === 'optimal' ? {
+      bound: {
+        lowerBoundSeconds: lp.lowerBoundSeconds,
+        gapPercent: (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds,
+        lp: { ...lp.size, solveSeconds: lp.solveSeconds, status: lp.status },
+      },
+    } : {}),
   };
   const problems = verifyPlan(plan);
   if (problems.length) throw new Error(`internal: the emitted plan fails verification:\n  ${problems.slice(0, 8).join('\n  ')}`);
@@ -91,7 +159,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
   const { graph, preset, config } = await trainingGraph(opts);
-  const placement = place(graph, hw);
+  const { placement, lp } = await place(graph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
-  return planFor(graph, hw, placement, { source: opts.model, preset, config }, optimizer);
+  return planFor(graph, hw, placement, { source: opts.model, preset, config }, optimizer, lp);
 }

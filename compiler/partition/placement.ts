@@ -6,7 +6,7 @@ export interface Placement {
   readonly opTier: readonly ('gpu' | 'cpu')[];
   /** Per tensor id: its home tier (where it rests between uses). */
   readonly home: readonly Tier[];
-  readonly method: 'all-gpu' | 'mincut';
+  readonly method: 'all-gpu' | 'mincut' | 'lp';
   /** The Lagrange multiplier on GPU bytes that made the GPU capacity hold (seconds per byte). */
   readonly lambdaSecondsPerByte: number;
   /** The cut's value: predicted compute + transfer seconds, without the memory penalty. */

@@ -69,4 +69,10 @@ export interface Plan {
   readonly instructions: readonly PlanInstruction[];
   readonly traffic: Traffic;
   readonly predicted: Predicted;
+  /** The LP's proven lower bound on the step time and how far the plan is above it. */
+  readonly bound?: {
+    readonly lowerBoundSeconds: number;
+    readonly gapPercent: number;
+    readonly lp: { readonly rows: number; readonly cols: number; readonly nonzeros: number; readonly solveSeconds: number; readonly status: string };
+  };
 }

@@ -52,6 +52,8 @@ interface Draft {
 interface DraftBuffer { tensor: number; tier: Tier; sizeBytes: number; keep: boolean; preset: boolean }
 
 const computeStream = (t: 'gpu' | 'cpu'): StreamName => t;
+const direct = (from: Tier, to: Tier) => from === 'cpu' || to === 'cpu';
+
 function copyStream(from: Tier, to: Tier): StreamName {
   if (from === 'cpu' && to === 'gpu') return 'h2d';
   if (from === 'gpu' && to === 'cpu') return 'd2h';
@@ -111,16 +113,28 @@ export function buildProgram(g: Graph, p: Placement): Program {
     return i;
   };
 
-  /** A buffer holding x's current value on `tier`, copying it there if needed. */
+  /** A buffer holding x's current value on `tier`, copying it there if needed (NVMe <-> GPU through CPU staging). */
   const fetch = (x: number, tier: Tier): number => {
     const have = valid[x].get(tier);
     if (have !== undefined) return have;
-    const src = valid[x].get(p.home[x]) ?? [...valid[x].values()][0];
+    let src = valid[x].get(p.home[x]) ?? [...valid[x].values()][0];
     if (src === undefined) throw new Error(`schedule: ${g.tensors[x].name} is read before it is written`);
+    const staged = !direct(bufs[src].tier, tier);
+    if (staged) src = fetch(x, 'cpu');
     const b = newBuffer(x, tier, false, false);
     copy(src, b);
     valid[x].set(tier, b);
+    if (staged) valid[x].delete('cpu'); // the staging copy is dropped once passed on
     return b;
+  };
+  /** Copies buffer b (on its tier) into x's home, staging through the CPU when there is no direct link. */
+  const sendHome = (x: number, b: number) => {
+    let src = b;
+    if (!direct(bufs[b].tier, p.home[x])) {
+      src = newBuffer(x, 'cpu', false, false);
+      copy(b, src);
+    }
+    copy(src, home[x]);
   };
 
   const retireIfGap = (x: number, tier: Tier, opId: number) => {
@@ -151,7 +165,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
       valid[x].set(tier, b);
       if (p.home[x] !== tier) {
         if (home[x] < 0) home[x] = newBuffer(x, p.home[x], g.tensors[x].role === 'loss', false);
-        copy(b, home[x]);
+        sendHome(x, b);
         valid[x].set(p.home[x], home[x]);
       }
     });

@@ -1,0 +1,49 @@
+// A small builder for linear programs in the form HiGHS takes: minimise c'x
+// subject to lower <= Ax <= upper and column bounds. Rows are added as sparse
+// (column, coefficient) lists; duplicate columns in one row are summed.
+
+export class LinearProgram {
+  readonly colCost: number[] = [];
+  readonly colLower: number[] = [];
+  readonly colUpper: number[] = [];
+  readonly colNames: string[] = [];
+  readonly rowLower: number[] = [];
+  readonly rowUpper: number[] = [];
+  private readonly starts: number[] = [0];
+  private readonly indices: number[] = [];
+  private readonly values: number[] = [];
+
+  col(name: string, cost = 0, lower = 0, upper = Infinity): number {
+    this.colNames.push(name);
+    this.colCost.push(cost);
+    this.colLower.push(lower);
+    this.colUpper.push(upper);
+    return this.colCost.length - 1;
+  }
+
+  /** lower <= sum(coef * x[col]) <= upper. */
+  row(terms: Iterable<[number, number]>, lower: number, upper: number): number {
+    const merged = new Map<number, number>();
+    for (const [c, v] of terms) if (v !== 0) merged.set(c, (merged.get(c) ?? 0) + v);
+    for (const [c, v] of [...merged].sort((a, b) => a[0] - b[0])) { this.indices.push(c); this.values.push(v); }
+    this.starts.push(this.indices.length);
+    this.rowLower.push(lower);
+    this.rowUpper.push(upper);
+    return this.rowLower.length - 1;
+  }
+
+  get numCols(): number { return this.colCost.length; }
+  get numRows(): number { return this.rowLower.length; }
+  get nonzeros(): number { return this.indices.length; }
+
+  /** The model as HiGHS ModelData (infinities mapped to the solver's). */
+  toHighs(inf: number) {
+    const fix = (a: number[]) => Float64Array.from(a, (v) => (v === Infinity ? inf : v === -Infinity ? -inf : v));
+    return {
+      numCols: this.numCols, numRows: this.numRows,
+      colCost: Float64Array.from(this.colCost), colLower: fix(this.colLower), colUpper: fix(this.colUpper),
+      rowLower: fix(this.rowLower), rowUpper: fix(this.rowUpper),
+      matrix: { format: 'csr' as const, numRows: this.numRows, numCols: this.numCols, starts: Int32Array.from(this.starts), indices: Int32Array.from(this.indices), values: Float64Array.from(this.values) },
+    };
+  }
+}

@@ -1,0 +1,277 @@
+// LP partition over GPU, CPU and NVMe, solved by HiGHS, with a lower bound.
+//
+// Takes a training-step Graph (fp32, fp16 or bf16), a hardware profile and
+// capacities. Gives an integral Placement, the LP's optimal value (a lower
+// bound on the step time of every placement in this model family), and the
+// fractional shares it rounded.
+// Model (the form FlexGen uses for inference, here for a training step):
+//  - program order is cut into K segments of equal GPU time;
+//  - per parameter group (one adam op): shares of its half-precision copy
+//    (p16) and of its optimizer state (master32 + m + v) on each tier, each
+//    summing to 1; the update runs on the GPU for the state's GPU share and on
+//    the CPU for the rest (NVMe state is read into CPU staging and written back);
+//  - per saved activation (alive across segments): kept on the GPU or offloaded
+//    to the CPU (d2h after it is made, h2d before its next use);
+//  - loads per segment and resource (gpu, cpu, h2d, d2h, nvme read, nvme write)
+//    in seconds; an epigraph variable T_s >= every load; minimise sum T_s;
+//  - capacity of every tier in every segment: persistent shares + fetched
+//    copies of the parameters used in the segment + kept activations + the
+//    fixed working set (every other tensor alive in the segment) + staging.
+// Rounding: each share to its largest tier, each activation kept when k >= 1/2;
+// the caller verifies the rounded plan with the scheduler and simulator.
+// Keeps true: deterministic (fixed row/column order). Cost: one LP with
+// O(groups + activations) columns and O(K) rows.
+
+import * as highsModule from 'highs';
+import type { Highs } from 'highs';
+import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
+import type { HardwareProfile } from '../cost/profiles.js';
+import type { Graph } from '../ir/types.js';
+import { consumers, producers } from '../ir/graph.js';
+import { LinearProgram } from './lp-model.js';
+import type { Placement } from './placement.js';
+
+export interface LpOptions {
+  /** Parameters (p16) stay resident on the GPU (the ZeRO-Offload setting). */
+  keepParamsOnGpu?: boolean;
+  segments?: number;
+  timeLimitSeconds?: number;
+  /** Share of each capacity the LP may plan for (the rest absorbs arena fragmentation). */
+  capacityShare?: number;
+}
+
+export interface ParamGroup {
+  adam: number;
+  p16: number;
+  state: number[];
+  grad: number;
+  p16Bytes: number;
+  stateBytes: number;
+  gradBytes: number;
+}
+
+export interface LpSolution {
+  status: 'optimal' | 'infeasible' | 'timeLimit' | 'other';
+  lowerBoundSeconds: number;
+  solveSeconds: number;
+  size: { rows: number; cols: number; nonzeros: number };
+  groups: ParamGroup[];
+  p16Share: Float64Array[];   // per group [gpu, cpu, nvme]
+  stateShare: Float64Array[];
+  saved: number[];            // activation tensor ids with a keep/offload decision
+  keepShare: Float64Array;
+}
+
+// highs is CommonJS with an ESM-style default export: take whichever the loader sees
+const loadHighs = ((highsModule as unknown as { default?: unknown }).default ?? highsModule) as () => Promise<Highs>;
+let highsPromise: Promise<Highs> | undefined;
+
+export function paramGroups(g: Graph): ParamGroup[] {
+  const half = g.precision !== 'fp32';
+  return g.ops.filter((o) => o.kind === 'adam').map((u) => {
+    const [p, grad, m, v] = u.inputs;
+    const p16 = half ? u.outputs[3] : p;
+    const state = half ? [p, m, v] : [m, v];
+    const bytes = (ids: number[]) => ids.reduce((s, t) => s + g.tensors[t].sizeBytes, 0);
+    return { adam: u.id, p16, state, grad, p16Bytes: g.tensors[p16].sizeBytes, stateBytes: bytes(state), gradBytes: g.tensors[grad].sizeBytes };
+  });
+}
+
+/** Segment of every op: K slices of equal cumulative GPU time in program order. */
+function segmentsOf(g: Graph, hw: HardwareProfile, K: number): Int32Array {
+  const t = g.ops.map((op) => opSeconds(g, op, 'gpu', hw));
+  const total = t.reduce((a, b) => a + b, 0) || 1;
+  const seg = new Int32Array(g.ops.length);
+  let acc = 0;
+  for (const op of g.ops) { seg[op.id] = Math.min(K - 1, Math.floor((acc / total) * K)); acc += t[op.id]; }
+  return seg;
+}
+
+export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Promise<LpSolution> {
+  const K = Math.max(1, Math.min(opts.segments ?? 48, g.ops.length));
+  const share = opts.capacityShare ?? 0.97;
+  const seg = segmentsOf(g, hw, K);
+  const prod = producers(g), cons = consumers(g);
+  const groups = paramGroups(g);
+  const inGroup = new Set<number>();
+  for (const q of groups) { inGroup.add(q.p16); q.state.forEach((t) => inGroup.add(t)); inGroup.add(q.grad); }
+
+  // fixed loads and working set per segment
+  const gpuFixed = new Float64Array(K);
+  for (const op of g.ops) if (op.kind !== 'adam') gpuFixed[seg[op.id]] += opSeconds(g, op, 'gpu', hw);
+  const work = new Float64Array(K);
+  const saved: number[] = [];
+  const savedSpan: [number, number, number][] = []; // [producer seg, reuse seg, last seg]
+  for (const t of g.tensors) {
+    if (inGroup.has(t.id)) continue;
+    if (t.persistent || t.role === 'input' || t.role === 'loss') { for (let s = 0; s < K; s++) work[s] += t.sizeBytes; continue; }
+    const p = prod[t.id];
+    if (p < 0 || cons[t.id].length === 0) { if (p >= 0) work[seg[p]] += t.sizeBytes; continue; }
+    const ps = seg[p];
+    const useSegs = cons[t.id].map((c) => seg[c]);
+    const last = Math.max(...useSegs);
+    const reuse = Math.min(...useSegs.filter((s) => s > ps + 1).concat([Infinity]));
+    if (t.role === 'activation' && reuse !== Infinity) {
+      saved.push(t.id);
+      savedSpan.push([ps, reuse, last]);
+      for (const s of new Set([ps, ...useSegs.filter((u) => u <= ps + 1)])) work[s] += t.sizeBytes;
+      for (let s = reuse; s <= last; s++) work[s] += t.sizeBytes; // the fetched copy, from its reuse on
+    } else {
+      for (let s = ps; s <= last; s++) work[s] += t.sizeBytes;
+    }
+  }
+
+  const lp = new LinearProgram();
+  const T = lp.col('T', 1);
+  const PG = lp.col('PG'), PC = lp.col('PC');
+  const tiers = ['gpu', 'cpu', 'nvme'] as const;
+  const x1 = groups.map((q, i) => tiers.map((t) => lp.col(`p16_${i}_${t}`, 0, 0, t === 'gpu' || !opts.keepParamsOnGpu ? 1 : 0)));
+  const x2 = groups.map((q, i) => tiers.map((t) => lp.col(`st_${i}_${t}`, 0, 0, 1)));
+  const ov = groups.map((_, i) => lp.col(`ovh_${i}`));   // CPU-updated part of a GPU-resident p16: h2d after the update
+  const ov2 = groups.map((_, i) => lp.col(`ovd_${i}`));  // GPU-updated part of a non-GPU p16: d2h after the update
+  const keep = saved.map((t) => lp.col(`keep_${t}`, 0, 0, 1));
+  const half = g.precision !== 'fp32';
+  groups.forEach((_, i) => {
+    lp.row(x1[i].map((c) => [c, 1]), 1, 1);
+    lp.row(x2[i].map((c) => [c, 1]), 1, 1);
+    if (!half) for (let k = 0; k < 3; k++) lp.row([[x1[i][k], 1], [x2[i][k], -1]], 0, 0); // fp32: the parameter is its own state
+    lp.row([[ov[i], 1], [x1[i][0], -1], [x2[i][0], 1]], 0, Infinity);
+    lp.row([[ov2[i], 1], [x2[i][0], -1], [x1[i][0], 1]], 0, Infinity);
+  });
+  const persist = (col: number, k: number) => groups.flatMap((q, i): [number, number][] => [[x1[i][k], -q.p16Bytes], [x2[i][k], -q.stateBytes]]).concat([[col, 1]]);
+  lp.row(persist(PG, 0), 0, 0);
+  lp.row(persist(PC, 1), 0, 0);
+  lp.row(groups.flatMap((q, i): [number, number][] => [[x1[i][2], q.p16Bytes], [x2[i][2], q.stateBytes]]), -Infinity, hw.nvme.capacityBytes * share);
+
+  // per-segment loads (seconds) and memory (bytes), as linear terms + constants
+  type Terms = [number, number][];
+  const load = Array.from({ length: K }, () => ({ gpu: [] as Terms, cpu: [] as Terms, h2d: [] as Terms, d2h: [] as Terms, nr: [] as Terms, nw: [] as Terms, h2dC: 0, cpuC: 0 }));
+  const memG = Array.from({ length: K }, () => ({ terms: [[PG, 1]] as Terms, c: work[0] * 0 }));
+  const memC = Array.from({ length: K }, () => ({ terms: [[PC, 1]] as Terms, c: 0 }));
+  for (let s = 0; s < K; s++) memG[s].c = work[s];
+  const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
+  const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
+  groups.forEach((q, i) => {
+    const u = g.ops[q.adam];
+    const us = seg[u.id];
+    const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
+    // update: gpu share on the GPU, the rest on the CPU (cpu load = aC * (1 - g2))
+    load[us].gpu.push([x2[i][0], aG]);
+    load[us].cpu.push([x2[i][0], -aC]); load[us].cpuC += aC;
+    load[us].h2d.push([ov[i], h2d(q.p16Bytes)]);
+    load[us].d2h.push([ov2[i], d2h(q.p16Bytes)]);
+    load[us].nr.push([x2[i][2], nr(q.stateBytes)]);
+    load[us].nw.push([x2[i][2], nw(q.stateBytes)], [x1[i][2], nw(q.p16Bytes)]);
+    memC[us].terms.push([x2[i][2], q.stateBytes]); // NVMe state staged in CPU memory while updated
+    // gradient: made on the GPU; the CPU-updated share goes down once
+    const gs = seg[prod[q.grad]];
+    load[gs].d2h.push([x2[i][0], -d2h(q.gradBytes)]); load[gs].h2dC += 0;
+    memG[gs].c += q.gradBytes;
+    // the d2h constant part: d2h(grad) * (1 - g2)
+    (load[gs] as { d2hC?: number }).d2hC = ((load[gs] as { d2hC?: number }).d2hC ?? 0) + d2h(q.gradBytes);
+    // uses of p16 by forward/backward ops: fetch the non-resident share into the segment
+    const useSegs = new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
+    for (const s of useSegs) {
+      load[s].h2d.push([x1[i][0], -h2d(q.p16Bytes)]); load[s].h2dC += h2d(q.p16Bytes);
+      load[s].nr.push([x1[i][2], nr(q.p16Bytes)]);
+      memG[s].terms.push([x1[i][0], -q.p16Bytes]); memG[s].c += q.p16Bytes;
+      memC[s].terms.push([x1[i][2], q.p16Bytes]);
+    }
+  });
+  saved.forEach((t, j) => {
+    const b = g.tensors[t].sizeBytes;
+    const [ps, reuse] = savedSpan[j];
+    // offload share o = 1 - k: d2h after production, h2d before reuse
+    load[ps].d2h.push([keep[j], -d2h(b)]); (load[ps] as { d2hC?: number }).d2hC = ((load[ps] as { d2hC?: number }).d2hC ?? 0) + d2h(b);
+    load[reuse].h2d.push([keep[j], -h2d(b)]); load[reuse].h2dC += h2d(b);
+    for (let s = ps + 1; s < reuse; s++) {
+      memG[s].terms.push([keep[j], b]);
+      memC[s].terms.push([keep[j], -b]); memC[s].c += b;
+    }
+  });
+  // every resource serves its whole step's load one item at a time, so the step
+  // takes at least T >= sum over segments of each resource's load: a bound that
+  // holds for any schedule of the placement (the simulator's included)
+  const secondary = new Float64Array(lp.numCols + 1);
+  for (const r of ['gpu', 'cpu', 'h2d', 'd2h', 'nr', 'nw'] as const) {
+    const terms: Terms = [];
+    let constant = 0;
+    for (let s = 0; s < K; s++) {
+      const L = load[s] as typeof load[number] & { d2hC?: number };
+      terms.push(...L[r]);
+      constant += r === 'gpu' ? gpuFixed[s] : r === 'cpu' ? L.cpuC : r === 'h2d' ? L.h2dC : r === 'd2h' ? (L.d2hC ?? 0) : 0;
+    }
+    for (const [c, v] of terms) secondary[c] += v;
+    if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v])], constant, Infinity);
+  }
+  for (let s = 0; s < K; s++) {
+    lp.row(memG[s].terms, -Infinity, hw.gpu.capacityBytes * share - memG[s].c);
+    lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * share - memC[s].c);
+  }
+
+  const highs = await (highsPromise ??= loadHighs());
+  const t0 = performance.now();
+  const c = highs.constants.modelStatus;
+  const statusOf = (code: number) => (code === c.optimal ? 'optimal' : code === c.infeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other') as LpSolution['status'];
+  const solve = (data: ReturnType<LinearProgram['toHighs']>) => {
+    const model = highs.createModel(data);
+    try {
+      model.options.set({ output_flag: false, time_limit: opts.timeLimitSeconds ?? 30 });
+      model.run();
+      const status = statusOf(model.getModelStatus());
+      return { status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x: status === 'optimal' ? model.getSolution().colValue : new Float64Array(lp.numCols) };
+    } finally {
+      model.dispose();
+    }
+  };
+  // stage 1: the bound; stage 2: among placements within the bound, the least traffic and work
+  const first = solve(lp.toHighs(highs.infinity));
+  let x = first.x;
+  let status = first.status;
+  if (first.status === 'optimal') {
+    const data = lp.toHighs(highs.infinity);
+    const cost = Float64Array.from(secondary.subarray(0, lp.numCols), (v) => Math.max(0, v) + 1e-12);
+    cost[T] = 0;
+    const colUpper = Float64Array.from(data.colUpper);
+    colUpper[T] = first.objective * (1 + 1e-6) + 1e-12;
+    const second = solve({ ...data, colCost: cost, colUpper });
+    if (second.status === 'optimal') x = second.x; else status = second.status === 'infeasible' ? 'optimal' : second.status;
+  }
+  {
+    return {
+      status, lowerBoundSeconds: first.objective, solveSeconds: (performance.now() - t0) / 1e3,
+      size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },
+      groups,
+      p16Share: x1.map((cols) => Float64Array.from(cols, (col) => x[col])),
+      stateShare: x2.map((cols) => Float64Array.from(cols, (col) => x[col])),
+      saved, keepShare: Float64Array.from(keep, (col) => x[col]),
+    };
+  }
+}
+
+const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];
+const argmax = (v: Float64Array): Tier => { let k = 0; for (let i = 1; i < 3; i++) if (v[i] > v[k] + 1e-9) k = i; return TIER_ORDER[k]; };
+
+/** Integral placement from tier choices per group and keep choices per saved activation. */
+export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number): Placement {
+  const opTier: ('gpu' | 'cpu')[] = g.ops.map(() => 'gpu');
+  const home: Tier[] = g.tensors.map(() => 'gpu');
+  groups.forEach((q, i) => {
+    const onGpu = stateTier[i] === 'gpu';
+    opTier[q.adam] = onGpu ? 'gpu' : 'cpu';
+    home[q.p16] = p16Tier[i];
+    for (const t of q.state) home[t] = stateTier[i];
+    if (g.precision === 'fp32') home[q.p16] = stateTier[i];
+    home[q.grad] = onGpu ? 'gpu' : 'cpu';
+  });
+  for (const t of offload) home[t] = 'cpu';
+  return { opTier, home, method: 'lp', lambdaSecondsPerByte: 0, cutSeconds: lowerBound };
+}
+
+/** Rounds the LP's shares: each to its largest tier; an activation is kept when k >= 1/2. */
+export function roundSolution(g: Graph, sol: LpSolution): { p16Tier: Tier[]; stateTier: Tier[]; offload: Set<number> } {
+  const p16Tier = sol.p16Share.map(argmax);
+  const stateTier = sol.stateShare.map(argmax);
+  const offload = new Set(sol.saved.filter((_, j) => sol.keepShare[j] < 0.5));
+  return { p16Tier, stateTier, offload };
+}

@@ -1,0 +1,52 @@
+// The three-tier LP: a proven lower bound on every plan, NVMe used when the CPU
+// is too small, the rounded plan verified, and training through the NVMe tier
+// bit-identical to training in memory.
+import { describe, it, expect } from 'vitest';
+import { compile } from '../../src/compile.js';
+import type { Plan } from '../../compiler/plan/types.js';
+import { TrainingSession } from '../../runtime/session.js';
+import { syntheticData } from '../../runtime/data.js';
+import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
+
+async function losses(plan: Plan, steps: number): Promise<number[]> {
+  const s = new TrainingSession(plan, { seed: 3 });
+  const data = syntheticData(plan.graph, 3);
+  try {
+    const out: number[] = [];
+    for (let k = 1; k <= steps; k++) out.push((await s.step(k, data(k))).loss);
+    return out;
+  } finally { s.close(); }
+}
+
+describe('LP partition over gpu, cpu and nvme', () => {
+  it('spills optimizer state to NVMe when the CPU is too small, and trains bit-identically', async () => {
+    const resident = await compile({ model: 'models/gpt.ts', preset: 'tiny' });
+    const nvme = await compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: 400_000, cpuMemBytes: 200_000 });
+    expect(nvme.placement.method).toBe('lp');
+    expect(nvme.tiers.nvme.peakBytes).toBeGreaterThan(0);
+    expect(nvme.traffic.nvmeReadBytes).toBeGreaterThan(0);
+    expect(nvme.tiers.gpu.peakBytes).toBeLessThanOrEqual(400_000);
+    expect(nvme.tiers.cpu.peakBytes).toBeLessThanOrEqual(200_000);
+    expect(verifyPlan(nvme)).toEqual([]);
+    const [a, b] = [await losses(resident, 5), await losses(nvme, 5)];
+    console.log(`in memory ${a.join(' ')}\nvia nvme  ${b.join(' ')}`);
+    expect(b).toEqual(a);
+  });
+
+  it('every plan carries the LP lower bound, at or below its predicted step time', async () => {
+    for (const [gpu, cpu] of [[undefined, undefined], [400_000, undefined], [400_000, 300_000]] as const) {
+      const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: gpu, cpuMemBytes: cpu });
+      expect(plan.bound, plan.placement.method).toBeDefined();
+      const { lowerBoundSeconds, gapPercent } = plan.bound!;
+      console.log(`${plan.placement.method}: bound ${(lowerBoundSeconds * 1e6).toFixed(1)} µs, predicted ${(plan.predicted.stepSeconds * 1e6).toFixed(1)} µs, gap ${gapPercent.toFixed(1)} %`);
+      expect(lowerBoundSeconds).toBeGreaterThan(0);
+      expect(plan.predicted.stepSeconds).toBeGreaterThanOrEqual(lowerBoundSeconds * (1 - 1e-9));
+    }
+  });
+
+  it('keeps parameters on the GPU when told to, and says what does not fit', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', gpuMemBytes: 300_000, cpuMemBytes: 150_000, keepParamsOnGpu: true });
+    for (const t of plan.graph.tensors) if (t.role === 'param16') expect(plan.placement.home[t.id]).toBe('gpu');
+    await expect(compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: 100_000, cpuMemBytes: 50_000, nvmeBytes: 50_000 })).rejects.toThrow(/does not fit/);
+  });
+});
