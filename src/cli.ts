@@ -9,7 +9,8 @@ import { planStats } from '../compiler/report/stats.js';
 import { textReport, fmtBytes } from '../compiler/report/text.js';
 import { fileData, syntheticData } from '../runtime/data.js';
 import { TrainingSession } from '../runtime/session.js';
-import { compile } from './compile.js';
+import { compile, type CompileOptions } from './compile.js';
+import { fit } from './fit.js';
 import { diag, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
 
@@ -21,12 +22,14 @@ const USAGE = `usage:
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
                   [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]
                   [--save FILE.safetensors] [--spill-dir DIR] [--json]
+  tiercut fit MODEL [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE] [--precision P]
+                  [--batch N] [--seq N] [--keep-params-on-gpu] [--min-tflops X] [--json]
   tiercut hw list
 SIZE: 64MB, 32GiB or plain bytes.`;
 
 interface Args { positional: string[]; flags: Map<string, string> }
 
-const BOOLEAN_FLAGS = new Set(['--json', '--help']);
+const BOOLEAN_FLAGS = new Set(['--json', '--help', '--keep-params-on-gpu']);
 
 function parseArgs(argv: string[]): Args {
   const positional: string[] = [];
@@ -82,20 +85,36 @@ function optimizerFlags(args: Args): Partial<AdamAttrs> {
 
 const OPT_FLAGS = ['--optimizer', '--lr', '--betas', '--eps', '--weight-decay'];
 
-async function cmdCompile(args: Args): Promise<void> {
-  takeFlags(args, ['--preset', '--hw', '--gpu-mem', '--cpu-mem', '--nvme', '--precision', '--batch', '--seq', '-o', ...OPT_FLAGS]);
-  const model = args.positional[0];
-  const out = args.flags.get('-o');
-  if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
-  const precision = args.flags.get('--precision') ?? 'fp32';
+function compileOptions(args: Args, model: string, defaultPrecision: Precision): CompileOptions {
+  const precision = args.flags.get('--precision') ?? defaultPrecision;
   if (!['fp32', 'fp16', 'bf16'].includes(precision)) throw diag.usage(`--precision: expected fp32, fp16 or bf16, got '${precision}'`);
   const size = (f: string) => (args.flags.has(f) ? parseSize(f, args.flags.get(f)!) : undefined);
-  const plan = await compile({
+  return {
     model, preset: args.flags.get('--preset'), hw: args.flags.get('--hw'),
     gpuMemBytes: size('--gpu-mem'), cpuMemBytes: size('--cpu-mem'), nvmeBytes: size('--nvme'),
     precision: precision as Precision, batch: num(args, '--batch', { integer: true, min: 1 }), seq: num(args, '--seq', { integer: true, min: 1 }),
-    optimizer: optimizerFlags(args),
-  });
+    optimizer: optimizerFlags(args), keepParamsOnGpu: args.flags.has('--keep-params-on-gpu'),
+  };
+}
+
+const MACHINE_FLAGS = ['--hw', '--gpu-mem', '--cpu-mem', '--nvme', '--precision', '--batch', '--seq', '--keep-params-on-gpu'];
+
+async function cmdFit(args: Args): Promise<void> {
+  takeFlags(args, [...MACHINE_FLAGS, '--min-tflops', '--json', ...OPT_FLAGS]);
+  const model = args.positional[0];
+  if (!model) throw diag.usage(`fit needs MODEL\n${USAGE}`);
+  const r = await fit({ ...compileOptions(args, model, 'fp16'), minTflops: num(args, '--min-tflops', { min: 0 }) });
+  if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
+  for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${t.preset.padEnd(14)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.tflops.toFixed(2)} TFLOPS` : ''}${t.why ? `  (${t.why})` : ''}\n`);
+  process.stdout.write(r.model ? `largest feasible: ${r.model.preset} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n` : 'no preset of this model fits\n');
+}
+
+async function cmdCompile(args: Args): Promise<void> {
+  takeFlags(args, ['--preset', '-o', ...MACHINE_FLAGS, ...OPT_FLAGS]);
+  const model = args.positional[0];
+  const out = args.flags.get('-o');
+  if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
+  const plan = await compile(compileOptions(args, model, 'fp32'));
   writePlan(out, plan);
   const s = planStats(plan);
   process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(s.tiers.gpu.peakBytes)} of ${fmtBytes(s.tiers.gpu.capacityBytes)}, predicted step ${(s.predicted.stepSeconds * 1e3).toFixed(3)} ms\n`);
@@ -169,6 +188,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'report': cmdReport(args); break;
       case 'run': await cmdRun(args); break;
       case 'hw': cmdHw(args); break;
+      case 'fit': await cmdFit(args); break;
       default: throw diag.usage(`unknown command '${cmd}'\n${USAGE}`);
     }
     return 0;

@@ -207,3 +207,14 @@ class DslBuilder implements Dsl {
     try { return body(); } finally { this.scopes.pop(); }
   }
 }
+
+/** The preset names of a model file (type-checked and loaded, nothing built). */
+export async function modelPresets(modelPath: string): Promise<string[]> {
+  const file = resolve(modelPath);
+  const display = relative(process.cwd(), file) || file;
+  if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
+  typeCheck(file, display);
+  const model = await loadModule(file);
+  if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
+  return Object.keys(model.presets);
+}

@@ -16,8 +16,36 @@ export interface PlanStats {
   placement: Record<Role, Record<Tier, number>>;
   ops: Record<'forward' | 'backward' | 'update', Record<'gpu' | 'cpu', number>>;
   traffic: { h2dBytes: number; d2hBytes: number; nvmeReadBytes: number; nvmeWriteBytes: number; inputBytes: number; copies: number };
-  predicted: { stepSeconds: number; streamBusySeconds: Record<StreamName, number> };
+  predicted: { stepSeconds: number; streamBusySeconds: Record<StreamName, number>; tflops: number };
   lambdaSecondsPerByte: number;
+  /** The LP's lower bound on the step time (absent in plans made without it). */
+  lowerBoundSeconds?: number;
+  gapPercent?: number;
+  /** Per tier: what occupies it at its peak (bytes per role), and when (instruction id). */
+  atPeak: Record<Tier, { at: number; bytes: Partial<Record<Role, number>> }>;
+}
+
+/** The moment each tier's live bytes peak, and the bytes per role alive then. */
+function occupancyAtPeak(plan: Plan): PlanStats['atPeak'] {
+  const n = plan.instructions.length;
+  const out = {} as PlanStats['atPeak'];
+  for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
+    const delta = new Float64Array(n + 2);
+    const mine = plan.buffers.filter((b) => b.tier === tier);
+    for (const b of mine) {
+      delta[b.allocAt < 0 ? 0 : b.allocAt] += b.sizeBytes;
+      if (b.freeAt >= 0) delta[b.freeAt + 1] -= b.sizeBytes;
+    }
+    let cur = 0, best = -1, at = 0;
+    for (let i = 0; i <= n; i++) { cur += delta[i]; if (cur > best) { best = cur; at = i; } }
+    const bytes: Partial<Record<Role, number>> = {};
+    for (const b of mine) {
+      const start = b.allocAt < 0 ? 0 : b.allocAt, end = b.freeAt < 0 ? Infinity : b.freeAt;
+      if (start <= at && at <= end) { const r = plan.graph.tensors[b.tensor].role; bytes[r] = (bytes[r] ?? 0) + b.sizeBytes; }
+    }
+    out[tier] = { at, bytes };
+  }
+  return out;
 }
 
 export function planStats(plan: Plan): PlanStats {
@@ -37,7 +65,9 @@ export function planStats(plan: Plan): PlanStats {
     placement,
     ops,
     traffic: { ...plan.traffic, copies: plan.instructions.filter((x) => x.kind === 'copy').length },
-    predicted: { stepSeconds: plan.predicted.stepSeconds, streamBusySeconds: { ...plan.predicted.streamBusySeconds } },
+    predicted: { stepSeconds: plan.predicted.stepSeconds, streamBusySeconds: { ...plan.predicted.streamBusySeconds }, tflops: g.ops.reduce((f, op) => f + op.flops, 0) / plan.predicted.stepSeconds / 1e12 },
     lambdaSecondsPerByte: p.lambdaSecondsPerByte,
+    ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
+    atPeak: occupancyAtPeak(plan),
   };
 }

@@ -41,6 +41,11 @@ export function textReport(s: PlanStats): string {
   for (const ph of ['forward', 'backward', 'update'] as const) L.push(`${pad(ph, 14)}  ${lpad(String(s.ops[ph].gpu), 5)}  ${lpad(String(s.ops[ph].cpu), 6)}`);
   L.push('');
   L.push(`traffic per step: h2d ${fmtBytes(s.traffic.h2dBytes)}, d2h ${fmtBytes(s.traffic.d2hBytes)}, nvme read ${fmtBytes(s.traffic.nvmeReadBytes)}, nvme write ${fmtBytes(s.traffic.nvmeWriteBytes)} (${s.traffic.copies} copies; data inputs ${fmtBytes(s.traffic.inputBytes)})`);
-  L.push(`predicted step: ${fmtSeconds(s.predicted.stepSeconds)}; busy: ${STREAMS.filter((k) => s.predicted.streamBusySeconds[k] > 0).map((k) => `${k} ${fmtSeconds(s.predicted.streamBusySeconds[k])}`).join(', ')}`);
+  L.push(`predicted step: ${fmtSeconds(s.predicted.stepSeconds)} (${s.predicted.tflops.toFixed(3)} TFLOPS); busy: ${STREAMS.filter((k) => s.predicted.streamBusySeconds[k] > 0).map((k) => `${k} ${fmtSeconds(s.predicted.streamBusySeconds[k])}`).join(', ')}`);
+  if (s.lowerBoundSeconds !== undefined) L.push(`lower bound (LP): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
+  for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
+    const parts = Object.entries(s.atPeak[t].bytes).filter(([, b]) => b! > 0).sort((a, b) => b[1]! - a[1]!);
+    if (parts.length) L.push(`${t} at its peak (instruction ${s.atPeak[t].at}): ${parts.map(([r, b]) => `${r} ${fmtBytes(b!)}`).join(', ')}`);
+  }
   return L.join('\n');
 }
