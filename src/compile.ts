@@ -117,8 +117,12 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
   }
   const total = hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes;
   const need = state + p16;
-  const short = keepParams ? p16 - hw.gpu.capacityBytes : need - total;
-  return `does not fit: the model state needs ${fmtBytes(need)} (${fmtBytes(p16)} parameters${keepParams ? ' kept on the GPU' : ''}, ${fmtBytes(state)} optimizer state) plus working memory; gpu ${fmtBytes(hw.gpu.capacityBytes)} + cpu ${fmtBytes(hw.cpu.capacityBytes)} + nvme ${fmtBytes(hw.nvme.capacityBytes)}${short > 0 ? ` is short by at least ${fmtBytes(short)}` : ' cannot also hold the working set at its peak'}`;
+  // the GPU's own minimum: every op on it, with all state and saved activations elsewhere
+  const lean: Placement = { ...allGpu(g), home: g.tensors.map((t) => (t.persistent || t.role === 'activation' ? 'cpu' : 'gpu')) };
+  const gpuMin = liveBytesPeak(buildProgram(g, lean)).gpu;
+  if (gpuMin > hw.gpu.capacityBytes) return `does not fit: the GPU needs at least ${fmtBytes(gpuMin)} for the working set of one op at a time, capacity is ${fmtBytes(hw.gpu.capacityBytes)} (short by ${fmtBytes(gpuMin - hw.gpu.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`;
+  const short = Math.max(keepParams ? p16 - hw.gpu.capacityBytes : need - total, 1);
+  return `does not fit: the model state needs ${fmtBytes(need)} (${fmtBytes(p16)} parameters${keepParams ? ' kept on the GPU' : ''}, ${fmtBytes(state)} optimizer state) plus working memory; gpu ${fmtBytes(hw.gpu.capacityBytes)} + cpu ${fmtBytes(hw.cpu.capacityBytes)} + nvme ${fmtBytes(hw.nvme.capacityBytes)} is short by at least ${fmtBytes(short)}`;
 }
 
 export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution): Plan {
@@ -147,7 +151,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
       bound: {
         lowerBoundSeconds: lp.lowerBoundSeconds,
         gapPercent: (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds,
-        lp: { ...lp.size, solveSeconds: lp.solveSeconds, status: lp.status },
+        lp: { ...lp.size, status: lp.status },
       },
     } : {}),
   };

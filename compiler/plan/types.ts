@@ -73,6 +73,6 @@ export interface Plan {
   readonly bound?: {
     readonly lowerBoundSeconds: number;
     readonly gapPercent: number;
-    readonly lp: { readonly rows: number; readonly cols: number; readonly nonzeros: number; readonly solveSeconds: number; readonly status: string };
+    readonly lp: { readonly rows: number; readonly cols: number; readonly nonzeros: number; readonly status: string };
   };
 }

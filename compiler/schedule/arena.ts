@@ -3,18 +3,19 @@
 //
 // Takes the buffers with their live ranges [allocAt, freeAt] (-1 = whole run).
 // Gives every buffer an offset: buffers alive for the whole run are packed
-// first, then transient buffers are placed largest first at the lowest offset
-// that no buffer with an overlapping live range occupies (greedy by size, the
-// usual static-arena heuristic). Then, for every transient buffer, its first
-// writer waits for the free of every earlier buffer whose bytes it reuses and
-// that a later occupant of those bytes has not already waited for.
+// first; the others are allocated in time order from a free list (best fit,
+// neighbours coalesced), each taking its bytes at its first write and giving
+// them back after its free. The first writer of a buffer waits for the free
+// of the last occupant of every byte range it takes (earlier occupants are
+// covered transitively: that occupant's own first write waited for them).
 // Keeps true: two buffers whose live ranges overlap never overlap in memory;
 // no write lands in memory before the previous occupant's last access has
-// completed. Deterministic: ties broken by buffer id. Cost: O(B^2) worst case
-// in the overlap scan, B = buffers.
+// completed. Deterministic: ties broken by buffer id. Cost: O(B log B + B·L),
+// L = buffers alive at once.
 
 import type { Tier } from '../cost/cost.js';
 import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
+import { FreeList, LastOccupant } from './intervals.js';
 import type { Program } from './program.js';
 
 export const ALIGN_BYTES = 64;
@@ -26,71 +27,37 @@ export interface Arenas {
   readonly arenaBytes: Readonly<Record<Tier, number>>;
 }
 
-const END = Number.MAX_SAFE_INTEGER;
-const startOf = (b: { allocAt: number }) => (b.allocAt < 0 ? -1 : b.allocAt);
-const endOf = (b: { freeAt: number }) => (b.freeAt < 0 ? END : b.freeAt);
-
 export function assignOffsets(prog: Program): Arenas {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+  const extra: number[][] = prog.instructions.map(() => []);
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const mine = prog.buffers.filter((b) => b.tier === tier);
-    let top = 0;
-    const whole = mine.filter((b) => b.allocAt < 0 && b.freeAt < 0);
-    for (const b of whole) { offset[b.id] = top; top = align(top + b.sizeBytes); }
-    const base = top;
-    const rest = mine.filter((b) => !(b.allocAt < 0 && b.freeAt < 0)).sort((a, b) => b.sizeBytes - a.sizeBytes || a.id - b.id);
-    const placed: { start: number; end: number; lo: number; hi: number }[] = [];
-    let peak = top;
-    for (const b of rest) {
-      const s = startOf(b), e = endOf(b);
-      const busy = placed.filter((q) => q.start <= e && s <= q.end).sort((x, y) => x.lo - y.lo);
-      let at = base;
-      const size = align(b.sizeBytes);
-      for (const q of busy) {
-        if (q.lo >= at + size) break;
-        if (q.hi > at) at = q.hi;
+    let top = 0, peak = 0;
+    for (const b of mine) if (b.allocAt < 0 && b.freeAt < 0) { offset[b.id] = top; peak = top + b.sizeBytes; top = align(top + b.sizeBytes); }
+    const moving = mine.filter((b) => !(b.allocAt < 0 && b.freeAt < 0));
+    const allocs = [...moving].sort((a, b) => Math.max(a.allocAt, -1) - Math.max(b.allocAt, -1) || a.id - b.id);
+    const frees = moving.filter((b) => b.freeAt >= 0).sort((a, b) => a.freeAt - b.freeAt || a.id - b.id);
+    const list = new FreeList(top);
+    const last = new LastOccupant();
+    let f = 0;
+    for (const b of allocs) {
+      const at = Math.max(b.allocAt, -1);
+      for (; f < frees.length && frees[f].freeAt < at; f++) {
+        const d = frees[f];
+        list.free(offset[d.id], offset[d.id] + align(d.sizeBytes));
+        last.set(offset[d.id], offset[d.id] + align(d.sizeBytes), d.freeAt);
       }
-      offset[b.id] = at;
-      placed.push({ start: s, end: e, lo: at, hi: at + size });
-      peak = Math.max(peak, at + b.sizeBytes);
+      const lo = list.alloc(align(b.sizeBytes));
+      offset[b.id] = lo;
+      peak = Math.max(peak, lo + b.sizeBytes);
+      for (const w of last.take(lo, lo + align(b.sizeBytes))) {
+        if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) extra[b.allocAt].push(w);
+      }
     }
-    arenaBytes[tier] = Math.max(peak, top > 0 ? top : 0);
+    arenaBytes[tier] = peak;
   }
   const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ ...b, offsetBytes: offset[b.id] }));
-  return { buffers, instructions: addReuseWaits(buffers, prog.instructions), arenaBytes };
-}
-
-/** The first write of each transient buffer waits for the frees of the buffers whose bytes it takes over. */
-function addReuseWaits(buffers: readonly PlanBuffer[], ins: readonly PlanInstruction[]): PlanInstruction[] {
-  const extra: Set<number>[] = ins.map(() => new Set());
-  for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
-    const freed = buffers.filter((b) => b.tier === tier && b.freeAt >= 0).sort((a, b) => b.freeAt - a.freeAt);
-    for (const b of buffers) {
-      if (b.tier !== tier || b.allocAt < 0) continue;
-      const lo = b.offsetBytes, hi = b.offsetBytes + b.sizeBytes;
-      const covered: [number, number][] = [];
-      for (const a of freed) {
-        if (a.freeAt >= b.allocAt) continue;
-        const olo = Math.max(lo, a.offsetBytes), ohi = Math.min(hi, a.offsetBytes + a.sizeBytes);
-        if (olo >= ohi) continue;
-        if (isCovered(covered, olo, ohi)) continue;
-        if (ins[a.freeAt].stream !== ins[b.allocAt].stream) extra[b.allocAt].add(a.freeAt);
-        covered.push([a.offsetBytes, a.offsetBytes + a.sizeBytes]);
-        if (isCovered(covered, lo, hi)) break;
-      }
-    }
-  }
-  return ins.map((i) => (extra[i.id].size === 0 ? i : { ...i, waits: [...new Set([...i.waits, ...extra[i.id]])].sort((a, b) => a - b) }));
-}
-
-function isCovered(intervals: [number, number][], lo: number, hi: number): boolean {
-  const sorted = [...intervals].sort((a, b) => a[0] - b[0]);
-  let at = lo;
-  for (const [s, e] of sorted) {
-    if (s > at) break;
-    if (e > at) at = e;
-    if (at >= hi) return true;
-  }
-  return at >= hi;
+  const instructions = prog.instructions.map((x) => (extra[x.id].length === 0 ? x : { ...x, waits: [...new Set([...x.waits, ...extra[x.id]])].sort((a, b) => a - b) }));
+  return { buffers, instructions, arenaBytes };
 }

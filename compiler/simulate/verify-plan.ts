@@ -11,11 +11,12 @@
 //  3. ordering: every read of a buffer happens after (same stream earlier, or
 //     through a chain of waits) the write that made it valid, and every first
 //     write of a reused address happens after the free of its previous occupant.
-// Happens-before by vector clocks over the six streams. Cost: O(I·S + B log B),
-// plus O(B^2) for the reuse check in the worst case.
+// Happens-before by vector clocks over the six streams. Cost: O(I·S + B log B + B·L),
+// L = buffers alive at once.
 
 import type { Tier } from '../cost/cost.js';
-import type { Plan } from '../plan/types.js';
+import type { Plan, PlanBuffer } from '../plan/types.js';
+import { LastOccupant } from '../schedule/intervals.js';
 import { STREAMS } from '../plan/types.js';
 
 const TIER_NAMES: readonly Tier[] = ['gpu', 'cpu', 'nvme'];
@@ -60,18 +61,23 @@ export function verifyPlan(plan: Plan): string[] {
   });
   if (errors.length) return errors; // the checks below assume a well-formed plan
 
-  // 2. no two live buffers share bytes
+  // 2. no two live buffers share bytes: sweep by start time over an address-ordered active set
   for (const tier of TIER_NAMES) {
-    const mine = buffers.filter((b) => b.tier === tier).sort((a, b) => a.offsetBytes - b.offsetBytes || a.id - b.id);
     const start = (b: { allocAt: number }) => (b.allocAt < 0 ? -1 : b.allocAt);
     const end = (b: { freeAt: number }) => (b.freeAt < 0 ? Infinity : b.freeAt);
-    for (let i = 0; i < mine.length; i++) {
-      const a = mine[i];
-      for (let j = i + 1; j < mine.length && mine[j].offsetBytes < a.offsetBytes + a.sizeBytes; j++) {
-        const b = mine[j];
-        if (start(a) <= end(b) && start(b) <= end(a))
-          push(`buffers[${a.id}] and buffers[${b.id}] (${tier}): live at the same time and overlapping at bytes ${b.offsetBytes}..${Math.min(a.offsetBytes + a.sizeBytes, b.offsetBytes + b.sizeBytes)}`);
+    const mine = buffers.filter((b) => b.tier === tier).sort((a, b) => start(a) - start(b) || a.id - b.id);
+    const active: PlanBuffer[] = []; // sorted by offset, pairwise disjoint
+    for (const b of mine) {
+      for (let i = active.length - 1; i >= 0; i--) if (end(active[i]) < start(b)) active.splice(i, 1);
+      let lo = 0, hi = active.length;
+      while (lo < hi) { const m = (lo + hi) >> 1; if (active[m].offsetBytes < b.offsetBytes) lo = m + 1; else hi = m; }
+      const clash = [active[lo - 1], active[lo]].find((a) => a && a.offsetBytes < b.offsetBytes + b.sizeBytes && b.offsetBytes < a.offsetBytes + a.sizeBytes);
+      if (clash) {
+        const [a, c] = clash.id < b.id ? [clash, b] : [b, clash];
+        push(`buffers[${a.id}] and buffers[${c.id}] (${tier}): live at the same time and overlapping at bytes ${Math.max(a.offsetBytes, c.offsetBytes)}..${Math.min(a.offsetBytes + a.sizeBytes, c.offsetBytes + c.sizeBytes)}`);
+        continue;
       }
+      active.splice(lo, 0, b);
     }
   }
   if (errors.length) return errors;
@@ -100,13 +106,16 @@ export function verifyPlan(plan: Plan): string[] {
     }
     for (const b of x.outputs) lastWrite[b] = i;
   });
+  // reused bytes: the first write of a buffer happens after the free of the last occupant of its bytes
   for (const tier of TIER_NAMES) {
-    const freed = buffers.filter((b) => b.tier === tier && b.freeAt >= 0);
-    for (const b of buffers) {
-      if (b.tier !== tier || b.allocAt < 0) continue;
-      for (const a of freed) {
-        if (a.freeAt >= b.allocAt || a.offsetBytes >= b.offsetBytes + b.sizeBytes || b.offsetBytes >= a.offsetBytes + a.sizeBytes) continue;
-        if (!before(a.freeAt, b.allocAt)) push(`instructions[${b.allocAt}]: writes buffers[${b.id}] over bytes of buffers[${a.id}] before its free (instruction ${a.freeAt}) has happened`);
+    const mine = buffers.filter((b) => b.tier === tier && b.allocAt >= 0).sort((a, b) => a.allocAt - b.allocAt || a.id - b.id);
+    const frees = buffers.filter((b) => b.tier === tier && b.freeAt >= 0).sort((a, b) => a.freeAt - b.freeAt || a.id - b.id);
+    const last = new LastOccupant();
+    let f = 0;
+    for (const b of mine) {
+      for (; f < frees.length && frees[f].freeAt < b.allocAt; f++) last.set(frees[f].offsetBytes, frees[f].offsetBytes + frees[f].sizeBytes, frees[f].freeAt);
+      for (const w of last.take(b.offsetBytes, b.offsetBytes + b.sizeBytes)) {
+        if (!before(w, b.allocAt)) push(`instructions[${b.allocAt}]: writes buffers[${b.id}] over bytes freed by instruction ${w} before that free has happened`);
       }
     }
   }

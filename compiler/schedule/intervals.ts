@@ -1,0 +1,67 @@
+// Address intervals for the arena passes: a free list (best-fit allocation with
+// coalescing) and a "last occupant" map (for each freed byte range, the free
+// instruction of the buffer that held it last). Plain sorted arrays: the
+// number of intervals stays near the number of live buffers.
+
+export class FreeList {
+  /** Disjoint free ranges [lo, hi), sorted by lo. */
+  private ranges: [number, number][] = [];
+  top: number;
+
+  constructor(base: number) { this.top = base; }
+
+  /** Lowest-waste range that fits `size`, else the top of the arena. */
+  alloc(size: number): number {
+    let best = -1;
+    for (let i = 0; i < this.ranges.length; i++) {
+      const [lo, hi] = this.ranges[i];
+      if (hi - lo >= size && (best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0])) best = i;
+    }
+    if (best < 0) {
+      // a free range ending at the top can be extended
+      const last = this.ranges[this.ranges.length - 1];
+      if (last && last[1] === this.top) { this.ranges.pop(); this.top = last[0] + size; return last[0]; }
+      const at = this.top;
+      this.top += size;
+      return at;
+    }
+    const [lo, hi] = this.ranges[best];
+    if (hi - lo === size) this.ranges.splice(best, 1); else this.ranges[best] = [lo + size, hi];
+    return lo;
+  }
+
+  free(lo: number, hi: number): void {
+    let i = 0;
+    while (i < this.ranges.length && this.ranges[i][0] < lo) i++;
+    this.ranges.splice(i, 0, [lo, hi]);
+    if (i + 1 < this.ranges.length && this.ranges[i][1] === this.ranges[i + 1][0]) { this.ranges[i][1] = this.ranges[i + 1][1]; this.ranges.splice(i + 1, 1); }
+    if (i > 0 && this.ranges[i - 1][1] === this.ranges[i][0]) { this.ranges[i - 1][1] = this.ranges[i][1]; this.ranges.splice(i, 1); }
+  }
+}
+
+export class LastOccupant {
+  /** Disjoint [lo, hi, freeInstruction], sorted by lo. */
+  private parts: [number, number, number][] = [];
+
+  /** The free instructions of the last occupants of [lo, hi); the range is then cleared (a new occupant takes it). */
+  take(lo: number, hi: number): number[] {
+    const out: number[] = [];
+    const keep: [number, number, number][] = [];
+    for (const p of this.parts) {
+      if (p[1] <= lo || p[0] >= hi) { keep.push(p); continue; }
+      out.push(p[2]);
+      if (p[0] < lo) keep.push([p[0], lo, p[2]]);
+      if (p[1] > hi) keep.push([hi, p[1], p[2]]);
+    }
+    this.parts = keep.sort((a, b) => a[0] - b[0]);
+    return out;
+  }
+
+  /** [lo, hi) was freed by instruction `at`. */
+  set(lo: number, hi: number, at: number): void {
+    this.take(lo, hi);
+    let i = 0;
+    while (i < this.parts.length && this.parts[i][0] < lo) i++;
+    this.parts.splice(i, 0, [lo, hi, at]);
+  }
+}
