@@ -15,6 +15,7 @@ import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type Traffic } from '../compiler/plan/types.js';
 import { assignOffsets } from '../compiler/schedule/arena.js';
 import { buildProgram, liveBytesPeak } from '../compiler/schedule/program.js';
+import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
 import { simulate } from '../compiler/simulate/simulate.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { diag } from './diagnostics.js';
@@ -51,7 +52,10 @@ const fitsTiers = (a: Record<Tier, number>, hw: HardwareProfile) => a.gpu <= hw.
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
-  const gpuPeak = (p: Placement) => liveBytesPeak(buildProgram(g, p)).gpu;
+  // two tiers cannot work when the state alone overflows them
+  const state = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
+  if (state > hw.gpu.capacityBytes + hw.cpu.capacityBytes) return undefined;
+  const gpuPeak = (p: Placement) => tierPeakEstimate(g, p, 'gpu');
   // fragmentation can push the arena above the live-bytes peak: tighten the target and retry
   let target = hw.gpu.capacityBytes;
   for (let attempt = 0; attempt < 4; attempt++) {

@@ -66,11 +66,13 @@ export function verifyPlan(plan: Plan): string[] {
     const start = (b: { allocAt: number }) => (b.allocAt < 0 ? -1 : b.allocAt);
     const end = (b: { freeAt: number }) => (b.freeAt < 0 ? Infinity : b.freeAt);
     const mine = buffers.filter((b) => b.tier === tier).sort((a, b) => start(a) - start(b) || a.id - b.id);
+    const byEnd = [...mine].sort((a, b) => end(a) - end(b) || a.id - b.id);
     const active: PlanBuffer[] = []; // sorted by offset, pairwise disjoint
+    const where = (x: PlanBuffer) => { let lo = 0, hi = active.length; while (lo < hi) { const m = (lo + hi) >> 1; if (active[m].offsetBytes < x.offsetBytes || (active[m].offsetBytes === x.offsetBytes && active[m].id < x.id)) lo = m + 1; else hi = m; } return lo; };
+    let e = 0;
     for (const b of mine) {
-      for (let i = active.length - 1; i >= 0; i--) if (end(active[i]) < start(b)) active.splice(i, 1);
-      let lo = 0, hi = active.length;
-      while (lo < hi) { const m = (lo + hi) >> 1; if (active[m].offsetBytes < b.offsetBytes) lo = m + 1; else hi = m; }
+      for (; e < byEnd.length && end(byEnd[e]) < start(b); e++) { const k = where(byEnd[e]); if (active[k] === byEnd[e]) active.splice(k, 1); }
+      const lo = where(b);
       const clash = [active[lo - 1], active[lo]].find((a) => a && a.offsetBytes < b.offsetBytes + b.sizeBytes && b.offsetBytes < a.offsetBytes + a.sizeBytes);
       if (clash) {
         const [a, c] = clash.id < b.id ? [clash, b] : [b, clash];
