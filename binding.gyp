@@ -18,7 +18,10 @@
         "native/kernels/cross_entropy.cc",
         "native/kernels/shape.cc",
         "native/kernels/adam.cc",
-        "native/kernels/dispatch.cc"
+        "native/kernels/dispatch.cc",
+        "native/adam/cpu_adam.cc",
+        "native/adam/thread_pool.cc",
+        "native/napi/adam.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")"
@@ -30,12 +33,12 @@
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],
       "cflags": ["-pthread"],
-      "cflags_cc": ["-O3", "-std=c++17", "-fno-math-errno", "-fexceptions", "-pthread"],
+      "cflags_cc": ["-O3", "-std=c++17", "-fno-math-errno", "-ffp-contract=off", "-fexceptions", "-pthread"],
       "ldflags": ["-pthread"],
       "xcode_settings": {
         "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
         "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
-        "OTHER_CPLUSPLUSFLAGS": ["-O3", "-fno-math-errno"]
+        "OTHER_CPLUSPLUSFLAGS": ["-O3", "-fno-math-errno", "-ffp-contract=off"]
       }
     }
   ]

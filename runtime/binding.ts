@@ -127,6 +127,38 @@ export interface NativeAddon {
   halfRound(values: Float32Array, type: 'fp16' | 'bf16'): Uint16Array;
   /** Sync; for tests. The executor's fp16 / bf16 -> float widening (exact). Throws on bad arguments. */
   halfWiden(bits: Uint16Array, type: 'fp16' | 'bf16'): Float32Array;
+  /** Sync (blocks the caller; the work runs on the shared native thread pool). The fused CPU Adam
+   *  (native/adam/cpu_adam.h) on the arrays, in place. runtime/adam.ts validates first; the checks
+   *  here ("adamStep: grads: expected 4099 elements to match params, got 4098") only keep memory safe.
+   *  finite = false: some grads[i] * gradScale is inf/NaN and nothing was written. isa: the path used
+   *  (`isa` option, else TIERCUT_ADAM_ISA, else the best this CPU has; throws if the CPU lacks it). */
+  adamStep(args: NativeAdamArgs): { finite: boolean; isa: AdamIsa };
+  /** Sync; for the benchmark. Streams the bytes of an fp32 Adam step (p += g, m += g, v += g). */
+  adamRoofline(args: {
+    params: Float32Array; grads: Float32Array; expAvg: Float32Array; expAvgSq: Float32Array;
+    threads?: number; tileElems?: number; isa?: AdamIsa;
+  }): void;
+  /** Sync. The Adam paths this CPU runs, the best one, the shared pool's threads, the default tile. */
+  adamInfo(): { best: AdamIsa; supported: AdamIsa[]; maxThreads: number; tileElems: number };
+  /** Sync; for tests. A bf16-grad AdamW step with an fp16 copy on n made-up parameters that records
+   *  the in-order tile completion events (claimed = tiles handed out at that moment) and, inside each
+   *  event, copies that tile of the fp16 output into `shadow`. */
+  adamTileTrace(args: { n: number; tileElems: number; threads?: number; isa?: AdamIsa }): {
+    tile: Float64Array; begin: Float64Array; end: Float64Array; claimed: Float64Array; tiles: number;
+    half: Uint16Array; shadow: Uint16Array;
+  };
+  /** Sync; for tests. float -> fp16 / bf16 with one Adam path's conversion (compare with halfRound). */
+  adamHalfRound(values: Float32Array, type: 'fp16' | 'bf16', isa: AdamIsa): Uint16Array;
+}
+
+export type AdamIsa = 'scalar' | 'avx2' | 'avx512';
+
+/** adamStep's argument. gradType / halfType: 0 = fp32 / none, 1 = fp16, 2 = bf16. */
+export interface NativeAdamArgs {
+  params: Float32Array; grads: Float32Array | Uint16Array; gradType: 0 | 1 | 2;
+  expAvg: Float32Array; expAvgSq: Float32Array; half?: Uint16Array; halfType: 0 | 1 | 2;
+  step: number; lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; adamw: boolean;
+  gradScale: number; threads?: number; tileElems?: number; checkFinite: boolean; isa?: AdamIsa;
 }
 
 /** The package root: the first directory above this file whose package.json is named "tiercut"

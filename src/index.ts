@@ -8,5 +8,6 @@ export { syntheticData, fileData } from '../runtime/data.js';
 export { readSafetensors, writeSafetensors } from '../runtime/safetensors.js';
 export { BUILTIN_PROFILES, loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 export { UserError } from './diagnostics.js';
+export { cpuAdamStep, cpuAdamInfo, type CpuAdamArgs, type CpuAdamResult, type AdamIsa } from '../runtime/adam.js';
 export type { Plan } from '../compiler/plan/types.js';
 export type { Graph, Tensor, Op } from '../compiler/ir/types.js';

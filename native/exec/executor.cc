@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 
+#include "../adam/cpu_adam.h"
 #include "half.h"
 
 namespace tiercut {
@@ -16,6 +17,38 @@ static double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 // ---------------------------------------------------------------------------
 // construction: prepare each instruction once, start one thread per busy stream
+
+// adam goes to the fused kernel when its operands are what the compiler emits:
+// fp32 p, m, v updated in place (outputs 0..2 are inputs 0, 2, 3), a gradient in
+// fp32, fp16 or bf16, an optional fp16/bf16 copy of p, all of one length. Anything
+// else keeps the generic path (widen, run_op, round), which also reports its errors.
+static bool fused_adam_types(const Program& p, const Instruction& ins, int32_t* grad_type, int32_t* half_type) {
+  const OpCall& c = ins.call;
+  if (c.kind != OP_ADAM || ins.inputs.size() != 4 || (ins.outputs.size() != 3 && ins.outputs.size() != 4)) return false;
+  if (ins.outputs[0] != ins.inputs[0] || ins.outputs[1] != ins.inputs[2] || ins.outputs[2] != ins.inputs[3]) return false;
+  if (c.iattr[0] != 0 && c.iattr[0] != 1) return false;
+  auto tensor = [&](int32_t buffer) -> const TensorSpec& { return p.tensors[p.buffers[buffer].tensor]; };
+  const int64_t n = tensor(ins.inputs[0]).numel;
+  for (int32_t b : ins.inputs)
+    if (tensor(b).numel != n) return false;
+  for (int j : {0, 2, 3})
+    if (tensor(ins.inputs[j]).dtype != DT_F32) return false;
+  switch (tensor(ins.inputs[1]).dtype) {
+    case DT_F32: *grad_type = ADAM_GRAD_F32; break;
+    case DT_F16: *grad_type = ADAM_GRAD_F16; break;
+    case DT_BF16: *grad_type = ADAM_GRAD_BF16; break;
+    default: return false;
+  }
+  *half_type = ADAM_HALF_NONE;
+  if (ins.outputs.size() == 4) {
+    const TensorSpec& h = tensor(ins.outputs[3]);
+    if (h.numel != n) return false;
+    if (h.dtype == DT_F16) *half_type = ADAM_HALF_F16;
+    else if (h.dtype == DT_BF16) *half_type = ADAM_HALF_BF16;
+    else return false;
+  }
+  return true;
+}
 
 Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(arenas) {
   size_t n = p.instructions.size();
@@ -38,6 +71,10 @@ Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(aren
       continue;
     }
     if (ins.kind != INSTR_RUN) continue;
+    if (fused_adam_types(p, ins, &pr.adam_grad_type, &pr.adam_half_type)) {
+      pr.fused_adam = true;
+      continue;
+    }
 
     // fp16/bf16 operands get a float copy in the stream's scratch; an output that
     // is also an input (adam's in-place p, m, v) shares the input's copy
@@ -213,6 +250,8 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     return ok;
   }
 
+  if (pr.fused_adam) return execute_fused_adam(id, msg);
+
   // run: point the views at the arenas (or at the widened float copies)
   OpCall call = ins.call;
   float* scratch = st.scratch.data();
@@ -238,6 +277,48 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     if (!h.narrow) continue;
     const BufferSpec& b = p_.buffers[h.buffer];
     half_round(scratch + h.scratch_offset, (uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), h.numel, h.bf16);
+  }
+  return true;
+}
+
+// The fused CPU Adam on the arena bytes: the gradient read in its own storage
+// type, the p16 copy written directly as half. Every path of the kernel gives the
+// bits of the scalar reference (native/kernels/adam.cc), so a plan gives the same
+// numbers whichever stream or tier runs its update. Non-finite gradients fail
+// the instruction and leave p, m, v and p16 untouched (the runtime has no loss
+// scaler yet to skip the step instead).
+bool Executor::execute_fused_adam(int32_t id, std::string* msg) {
+  const Instruction& ins = p_.instructions[id];
+  const Prepared& pr = prepared_[id];
+  const OpCall& c = ins.call;
+  const int64_t step = step_number_;  // step_number_, has_lr_, lr_ are fixed for the whole step
+  if (step < 1) { *msg = "adam: step (iattr[1]) is " + std::to_string(step) + ", expected >= 1"; return false; }
+  auto host = [&](int32_t buffer) { const BufferSpec& b = p_.buffers[buffer]; return arenas_.host_ptr(b.tier, b.offset_bytes); };
+  AdamTensors t;
+  t.p = (float*)host(ins.inputs[0]);
+  t.g = (const void*)host(ins.inputs[1]);
+  t.m = (float*)host(ins.inputs[2]);
+  t.v = (float*)host(ins.inputs[3]);
+  t.g_type = (AdamGradType)pr.adam_grad_type;
+  t.half_type = (AdamHalfType)pr.adam_half_type;
+  t.half = t.half_type != ADAM_HALF_NONE ? (uint16_t*)host(ins.outputs[3]) : nullptr;
+  t.n = p_.tensors[p_.buffers[ins.inputs[0]].tensor].numel;
+  AdamHyper hp;
+  hp.lr = has_lr_ ? lr_ : c.fattr[0];
+  hp.beta1 = c.fattr[1];
+  hp.beta2 = c.fattr[2];
+  hp.eps = c.fattr[3];
+  hp.weight_decay = c.fattr[4];
+  hp.adamw = c.iattr[0] == 1;
+  hp.step = step;
+  AdamRunOptions run;
+  std::string err;
+  if (!adam_select_isa("", &run.isa, &err)) { *msg = "adam: " + err; return false; }
+  AdamResult result;
+  cpu_adam_step(t, hp, run, &result);
+  if (!result.finite) {
+    *msg = "adam: the gradient has an inf or NaN; parameters and moments left unchanged";
+    return false;
   }
   return true;
 }

@@ -82,6 +82,11 @@ class Executor {
     std::vector<HalfOperand> halves;
     int64_t scratch_floats = 0;
     int32_t link = -1;       // copies: the Link counted, -1 for none
+    // adam with fp32 p, m, v updated in place: run by the fused CPU kernel
+    // (native/adam) straight on the arena bytes, no scratch (see execute_fused_adam)
+    bool fused_adam = false;
+    int32_t adam_grad_type = 0;   // AdamGradType
+    int32_t adam_half_type = 0;   // AdamHalfType; 0 = no p16 output
   };
   struct StreamState {
     std::vector<int32_t> instructions;  // ids, increasing
@@ -95,6 +100,7 @@ class Executor {
   void stream_main(int32_t s);
   void run_stream(int32_t s, int64_t gen);
   bool execute(int32_t s, int32_t id, std::string* msg);
+  bool execute_fused_adam(int32_t id, std::string* msg);
   std::string describe(int32_t id) const;
   bool waits_done(int32_t id, int64_t gen) const;   // mu_ held
   void note_start(int32_t id);                       // mu_ held: liveness and extents

@@ -4,16 +4,20 @@
 // n = number of parameters. Follows torch 1.13 torch.optim.Adam / AdamW,
 // single-tensor (foreach=False) path, operation by operation:
 //   AdamW:  p = p * (1 - lr*wd)                   (decoupled decay, before the moments)
-//   Adam:   g' = g + wd * p                        (L2; the g array is not modified)
-//   m = m * beta1 + (1 - beta1) * g'
-//   v = v * beta2 + (1 - beta2) * g' * g'
+//   Adam:   g' = fma(p, wd, g)                     (L2; the g array is not modified)
+//   m = fma(g', 1 - beta1, m * beta1)
+//   v = fma((1 - beta2) * g', g', v * beta2)
 //   bias_correction1 = 1 - beta1^step,  bias_correction2 = 1 - beta2^step   (double)
 //   step_size = lr / bias_correction1
 //   denom = sqrt(v) / sqrt(bias_correction2) + eps
 //   p = p - step_size * m / denom
 // Scalars are computed in double and rounded to T once, as torch rounds a
 // Python float Scalar to the tensor's dtype; the order of the multiplies
-// follows torch's kernels (addcmul: (value * t1) * t2, addcdiv: (value * t1) / t2).
+// follows torch's kernels (addcmul: (value * t1) * t2, addcdiv: (value * t1) / t2),
+// and the multiply-adds are fused where torch's AVX2/AVX-512 kernels fuse them
+// (add with alpha is vec::fmadd; addcmul's self + product is contracted), which
+// makes fp32 results bit-identical to torch 1.13 on such CPUs
+// (test/adam/torch-parity.test.ts) and to the fused kernel in native/adam.
 // torch skips the decay entirely when wd == 0, and so do we.
 // Outputs may be the same buffers as the inputs (in place): all elementwise.
 // Cost: O(n), memory bound (4 reads, 3-4 writes per parameter).
@@ -43,10 +47,10 @@ void adam_update(T* p_out, T* m_out, T* v_out, T* p_copy,
     T gi = g[i];
     if (decay) {
       if (adamw) pi = pi * decay_mul;
-      else gi = gi + wd * pi;
+      else gi = std::fma(pi, wd, gi);
     }
-    T mi = m[i] * b1 + one_minus_b1 * gi;
-    T vi = v[i] * b2 + (one_minus_b2 * gi) * gi;
+    T mi = std::fma(gi, one_minus_b1, m[i] * b1);
+    T vi = std::fma(one_minus_b2 * gi, gi, v[i] * b2);
     T denom = std::sqrt(vi) / bias_correction2_sqrt + eps_t;
     pi = pi - (step_size * mi) / denom;
     m_out[i] = mi;

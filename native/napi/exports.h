@@ -15,4 +15,11 @@ Napi::Value run_op_js(const Napi::CallbackInfo& info);        // runOp(kind, dty
 Napi::Value half_round_js(const Napi::CallbackInfo& info);    // halfRound(values, 'fp16' | 'bf16')
 Napi::Value half_widen_js(const Napi::CallbackInfo& info);    // halfWiden(bits, 'fp16' | 'bf16')
 
+// adam.cc
+Napi::Value adam_step_js(const Napi::CallbackInfo& info);        // adamStep(options)
+Napi::Value adam_roofline_js(const Napi::CallbackInfo& info);    // adamRoofline(options)
+Napi::Value adam_info_js(const Napi::CallbackInfo& info);        // adamInfo()
+Napi::Value adam_tile_trace_js(const Napi::CallbackInfo& info);  // adamTileTrace(options)
+Napi::Value adam_half_round_js(const Napi::CallbackInfo& info);  // adamHalfRound(values, type, isa)
+
 }  // namespace tiercut
