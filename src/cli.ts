@@ -16,7 +16,7 @@ import { parseSize } from './sizes.js';
 
 const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
-                  [--precision fp32|fp16|bf16] [--batch N] [--seq N]
+                  [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--freeze REGEX (ONNX initializers kept fixed)]
                   [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] -o PLAN
   tiercut report PLAN [--json]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
@@ -105,16 +105,24 @@ async function cmdFit(args: Args): Promise<void> {
   if (!model) throw diag.usage(`fit needs MODEL\n${USAGE}`);
   const r = await fit({ ...compileOptions(args, model, 'fp16'), minTflops: num(args, '--min-tflops', { min: 0 }) });
   if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
-  for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${t.preset.padEnd(14)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.tflops.toFixed(2)} TFLOPS` : ''}${t.why ? `  (${t.why})` : ''}\n`);
-  process.stdout.write(r.model ? `largest feasible: ${r.model.preset} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n` : 'no preset of this model fits\n');
+  const label = (preset: string, config?: Record<string, number>) => `${preset}${Object.entries(config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
+  for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.tflops.toFixed(2)} TFLOPS` : ''}${t.why ? `  (${t.why})` : ''}\n`);
+  process.stdout.write(r.model ? `largest feasible: ${label(r.model.preset, r.model.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n` : 'no preset of this model fits\n');
+}
+
+/** --freeze REGEX: ONNX initializers whose name matches get no gradient and no update. */
+function freezeFlag(args: Args): RegExp | undefined {
+  const v = args.flags.get('--freeze');
+  if (v === undefined) return undefined;
+  try { return new RegExp(v); } catch (e) { throw diag.usage(`--freeze: '${v}' is not a regular expression (${(e as Error).message})`); }
 }
 
 async function cmdCompile(args: Args): Promise<void> {
-  takeFlags(args, ['--preset', '-o', ...MACHINE_FLAGS, ...OPT_FLAGS]);
+  takeFlags(args, ['--preset', '-o', '--freeze', ...MACHINE_FLAGS, ...OPT_FLAGS]);
   const model = args.positional[0];
   const out = args.flags.get('-o');
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
-  const plan = await compile(compileOptions(args, model, 'fp32'));
+  const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args) });
   writePlan(out, plan);
   const s = planStats(plan);
   process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(s.tiers.gpu.peakBytes)} of ${fmtBytes(s.tiers.gpu.capacityBytes)}, predicted step ${(s.predicted.stepSeconds * 1e3).toFixed(3)} ms\n`);

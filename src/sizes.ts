@@ -1,4 +1,4 @@
-// Parsing of command-line sizes: `64MB` (10^6), `32GiB` (2^30), or plain bytes.
+// Parsing of command-line sizes: `64MB` (10^6), `32GiB` (2^30), or plain bytes (0: no such tier).
 import { diag } from './diagnostics.js';
 
 const UNITS: Record<string, number> = {
@@ -10,6 +10,6 @@ export function parseSize(flag: string, text: string): number {
   const unit = m?.[2].toLowerCase();
   if (!m || unit === undefined || !(unit in UNITS)) throw diag.badSize(flag, text);
   const bytes = Math.round(Number(m[1]) * UNITS[unit]);
-  if (!Number.isSafeInteger(bytes) || bytes <= 0) throw diag.badSize(flag, text);
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw diag.badSize(flag, text);
   return bytes;
 }

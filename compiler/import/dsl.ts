@@ -101,9 +101,13 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const preset = opts.preset ?? names[0];
   if (!Object.prototype.hasOwnProperty.call(model.presets, preset)) throw diag.unknownPreset(display, preset, names);
   const cfg: PresetBase = { ...model.presets[preset] };
+  for (const [k, v] of Object.entries(opts.config ?? {})) {
+    if (typeof (cfg as unknown as Record<string, unknown>)[k] !== 'number') throw diag.modelExport(display, `preset '${preset}' has no numeric field '${k}' to override`);
+    (cfg as unknown as Record<string, number>)[k] = v;
+  }
   if (opts.batch !== undefined) cfg.batch = opts.batch;
   if (opts.seq !== undefined) cfg.seq = opts.seq;
-  const name = `${basename(file, '.ts')}:${preset}`;
+  const name = `${basename(file, '.ts')}:${preset}${Object.entries(opts.config ?? {}).map(([k, v]) => `,${k}=${v}`).join('')}`;
   const builder = new DslBuilder(name, file, display);
   let loss: DslTensor;
   try {
