@@ -1,4 +1,7 @@
 {
+  "variables": {
+    "tiercut_have_mpi%": "<!(sh native/ring/mpi_flags.sh have)"
+  },
   "targets": [
     {
       "target_name": "tiercut_native",
@@ -6,6 +9,10 @@
         "native/addon.cc",
         "native/napi/session.cc",
         "native/napi/testing.cc",
+        "native/napi/ring.cc",
+        "native/ring/comm_threads.cc",
+        "native/ring/ring_attention.cc",
+        "native/ring/ring_threads.cc",
         "native/plan/program.cc",
         "native/tiers/arena.cc",
         "native/exec/executor.cc",
@@ -39,6 +46,38 @@
         "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
         "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
         "OTHER_CPLUSPLUSFLAGS": ["-O3", "-fno-math-errno", "-ffp-contract=off"]
+      }
+    },
+    {
+      "target_name": "tiercut_ring_mpi",
+      "sources": [
+        "native/ring/mpi_addon.cc",
+        "native/ring/comm_mpi.cc",
+        "native/ring/ring_attention.cc"
+      ],
+      "include_dirs": [
+        "<!(node -p \"require('node-addon-api').include_dir\")"
+      ],
+      "defines": [
+        "NAPI_VERSION=8",
+        "NAPI_CPP_EXCEPTIONS",
+        "TIERCUT_HAVE_MPI=<(tiercut_have_mpi)"
+      ],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],
+      "cflags": ["-pthread"],
+      "cflags_cc": ["-O3", "-std=c++17", "-fno-math-errno", "-fexceptions", "-pthread"],
+      "ldflags": ["-pthread"],
+      "conditions": [
+        ["tiercut_have_mpi==1", {
+          "cflags_cc": ["<!@(sh native/ring/mpi_flags.sh cflags)"],
+          "libraries": ["<!@(sh native/ring/mpi_flags.sh libs)"]
+        }]
+      ],
+      "xcode_settings": {
+        "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
+        "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+        "OTHER_CPLUSPLUSFLAGS": ["-O3", "-fno-math-errno"]
       }
     }
   ]

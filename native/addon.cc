@@ -10,6 +10,9 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("runOp", Napi::Function::New(env, tiercut::run_op_js, "runOp"));
   exports.Set("halfRound", Napi::Function::New(env, tiercut::half_round_js, "halfRound"));
   exports.Set("halfWiden", Napi::Function::New(env, tiercut::half_widen_js, "halfWiden"));
+  exports.Set("ringAttention", Napi::Function::New(env, tiercut::ring_attention_js, "ringAttention"));
+  exports.Set("ringAttentionBackward",
+              Napi::Function::New(env, tiercut::ring_attention_backward_js, "ringAttentionBackward"));
   exports.Set("adamStep", Napi::Function::New(env, tiercut::adam_step_js, "adamStep"));
   exports.Set("adamRoofline", Napi::Function::New(env, tiercut::adam_roofline_js, "adamRoofline"));
   exports.Set("adamInfo", Napi::Function::New(env, tiercut::adam_info_js, "adamInfo"));

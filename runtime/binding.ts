@@ -19,6 +19,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 export const TIER = { gpu: 0, cpu: 1, nvme: 2 } as const;
@@ -191,4 +192,83 @@ export function nativeAddon(): NativeAddon {
   const require = createRequire(import.meta.url);
   loaded = require(path) as NativeAddon;
   return loaded;
+}
+
+// ---------------------------------------------------------------------------
+// Ring attention (native/ring/README.md). Declared as a second NativeAddon
+// block (interface merging) so the ring contract reads in one place.
+
+/** Per-rank measurements of one ring call (native RankStats). */
+export interface RingRankStats {
+  rank: number;
+  /** The rank's local rows (its two zigzag chunks). */
+  rows: number;
+  seconds: number;
+  /** In the tile kernels. */
+  computeSeconds: number;
+  /** Blocked waiting for a neighbour (communication not hidden behind compute). */
+  waitSeconds: number;
+  /** Every buffer the rank allocated: its shards, both ring buffers, scratch (not the caller's arrays). */
+  peakBytes: number;
+  sentBytes: number;
+}
+
+/** Shape of a ring call: q, k, v [batch, heads, rows, dim] row-major (rows = seq, or a shard's rows). */
+export interface NativeRingArgs {
+  q: Float32Array; k: Float32Array; v: Float32Array;
+  batch: number; heads: number; seq: number; dim: number;
+  /** Default false. */
+  causal?: boolean;
+  /** Tile rows for queries and keys; default 64. */
+  block?: number;
+  /** Every wait on a neighbour; default 120000. */
+  timeoutMs?: number;
+}
+export interface NativeRingBackwardArgs extends NativeRingArgs {
+  out: Float32Array; lse: Float32Array; dout: Float32Array;
+}
+export interface NativeRingForward { out: Float32Array; lse: Float32Array; stats: { ranks: RingRankStats[] } }
+export interface NativeRingBackward { dq: Float32Array; dk: Float32Array; dv: Float32Array; stats: { ranks: RingRankStats[] } }
+
+export interface NativeAddon {
+  /** Sync (the caller's thread waits while `ranks` native threads run the ring over whole-sequence
+   *  arrays; inputs are read in place, outputs are new arrays). Throws RangeError / TypeError naming
+   *  the argument ("ringAttention: ranks: 8 ranks need 16 zigzag chunks of at least one token each,
+   *  but seq is 10", "ringAttention: k: expected 1184 elements (batch*heads*seq*dim), got 1000"),
+   *  or Error with the first failing rank's message. */
+  ringAttention(args: NativeRingArgs & { ranks: number }): NativeRingForward;
+  /** Sync, like ringAttention. */
+  ringAttentionBackward(args: NativeRingBackwardArgs & { ranks: number }): NativeRingBackward;
+}
+
+/** build/Release/tiercut_ring_mpi.node: the same kernels with each rank a process under mpirun.
+ *  Arrays are this rank's shard ([batch, heads, shardRows, dim]); P and the rank come from MPI. */
+export interface NativeRingMpiAddon {
+  /** False when the addon was built without MPI (then every function but stop throws saying so). */
+  readonly haveMpi: boolean;
+  /** Sync. MPI_Init_thread (once) and this process's place in MPI_COMM_WORLD. */
+  start(): { rank: number; size: number };
+  /** Sync. MPI_Finalize; call once at the end of a run. */
+  stop(): void;
+  /** Prints message to stderr and calls MPI_Abort: mpirun ends every rank. Does not return. */
+  abort(message: string): never;
+  /** Sync, collective (every rank calls it with the same shape). Throws like the threaded version;
+   *  a neighbour that does not answer within timeoutMs gives "rank 3: timed out after 2000 ms
+   *  waiting to receive K/V block of rank 2 (step 1) from rank 2". */
+  ringAttention(args: NativeRingArgs): NativeRingForward;
+  ringAttentionBackward(args: NativeRingBackwardArgs): NativeRingBackward;
+}
+
+let loadedMpi: NativeRingMpiAddon | undefined;
+
+/** Sync. Loads tiercut_ring_mpi.node once (RTLD_GLOBAL, which Open MPI's plugins need). Loading
+ *  does not initialise MPI; start() does. Throws when the addon is missing. */
+export function nativeRingMpiAddon(): NativeRingMpiAddon {
+  if (loadedMpi) return loadedMpi;
+  const path = join(packageRoot(), 'build', 'Release', 'tiercut_ring_mpi.node');
+  if (!existsSync(path)) throw new Error(`tiercut: ring MPI addon not built (${path} is missing); run: npx node-gyp rebuild`);
+  const module = { exports: {} as NativeRingMpiAddon };
+  process.dlopen(module, path, osConstants.dlopen.RTLD_NOW | osConstants.dlopen.RTLD_GLOBAL);
+  loadedMpi = module.exports;
+  return loadedMpi;
 }

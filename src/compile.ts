@@ -31,13 +31,15 @@ export interface CompileOptions {
   batch?: number;
   seq?: number;
   optimizer?: Partial<AdamAttrs>;
+  /** Numeric preset fields to replace (DSL models), e.g. { layers: 60 }. */
+  config?: Record<string, number>;
   /** Parameters stay resident on the GPU (the ZeRO-Offload setting; no parameter offload). */
   keepParamsOnGpu?: boolean;
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
 export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Graph; preset: string; config: Record<string, unknown> }> {
-  const imported = await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq });
+  const imported = await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
   assertGraph(imported.graph, 'import');
   const withGrad = autodiff(imported.graph);
   assertGraph(withGrad, 'autodiff');

@@ -11,3 +11,8 @@ export { UserError } from './diagnostics.js';
 export { cpuAdamStep, cpuAdamInfo, type CpuAdamArgs, type CpuAdamResult, type AdamIsa } from '../runtime/adam.js';
 export type { Plan } from '../compiler/plan/types.js';
 export type { Graph, Tensor, Op } from '../compiler/ir/types.js';
+export {
+  ringAttention, ringAttentionBackward, zigzagChunk, shardRows,
+  type RingAttentionOptions, type RingAttentionBackwardOptions, type RingAttentionResult,
+  type RingAttentionGradients, type RingRankStats,
+} from '../runtime/ring.js';

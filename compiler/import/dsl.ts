@@ -21,6 +21,8 @@ export interface DslOptions {
   preset?: string;
   batch?: number;
   seq?: number;
+  /** Numeric preset fields to replace (e.g. { layers: 60 } to scale a model). */
+  config?: Record<string, number>;
 }
 
 export interface ImportedModel {

@@ -15,6 +15,10 @@ Napi::Value run_op_js(const Napi::CallbackInfo& info);        // runOp(kind, dty
 Napi::Value half_round_js(const Napi::CallbackInfo& info);    // halfRound(values, 'fp16' | 'bf16')
 Napi::Value half_widen_js(const Napi::CallbackInfo& info);    // halfWiden(bits, 'fp16' | 'bf16')
 
+// ring.cc
+Napi::Value ring_attention_js(const Napi::CallbackInfo& info);           // ringAttention(options)
+Napi::Value ring_attention_backward_js(const Napi::CallbackInfo& info);  // ringAttentionBackward(options)
+
 // adam.cc
 Napi::Value adam_step_js(const Napi::CallbackInfo& info);        // adamStep(options)
 Napi::Value adam_roofline_js(const Napi::CallbackInfo& info);    // adamRoofline(options)
