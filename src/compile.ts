@@ -33,6 +33,8 @@ export interface CompileOptions {
   optimizer?: Partial<AdamAttrs>;
   /** Numeric preset fields to replace (DSL models), e.g. { layers: 60 }. */
   config?: Record<string, number>;
+  /** ONNX models: initializers whose name matches stay fixed (no gradient, no update). */
+  freeze?: RegExp;
   /** Parameters stay resident on the GPU (the ZeRO-Offload setting; no parameter offload). */
   keepParamsOnGpu?: boolean;
 }
