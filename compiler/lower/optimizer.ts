@@ -3,10 +3,14 @@
 // Takes a Graph with grad16 tensors and Adam/AdamW settings. Gives the Graph
 // with, per parameter: first and second moments (adamM, adamV, fp32,
 // persistent) and one `adam` op. In fp32 training the op updates the parameter
-// in place; in fp16/bf16 it updates a separate fp32 master copy (master32,
-// persistent) in place and writes the new half-precision parameter as a fourth
-// output. Every state tensor and the update are separate tensors and ops, so
-// the partitioner can place each.
+// in place. In fp16/bf16 it updates a separate fp32 master copy (master32,
+// persistent) in place, and the half-precision parameter is no longer state:
+// a `reshape` of master32 into half-precision storage (a cast: the runtime
+// rounds on store) makes it at the start of the step, before its first use.
+// So persistent state is 12 bytes per parameter (master32, m, v); where param16
+// rests during the step, or whether it is made again for each use, is the
+// partitioner's choice. Every state tensor and op is separate, so each can be
+// placed.
 // Keeps true: each adam op sits right after the later of its gradient's
 // producer and the last read of the parameter, so updates overlap the rest of
 // the backward pass and in-place writes follow every read. Cost: O(ops).
@@ -27,8 +31,11 @@ export function lowerOptimizer(g: Graph, adam: AdamAttrs = ADAM_DEFAULTS): Graph
     for (const t of op.outputs) lastUse[t] = Math.max(lastUse[t], op.id);
   }
 
-  // after[i]: update ops to place right after original op i
+  const firstUse = new Int32Array(g.tensors.length).fill(-1);
+  for (const op of g.ops) for (const t of op.inputs) if (firstUse[t] < 0) firstUse[t] = op.id;
+  // after[i]: update ops to place right after original op i; before[i]: casts to place right before it
   const after: Op[][] = g.ops.map(() => []);
+  const before: Op[][] = g.ops.map(() => []);
   for (const p of g.tensors) {
     if (p.role !== 'param16') continue;
     const grad = gradOf.get(p.name);
@@ -41,7 +48,10 @@ export function lowerOptimizer(g: Graph, adam: AdamAttrs = ADAM_DEFAULTS): Graph
     let op: Op;
     if (half) {
       const master = b.tensor({ ...state, name: `master.${p.name}`, role: 'master32', ...(p.init ? { init: p.init } : {}) });
-      op = b.opWith('adam', [master.id, grad, m.id, v.id], [master.id, m.id, v.id, p.id], { adam }, 'update', loc);
+      op = b.opWith('adam', [master.id, grad, m.id, v.id], [master.id, m.id, v.id], { adam }, 'update', loc);
+      b.tensors[p.id] = { ...b.tensors[p.id], persistent: false };
+      const first = firstUse[p.id] >= 0 ? firstUse[p.id] : 0;
+      before[first].push(b.opWith('reshape', [master.id], [p.id], { shape: [...p.shape] }, 'update', g.ops[first].loc));
     } else {
       op = b.opWith('adam', [p.id, grad, m.id, v.id], [p.id, m.id, v.id], { adam }, 'update', loc);
     }
@@ -50,6 +60,7 @@ export function lowerOptimizer(g: Graph, adam: AdamAttrs = ADAM_DEFAULTS): Graph
 
   const ops: Op[] = [];
   for (let i = 0; i < g.ops.length; i++) {
+    for (const c of before[i]) ops.push({ ...c, id: ops.length });
     ops.push({ ...g.ops[i], id: ops.length });
     for (const u of after[i]) ops.push({ ...u, id: ops.length });
   }

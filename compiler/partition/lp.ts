@@ -6,10 +6,13 @@
 // fractional shares it rounded.
 // Model (the form FlexGen uses for inference, here for a training step):
 //  - program order is cut into K segments of equal GPU time;
-//  - per parameter group (one adam op): shares of its half-precision copy
-//    (p16) and of its optimizer state (master32 + m + v) on each tier, each
-//    summing to 1; the update runs on the GPU for the state's GPU share and on
-//    the CPU for the rest (NVMe state is read into CPU staging and written back);
+//  - per parameter group (one adam op): shares of its optimizer state
+//    (master32 + m + v) on each tier, and of its compute copy p16: resident on
+//    the GPU, resident on the CPU, or (fp16/bf16, where p16 is not state) made
+//    again from master32 for each use (rematerialised; in fp32 the third share
+//    is NVMe, as p16 is the parameter itself); each set of shares sums to 1;
+//    the update runs on the GPU for the state's GPU share and on the CPU for
+//    the rest (NVMe state is read into CPU staging and written back);
 //  - per saved activation (alive across segments): kept on the GPU or offloaded
 //    to the CPU (d2h after it is made, h2d before its next use);
 //  - loads per segment and resource (gpu, cpu, h2d, d2h, nvme read, nvme write)
@@ -42,6 +45,8 @@ export interface LpOptions {
 
 export interface ParamGroup {
   adam: number;
+  /** fp16/bf16: the op casting master32 into param16 (runs where the state is); -1 in fp32. */
+  cast: number;
   p16: number;
   state: number[];
   grad: number;
@@ -68,12 +73,15 @@ let highsPromise: Promise<Highs> | undefined;
 
 export function paramGroups(g: Graph): ParamGroup[] {
   const half = g.precision !== 'fp32';
+  const castOf = new Map<number, number>(); // master32 -> cast op
+  for (const o of g.ops) if (o.kind === 'reshape' && o.phase === 'update') castOf.set(o.inputs[0], o.id);
   return g.ops.filter((o) => o.kind === 'adam').map((u) => {
     const [p, grad, m, v] = u.inputs;
-    const p16 = half ? u.outputs[3] : p;
+    const cast = half ? castOf.get(p) ?? -1 : -1;
+    const p16 = cast >= 0 ? g.ops[cast].outputs[0] : p;
     const state = half ? [p, m, v] : [m, v];
     const bytes = (ids: number[]) => ids.reduce((s, t) => s + g.tensors[t].sizeBytes, 0);
-    return { adam: u.id, p16, state, grad, p16Bytes: g.tensors[p16].sizeBytes, stateBytes: bytes(state), gradBytes: g.tensors[grad].sizeBytes };
+    return { adam: u.id, cast, p16, state, grad, p16Bytes: g.tensors[p16].sizeBytes, stateBytes: bytes(state), gradBytes: g.tensors[grad].sizeBytes };
   });
 }
 
@@ -141,7 +149,7 @@ export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {
   const persist = (col: number, k: number) => groups.flatMap((q, i): [number, number][] => [[x1[i][k], -q.p16Bytes], [x2[i][k], -q.stateBytes]]).concat([[col, 1]]);
   lp.row(persist(PG, 0), 0, 0);
   lp.row(persist(PC, 1), 0, 0);
-  lp.row(groups.flatMap((q, i): [number, number][] => [[x1[i][2], q.p16Bytes], [x2[i][2], q.stateBytes]]), -Infinity, hw.nvme.capacityBytes * share);
+  lp.row(groups.flatMap((q, i): [number, number][] => (half ? [[x2[i][2], q.stateBytes]] : [[x1[i][2], q.p16Bytes], [x2[i][2], q.stateBytes]])), -Infinity, hw.nvme.capacityBytes * share);
 
   // per-segment loads (seconds) and memory (bytes), as linear terms + constants
   type Terms = [number, number][];
@@ -161,7 +169,9 @@ export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {
     load[us].h2d.push([ov[i], h2d(q.p16Bytes)]);
     load[us].d2h.push([ov2[i], d2h(q.p16Bytes)]);
     load[us].nr.push([x2[i][2], nr(q.stateBytes)]);
-    load[us].nw.push([x2[i][2], nw(q.stateBytes)], [x1[i][2], nw(q.p16Bytes)]);
+    load[us].nw.push([x2[i][2], nw(q.stateBytes)]);
+    if (!half) load[us].nw.push([x1[i][2], nw(q.p16Bytes)]);
+    const castCpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'cpu', hw) : 0;
     memC[us].terms.push([x2[i][2], q.stateBytes]); // NVMe state staged in CPU memory while updated
     // gradient: made on the GPU; the CPU-updated share goes down once
     const gs = seg[prod[q.grad]];
@@ -173,7 +183,7 @@ export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {
     const useSegs = new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
     for (const s of useSegs) {
       load[s].h2d.push([x1[i][0], -h2d(q.p16Bytes)]); load[s].h2dC += h2d(q.p16Bytes);
-      load[s].nr.push([x1[i][2], nr(q.p16Bytes)]);
+      if (half) { load[s].cpu.push([x1[i][2], castCpu]); } else load[s].nr.push([x1[i][2], nr(q.p16Bytes)]);
       memG[s].terms.push([x1[i][0], -q.p16Bytes]); memG[s].c += q.p16Bytes;
       memC[s].terms.push([x1[i][2], q.p16Bytes]);
     }
@@ -256,16 +266,21 @@ const argmax = (v: Float64Array): Tier => { let k = 0; for (let i = 1; i < 3; i+
 export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number): Placement {
   const opTier: ('gpu' | 'cpu')[] = g.ops.map(() => 'gpu');
   const home: Tier[] = g.tensors.map(() => 'gpu');
+  const remat = g.tensors.map(() => false);
   groups.forEach((q, i) => {
     const onGpu = stateTier[i] === 'gpu';
     opTier[q.adam] = onGpu ? 'gpu' : 'cpu';
-    home[q.p16] = p16Tier[i];
+    if (q.cast >= 0) opTier[q.cast] = onGpu ? 'gpu' : 'cpu';
+    // the third p16 share: rematerialised in half precision (no home), NVMe in fp32
+    const again = q.cast >= 0 && p16Tier[i] === 'nvme';
+    remat[q.p16] = again;
+    home[q.p16] = again ? 'cpu' : p16Tier[i];
     for (const t of q.state) home[t] = stateTier[i];
     if (g.precision === 'fp32') home[q.p16] = stateTier[i];
     home[q.grad] = onGpu ? 'gpu' : 'cpu';
   });
   for (const t of offload) home[t] = 'cpu';
-  return { opTier, home, method: 'lp', lambdaSecondsPerByte: 0, cutSeconds: lowerBound };
+  return { opTier, home, method: 'lp', lambdaSecondsPerByte: 0, cutSeconds: lowerBound, ...(remat.some(Boolean) ? { remat } : {}) };
 }
 
 /** Rounds the LP's shares: each to its largest tier; an activation is kept when k >= 1/2. */

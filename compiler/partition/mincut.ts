@@ -10,9 +10,9 @@
 // so every cut edge is a compute, a transfer or a memory price. w(x) is the
 // share of the step x is alive (1 for state that persists across steps), so a
 // short-lived gradient is cheap to keep and a saved activation is not. A
-// persistent tensor the GPU reads occupies GPU memory while it is read: a GPU
-// reader of state homed on the CPU also pays lambda * bytes (so, at equal
-// traffic, parameters stay resident, as in ZeRO-Offload). lambda is found by
+// parameter (or other state) the GPU reads occupies GPU memory while it is
+// read: a GPU reader of one homed on the CPU also pays lambda * bytes * w (so,
+// at equal traffic, parameters stay resident, as in ZeRO-Offload). lambda is found by
 // bisection: the smallest price at which the GPU peak fits the capacity, raised
 // by 0.1% so that groups whose costs agree up to rounding move together.
 // Data inputs carry no price (the loader writes them straight to their home).
@@ -46,7 +46,7 @@ export function cutAt(g: Graph, hw: HardwareProfile, lambda: number): Placement 
     for (const x of op.inputs) {
       const b = g.tensors[x].sizeBytes;
       net.addEdge(tensorNode(x), op.id, copySeconds(b, 'gpu', 'cpu', hw) * NS);
-      const resident = g.tensors[x].persistent && g.tensors[x].role !== 'input' ? lambda * b : 0;
+      const resident = (g.tensors[x].persistent && g.tensors[x].role !== 'input') || g.tensors[x].role === 'param16' ? lambda * b * w[x] : 0;
       net.addEdge(op.id, tensorNode(x), (copySeconds(b, 'cpu', 'gpu', hw) + resident) * NS);
     }
     for (const x of op.outputs) {

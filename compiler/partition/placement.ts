@@ -11,4 +11,6 @@ export interface Placement {
   readonly lambdaSecondsPerByte: number;
   /** The cut's value: predicted compute + transfer seconds, without the memory penalty. */
   readonly cutSeconds: number;
+  /** Per tensor (when present): true = no home; made again by its producer each time it is needed (rematerialised). */
+  readonly remat?: readonly boolean[];
 }

@@ -12,7 +12,11 @@
 //    allow), a result homed elsewhere is copied home (an eviction);
 //  - a copy on a non-home tier serves the consumers that follow closely and is
 //    dropped across a long gap (REFETCH_GAP ops), then fetched again;
-//  - a free follows the last access of every transient buffer.
+//  - a free follows the last access of every transient buffer;
+//  - a rematerialised tensor (Placement.remat) has no home: when it is needed
+//    and no copy is valid, its producer runs again (e.g. param16 cast from
+//    master32 on its way to the GPU, once for the forward and once for the
+//    backward pass).
 // Keeps true: every read waits for its buffer's writer (RAW), every in-place
 // write waits for the earlier readers (WAR), every wait points to an earlier
 // instruction (so no step can deadlock). Cost: O(instructions + operands).
@@ -106,6 +110,10 @@ export function buildProgram(g: Graph, p: Placement): Program {
     return lo < list.length ? list[lo] : Infinity;
   };
 
+  const remat = (x: number) => p.remat?.[x] === true;
+  const producerOf = new Int32Array(g.tensors.length).fill(-1);
+  for (const op of g.ops) for (const t of op.outputs) if (!op.inputs.includes(t)) producerOf[t] = op.id;
+
   const copy = (src: number, dst: number): number => {
     const i = emit({ stream: copyStream(bufs[src].tier, bufs[dst].tier), kind: 'copy', op: -1, inputs: [src], outputs: [dst] });
     read(i, src);
@@ -114,19 +122,34 @@ export function buildProgram(g: Graph, p: Placement): Program {
   };
 
   /** A buffer holding x's current value on `tier`, copying it there if needed (NVMe <-> GPU through CPU staging). */
-  const fetch = (x: number, tier: Tier): number => {
+  function fetch(x: number, tier: Tier): number {
     const have = valid[x].get(tier);
     if (have !== undefined) return have;
     let src = valid[x].get(p.home[x]) ?? [...valid[x].values()][0];
+    if (src === undefined && remat(x) && producerOf[x] >= 0) src = rerun(x);
     if (src === undefined) throw new Error(`schedule: ${g.tensors[x].name} is read before it is written`);
+    if (bufs[src].tier === tier) return src;
     const staged = !direct(bufs[src].tier, tier);
     if (staged) src = fetch(x, 'cpu');
     const b = newBuffer(x, tier, false, false);
     copy(src, b);
     valid[x].set(tier, b);
     if (staged) valid[x].delete('cpu'); // the staging copy is dropped once passed on
+    if (remat(x) && bufs[src].tier !== tier) valid[x].delete(bufs[src].tier); // so is a rematerialised source
     return b;
-  };
+  }
+  /** Runs x's producer again on its own tier; returns the buffer now holding x (valid until passed on). */
+  function rerun(x: number): number {
+    const op = g.ops[producerOf[x]];
+    const tier = p.opTier[op.id];
+    const ins = op.inputs.map((t) => fetch(t, tier));
+    const outs = op.outputs.map((t) => newBuffer(t, tier, false, false));
+    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs });
+    ins.forEach((b) => read(i, b));
+    outs.forEach((b) => write(i, b));
+    return outs[op.outputs.indexOf(x)];
+  }
+
   /** Copies buffer b (on its tier) into x's home, staging through the CPU when there is no direct link. */
   const sendHome = (x: number, b: number) => {
     let src = b;
@@ -138,7 +161,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   };
 
   const retireIfGap = (x: number, tier: Tier, opId: number) => {
-    if (tier === p.home[x]) return;
+    if (tier === p.home[x] && !remat(x)) return;
     if (nextUse(x, tier, opId) - opId > REFETCH_GAP) valid[x].delete(tier);
   };
 
@@ -163,7 +186,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
       const b = outs[k];
       for (const [t2, other] of valid[x]) if (other !== b) valid[x].delete(t2); // the old value is stale everywhere else
       valid[x].set(tier, b);
-      if (p.home[x] !== tier) {
+      if (p.home[x] !== tier && !remat(x)) {
         if (home[x] < 0) home[x] = newBuffer(x, p.home[x], g.tensors[x].role === 'loss', false);
         sendHome(x, b);
         valid[x].set(p.home[x], home[x]);
