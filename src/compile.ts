@@ -33,15 +33,17 @@ export interface CompileOptions {
   optimizer?: Partial<AdamAttrs>;
   /** Numeric preset fields to replace (DSL models), e.g. { layers: 60 }. */
   config?: Record<string, number>;
-  /** ONNX models: initializers whose name matches stay fixed (no gradient, no update). */
-  freeze?: RegExp;
   /** Parameters stay resident on the GPU (the ZeRO-Offload setting; no parameter offload). */
   keepParamsOnGpu?: boolean;
+  /** ONNX models: initializers whose name matches stay fixed (no gradient, no update). */
+  freeze?: RegExp;
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
 export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Graph; preset: string; config: Record<string, unknown> }> {
-  const imported = await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
+  const imported = /\.onnx$/i.test(opts.model)
+    ? importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
+    : await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
   assertGraph(imported.graph, 'import');
   const withGrad = autodiff(imported.graph);
   assertGraph(withGrad, 'autodiff');
@@ -126,7 +128,7 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
   const total = hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes;
   const need = state + p16;
   // the GPU's own minimum: every op on it, with all state and saved activations elsewhere
-  const lean: Placement = { ...allGpu(g), home: g.tensors.map((t) => (t.persistent || t.role === 'activation' ? 'cpu' : 'gpu')) };
+  const lean: Placement = { ...allGpu(g), home: g.tensors.map((t) => (t.persistent || t.role === 'activation' || t.role === 'param16' || t.role === 'grad16' ? 'cpu' : 'gpu')) };
   const gpuMin = liveBytesPeak(buildProgram(g, lean)).gpu;
   if (gpuMin > hw.gpu.capacityBytes) return `does not fit: the GPU needs at least ${fmtBytes(gpuMin)} for the working set of one op at a time, capacity is ${fmtBytes(hw.gpu.capacityBytes)} (short by ${fmtBytes(gpuMin - hw.gpu.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`;
   const short = keepParams ? p16 - hw.gpu.capacityBytes : need - total;
