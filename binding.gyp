@@ -28,7 +28,12 @@
         "native/kernels/dispatch.cc",
         "native/adam/cpu_adam.cc",
         "native/adam/thread_pool.cc",
-        "native/napi/adam.cc"
+        "native/napi/adam.cc",
+        "native/kernels/pointwise.cc",
+        "native/kernels/broadcast.cc",
+        "native/kernels/slice.cc",
+        "native/kernels/bmm.cc",
+        "native/kernels/log_softmax.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")"

@@ -45,8 +45,14 @@ export function initValues(spec: InitSpec | undefined, count: number, seed: numb
     const std = spec?.std ?? 0.02, mean = spec?.mean ?? 0;
     const rng = new Rng(seed, name);
     for (let i = 0; i < count; i++) out[i] = mean + std * rng.normal();
-  } else {
+  } else if (spec.kind === 'constant') {
     out.fill(spec.value);
+  } else if (spec.kind === 'data') {
+    const bytes = Buffer.from(spec.f32Base64, 'base64');
+    if (bytes.length !== count * 4) throw new Error(`init data of ${name}: ${bytes.length} bytes for ${count} values`);
+    for (let i = 0; i < count; i++) out[i] = bytes.readFloatLE(i * 4);
+  } else {
+    throw new Error(`init of ${name}: ONNX initializers are read by the session (runtime/session.ts)`);
   }
   return out;
 }

@@ -14,13 +14,21 @@ import { nativeAddon, type NativeProgram, type NativeSession, type StepStats } f
 import { initValues } from './init.js';
 import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
+import { resolve } from 'node:path';
+import { readOnnxInitializers } from '../compiler/import/onnx-decode.js';
 
 const TIER_CODE: Record<Tier, number> = { gpu: 0, cpu: 1, nvme: 2 };
 const KIND_CODE = { run: 0, copy: 1, free: 2 } as const;
 
 export interface SessionOptions {
   seed?: number;
-  /** Initial weights by parameter name (safetensors); otherwise the model's init specs. */
+  /**
+   * Initial weights by parameter name (safetensors); otherwise the model's init
+   * specs. A model imported from ONNX (init kind 'onnx') starts from the
+   * initializers of plan.model.source, read here (relative to the working
+   * directory when the path is relative). Constants the plan carries (init kind
+   * 'data') always come from the plan.
+   */
   weightsFile?: string;
   /** Optimizer settings that replace the plan's. */
   optimizer?: Partial<AdamAttrs>;
@@ -94,15 +102,28 @@ export class TrainingSession {
     const seed = this.opts.seed ?? 0;
     const weights = this.opts.weightsFile ? readSafetensors(this.opts.weightsFile) : undefined;
     const valuesOf = new Map<string, Float32Array>();
+    let onnx: Map<string, { dims: number[]; values: Float32Array }> | undefined;
+    const onnxValues = (name: string, p: Tensor): Float32Array => {
+      const source = resolve(this.plan.model.source);
+      onnx ??= readOnnxInitializers(source, new Set(g.tensors.flatMap((t) => (t.init?.kind === 'onnx' ? [t.init.initializer] : []))));
+      const got = onnx.get(name);
+      if (!got) throw diag.data(this.plan.model.source, `no initializer named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
+      if (shapeStr(got.dims) !== shapeStr(p.shape)) throw diag.data(this.plan.model.source, `initializer '${name}' has shape ${shapeStr(got.dims)}, the plan's parameter is ${shapeStr(p.shape)}`);
+      return got.values;
+    };
     const paramValues = (p: Tensor): Float32Array => {
       const name = p.param ?? p.name;
       let v = valuesOf.get(name);
       if (v) return v;
-      if (weights) {
+      if (p.init?.kind === 'data') {
+        v = initValues(p.init, numel(p.shape), seed, name);
+      } else if (weights) {
         const st = weights.get(name);
         if (!st) throw diag.data(this.opts.weightsFile!, `no tensor named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
         if (shapeStr(st.shape) !== shapeStr(p.shape)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' has shape ${shapeStr(st.shape)}, the model's parameter is ${shapeStr(p.shape)}`);
         v = Float32Array.from(toFloat64(st));
+      } else if (p.init?.kind === 'onnx') {
+        v = onnxValues(p.init.initializer, p);
       } else {
         v = initValues(p.init, numel(p.shape), seed, name);
       }

@@ -5,6 +5,7 @@ import { autodiff } from '../compiler/autodiff/autodiff.js';
 import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
+import { importOnnx } from '../compiler/import/onnx.js';
 import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';

@@ -11,6 +11,10 @@ export class UserError extends Error {
 
 const make = (code: string) => (message: string) => new UserError(code, message);
 
+/** Names from a model file may hold anything: keep messages on one printable line. */
+const oneLine = (s: string) => s.replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+const onnxError = (code: string) => (file: string, msg: string) => new UserError(code, oneLine(`${file}: ${msg}`));
+
 export const diag = {
   // usage and input files (1xx)
   usage: make('TC100'),
@@ -22,6 +26,14 @@ export const diag = {
   modelExport: (file: string, msg: string) => new UserError('TC105', `${file}: ${msg}`),
   badSize: (flag: string, value: string) => new UserError('TC106', `${flag}: '${value}' is not a size (use e.g. 64MB, 32GiB or plain bytes)`),
   badNumber: (flag: string, value: string) => new UserError('TC107', `${flag}: '${value}' is not a valid number`),
+  // ONNX models (11x): each names the file; ops name the node, op_type, domain and opset
+  onnxFormat: onnxError('TC110'),     // not decodable / malformed
+  onnxVersion: onnxError('TC111'),    // IR version or opset out of range
+  onnxOp: onnxError('TC112'),         // an op or attribute tiercut does not support
+  onnxExternal: onnxError('TC113'),   // external data location rejected or missing
+  onnxDim: onnxError('TC114'),        // a symbolic dim that nothing binds
+  onnxTensor: onnxError('TC115'),     // tensor data disagrees with its shape
+  onnxGraph: onnxError('TC116'),      // graph structure (outputs, loss, names)
   // hardware (2xx)
   unknownHardware: (name: string, available: string[]) =>
     new UserError('TC201', `unknown hardware profile '${name}' (built in: ${available.join(', ')}; or give a JSON file)`),

@@ -20,7 +20,7 @@ export function autodiff(fwd: Graph): Graph {
 
   // needs[t]: t depends on a parameter, so its gradient matters
   const needs = new Uint8Array(T);
-  for (const t of fwd.tensors) if (t.role === 'param16') needs[t.id] = 1;
+  for (const t of fwd.tensors) if (t.role === 'param16' && !t.frozen) needs[t.id] = 1;
   for (const op of fwd.ops) if (op.inputs.some((t) => needs[t])) for (const t of op.outputs) needs[t] = 1;
 
   const contributions: number[][] = fwd.tensors.map(() => []);
@@ -67,7 +67,7 @@ export function autodiff(fwd: Graph): Graph {
   }
 
   for (const p of fwd.tensors) {
-    if (p.role !== 'param16') continue;
+    if (p.role !== 'param16' || p.frozen) continue;
     let g = finalGrad(p.id);
     if (g === undefined) continue; // a parameter that does not reach the loss gets no gradient and no update
     const aliased = claimed.has(g) || b.tensors[g].role !== 'activationGrad' || (uses.get(g) ?? 0) > 1;

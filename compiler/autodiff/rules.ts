@@ -57,7 +57,59 @@ export const GRAD_RULES: Readonly<Record<OpKind, GradRule>> = {
     const inv = perm.map((_, i) => perm.indexOf(i));
     return [ctx.emit('transpose', [dy], { perm: inv }, [d(ctx, op.inputs[0])])[0]];
   },
+  sub: (ctx, op, dy) => {
+    const neg = ctx.emit('affine', [dy], { scale: -1, offset: 0 }, [d(ctx, op.inputs[1])])[0];
+    return [dy, reduceTo(ctx, neg, op.inputs[1])];
+  },
+  div: (ctx, op, dy) => {
+    // y = a / b: da = dy / b, db = -(dy * y) / b (summed over the broadcast)
+    const [a, b] = op.inputs;
+    const da = ctx.emit('div', [dy, b], {}, [d(ctx, a)])[0];
+    const dyy = ctx.emit('mul', [dy, op.outputs[0]], {}, [`${d(ctx, b)}.dyy`])[0];
+    const q = ctx.emit('div', [dyy, b], {}, [`${d(ctx, b)}.q`])[0];
+    const db = ctx.emit('affine', [q], { scale: -1, offset: 0 }, [d(ctx, b)])[0];
+    return [da, reduceTo(ctx, db, b)];
+  },
+  affine: (ctx, op, dy) => [ctx.emit('affine', [dy], { scale: op.attrs.scale ?? 1, offset: 0 }, [d(ctx, op.inputs[0])])[0]],
+  powScalar: (ctx, op, dy) => {
+    const x = op.inputs[0], e = op.attrs.exponent ?? 1;
+    const p = ctx.emit('powScalar', [x], { exponent: e - 1 }, [`${d(ctx, x)}.pow`])[0];
+    const pe = ctx.emit('affine', [p], { scale: e, offset: 0 }, [`${d(ctx, x)}.dpow`])[0];
+    return [ctx.emit('mul', [dy, pe], {}, [d(ctx, x)])[0]];
+  },
+  unary: (ctx, op, dy) => [ctx.emit('unaryBackward', [op.inputs[0], op.outputs[0], dy], { fn: op.attrs.fn }, [d(ctx, op.inputs[0])])[0]],
+  where: (ctx, op, dy) => {
+    const [c, a, b] = op.inputs;
+    const da = ctx.emit('mul', [dy, c], {}, [d(ctx, a)])[0];
+    return [undefined, da, ctx.emit('sub', [dy, da], {}, [d(ctx, b)])[0]];
+  },
+  expand: (ctx, op, dy) => [ctx.emit('unbroadcast', [dy], { shape: [...ctx.tensor(op.inputs[0]).shape] }, [d(ctx, op.inputs[0])])[0]],
+  unbroadcast: (ctx, op, dy) => [ctx.emit('expand', [dy], { shape: [...ctx.tensor(op.inputs[0]).shape] }, [d(ctx, op.inputs[0])])[0]],
+  slice: (ctx, op, dy) => [ctx.emit('sliceBackward', [dy], { axis: op.attrs.axis, start: op.attrs.start, shape: [...ctx.tensor(op.inputs[0]).shape] }, [d(ctx, op.inputs[0])])[0]],
+  concat: (ctx, op, dy) => {
+    const axis = op.attrs.axis ?? 0;
+    let at = 0;
+    return op.inputs.map((x) => {
+      const n = ctx.tensor(x).shape[axis];
+      const g = ctx.emit('slice', [dy], { axis, start: at, end: at + n }, [d(ctx, x)])[0];
+      at += n;
+      return g;
+    });
+  },
+  bmm: (ctx, op, dy) => {
+    const [a, b] = op.inputs;
+    const tA = op.attrs.transA ?? false, tB = op.attrs.transB ?? false;
+    const mm = (x: number, y: number, transA: boolean, transB: boolean, name: string) => ctx.emit('bmm', [x, y], { transA, transB }, [name])[0];
+    // y = op(a) op(b); the four cases of which operand is stored transposed
+    if (!tA && !tB) return [mm(dy, b, false, true, d(ctx, a)), mm(a, dy, true, false, d(ctx, b))];
+    if (!tA && tB) return [mm(dy, b, false, false, d(ctx, a)), mm(dy, a, true, false, d(ctx, b))];
+    if (tA && !tB) return [mm(b, dy, false, true, d(ctx, a)), mm(a, dy, false, false, d(ctx, b))];
+    return [mm(b, dy, true, true, d(ctx, a)), mm(dy, a, true, true, d(ctx, b))];
+  },
+  logSoftmax: (ctx, op, dy) => [ctx.emit('logSoftmaxBackward', [op.outputs[0], dy], {}, [d(ctx, op.inputs[0])])[0]],
+  cast: () => [undefined],
   // backward and update kinds are never differentiated
+  unaryBackward: noGrad, sliceBackward: noGrad, logSoftmaxBackward: noGrad,
   matmulGradA: noGrad, matmulGradB: noGrad, sumToShape: noGrad, geluBackward: noGrad,
   layerNormBackward: noGrad, softmaxBackward: noGrad, causalAttentionBackward: noGrad,
   embeddingBackward: noGrad, crossEntropyBackward: noGrad, fill: noGrad, adam: noGrad,

@@ -21,6 +21,7 @@ export interface TensorInit {
   persistent?: boolean;
   param?: string;
   init?: InitSpec;
+  frozen?: boolean;
 }
 
 export class GraphBuilder {
@@ -45,7 +46,7 @@ export class GraphBuilder {
     const tensor: Tensor = {
       id: this.tensors.length, name, shape: [...t.shape], dtype: t.dtype,
       sizeBytes: numel(t.shape) * dtypeBytes(t.dtype), role: t.role, persistent: t.persistent ?? false,
-      ...(t.param !== undefined ? { param: t.param } : {}), ...(t.init ? { init: t.init } : {}),
+      ...(t.param !== undefined ? { param: t.param } : {}), ...(t.init ? { init: t.init } : {}), ...(t.frozen ? { frozen: true } : {}),
     };
     this.tensors.push(tensor);
     this.names.set(name, tensor.id);
@@ -81,7 +82,7 @@ export class GraphBuilder {
 
   build(loss: number, precision: Precision): Graph {
     let paramCount = 0;
-    for (const t of this.tensors) if (t.role === 'param16') paramCount += numel(t.shape);
+    for (const t of this.tensors) if (t.role === 'param16' && !t.frozen) paramCount += numel(t.shape);
     return { name: this.name, tensors: this.tensors, ops: this.ops, loss, precision, paramCount };
   }
 }

@@ -6,13 +6,16 @@
 // shapes after every pass) and the plan writer (to encode attributes).
 
 import type { DType, OpAttrs, OpKind } from './types.js';
-import { numel, shapeStr } from './types.js';
+import { numel, shapeStr, UNARY_FNS } from './types.js';
 
 export const OP_CODES: Readonly<Record<OpKind, number>> = {
   matmul: 0, add: 1, mul: 2, gelu: 3, layerNorm: 4, softmax: 5, causalAttention: 6,
   embedding: 7, crossEntropy: 8, reshape: 9, transpose: 10, matmulGradA: 11, matmulGradB: 12,
   sumToShape: 13, geluBackward: 14, layerNormBackward: 15, softmaxBackward: 16,
   causalAttentionBackward: 17, embeddingBackward: 18, crossEntropyBackward: 19, fill: 20, adam: 21,
+  sub: 22, div: 23, affine: 24, powScalar: 25, unary: 26, unaryBackward: 27, where: 28, expand: 29,
+  unbroadcast: 30, slice: 31, sliceBackward: 32, concat: 33, bmm: 34, logSoftmax: 35, logSoftmaxBackward: 36,
+  cast: 37,
 };
 
 export const OP_KINDS = Object.keys(OP_CODES) as OpKind[];
@@ -34,6 +37,15 @@ function isSuffix(a: readonly number[], b: readonly number[]): boolean {
   for (let i = 1; i <= b.length; i++) if (a[a.length - i] !== b[b.length - i]) return false;
   return true;
 }
+
+/** numpy broadcasting: `small` (aligned right) has, per dim, 1 or the dim of `big`. */
+export function broadcastsTo(small: readonly number[], big: readonly number[]): boolean {
+  if (small.length > big.length) return false;
+  const off = big.length - small.length;
+  return small.every((d, i) => d === 1 || d === big[off + i]);
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean { return shapeStr(a) === shapeStr(b); }
 
 function expectFloat(kind: OpKind, name: string, o: Operand): void {
   if (o.dtype === 'i32' || o.dtype === 'i64') fail(kind, `${name} must be a float tensor, got ${o.dtype}`);
@@ -60,7 +72,7 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
       if (bk !== k) fail(kind, `a${shapeStr(a.shape)} and b${shapeStr(b.shape)}${attrs.transB ? ' (transposed)' : ''} disagree on the inner dimension (${k} vs ${bk})`);
       return [{ shape: [...a.shape.slice(0, -1), bm], dtype: a.dtype }];
     }
-    case 'add': case 'mul': {
+    case 'add': case 'mul': case 'sub': case 'div': {
       expectCount(kind, ins, 2);
       const [a, b] = ins;
       expectFloat(kind, 'a', a); expectFloat(kind, 'b', b);
@@ -154,6 +166,83 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
     case 'crossEntropyBackward': expectCount(kind, ins, 3); return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
     case 'fill': expectCount(kind, ins, 0); return [{ shape: attrs.shape ?? [], dtype: 'f32' }];
     case 'adam': fail(kind, 'adam is built by the optimizer lowering, not inferred');
+    case 'affine': case 'powScalar': case 'unary': case 'logSoftmax': {
+      expectCount(kind, ins, 1);
+      expectFloat(kind, 'x', ins[0]);
+      if (kind === 'unary' && !UNARY_FNS.includes(attrs.fn!)) fail(kind, `unknown function ${String(attrs.fn)}`);
+      if (kind === 'logSoftmax' && ins[0].shape.length < 1) fail(kind, 'x must have rank >= 1');
+      return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
+    }
+    case 'unaryBackward': {
+      expectCount(kind, ins, 3);
+      if (!UNARY_FNS.includes(attrs.fn!)) fail(kind, `unknown function ${String(attrs.fn)}`);
+      if (!sameShape(ins[0].shape, ins[1].shape) || !sameShape(ins[0].shape, ins[2].shape)) fail(kind, `x${shapeStr(ins[0].shape)}, y${shapeStr(ins[1].shape)} and dy${shapeStr(ins[2].shape)} must have one shape`);
+      return [{ shape: ins[0].shape, dtype: ins[2].dtype }];
+    }
+    case 'logSoftmaxBackward': {
+      expectCount(kind, ins, 2);
+      if (!sameShape(ins[0].shape, ins[1].shape)) fail(kind, `y${shapeStr(ins[0].shape)} and dy${shapeStr(ins[1].shape)} must have one shape`);
+      return [{ shape: ins[0].shape, dtype: ins[1].dtype }];
+    }
+    case 'where': {
+      expectCount(kind, ins, 3);
+      const [c, a, b] = ins;
+      if (!sameShape(c.shape, a.shape) || !sameShape(a.shape, b.shape)) fail(kind, `cond${shapeStr(c.shape)}, a${shapeStr(a.shape)} and b${shapeStr(b.shape)} must have one shape`);
+      expectFloat(kind, 'cond', c); expectFloat(kind, 'a', a); expectFloat(kind, 'b', b);
+      return [{ shape: a.shape, dtype: a.dtype }];
+    }
+    case 'expand': {
+      expectCount(kind, ins, 1);
+      const to = attrs.shape ?? [];
+      if (!broadcastsTo(ins[0].shape, to)) fail(kind, `${shapeStr(ins[0].shape)} does not broadcast to ${shapeStr(to)}`);
+      return [{ shape: to, dtype: ins[0].dtype }];
+    }
+    case 'unbroadcast': {
+      expectCount(kind, ins, 1);
+      const to = attrs.shape ?? [];
+      if (!broadcastsTo(to, ins[0].shape)) fail(kind, `${shapeStr(to)} does not broadcast to ${shapeStr(ins[0].shape)}`);
+      return [{ shape: to, dtype: ins[0].dtype }];
+    }
+    case 'slice': {
+      expectCount(kind, ins, 1);
+      const s = ins[0].shape, ax = attrs.axis ?? -1, st = attrs.start ?? 0, en = attrs.end ?? 0;
+      if (!(ax >= 0 && ax < s.length) || !(st >= 0 && st < en && en <= s[ax])) fail(kind, `axis ${ax} [${st}, ${en}) is not a non-empty range inside ${shapeStr(s)}`);
+      return [{ shape: s.map((d, i) => (i === ax ? en - st : d)), dtype: ins[0].dtype }];
+    }
+    case 'sliceBackward': {
+      expectCount(kind, ins, 1);
+      const to = attrs.shape ?? [], s = ins[0].shape, ax = attrs.axis ?? -1, st = attrs.start ?? 0;
+      if (!(ax >= 0 && ax < to.length) || to.length !== s.length || s.some((d, i) => (i === ax ? st < 0 || st + d > to[i] : d !== to[i])))
+        fail(kind, `dy${shapeStr(s)} at axis ${ax} offset ${st} does not fit in ${shapeStr(to)}`);
+      return [{ shape: to, dtype: ins[0].dtype }];
+    }
+    case 'concat': {
+      if (ins.length < 1 || ins.length > 8) fail(kind, `expects 1..8 inputs, got ${ins.length}`);
+      const ax = attrs.axis ?? -1, s0 = ins[0].shape;
+      if (!(ax >= 0 && ax < s0.length)) fail(kind, `axis ${ax} is outside ${shapeStr(s0)}`);
+      let total = 0;
+      for (const x of ins) {
+        if (x.shape.length !== s0.length || x.shape.some((d, i) => i !== ax && d !== s0[i])) fail(kind, `${shapeStr(x.shape)} and ${shapeStr(s0)} differ outside axis ${ax}`);
+        total += x.shape[ax];
+      }
+      return [{ shape: s0.map((d, i) => (i === ax ? total : d)), dtype: ins[0].dtype }];
+    }
+    case 'bmm': {
+      expectCount(kind, ins, 2);
+      const [a, b] = ins;
+      expectFloat(kind, 'a', a); expectFloat(kind, 'b', b);
+      const r = a.shape.length;
+      if (r < 2 || b.shape.length !== r || !sameShape(a.shape.slice(0, -2), b.shape.slice(0, -2))) fail(kind, `needs a[...,M,K] and b[...,K,N] with the same leading dims, got a${shapeStr(a.shape)} b${shapeStr(b.shape)}`);
+      const [am, ak] = attrs.transA ? [a.shape[r - 1], a.shape[r - 2]] : [a.shape[r - 2], a.shape[r - 1]];
+      const [bk, bn] = attrs.transB ? [b.shape[r - 1], b.shape[r - 2]] : [b.shape[r - 2], b.shape[r - 1]];
+      if (ak !== bk) fail(kind, `a${shapeStr(a.shape)} and b${shapeStr(b.shape)} disagree on the inner dimension (${ak} vs ${bk})`);
+      return [{ shape: [...a.shape.slice(0, -2), am, bn], dtype: a.dtype }];
+    }
+    case 'cast': {
+      expectCount(kind, ins, 1);
+      expectInt(kind, 'x', ins[0]);
+      return [{ shape: ins[0].shape, dtype: 'f32' }];
+    }
   }
 }
 
@@ -174,6 +263,10 @@ export function opFlops(kind: OpKind, ins: readonly Operand[], outs: readonly Op
     case 'softmax': case 'softmaxBackward': case 'crossEntropy': case 'crossEntropyBackward': return 5 * n(ins[0]);
     case 'adam': return 20 * n(ins[0]);
     case 'add': case 'mul': case 'sumToShape': return n(kind === 'sumToShape' ? ins[0] : outs[0]);
+    case 'bmm': return 2 * n(ins[0]) * last(outs[0].shape); // 2 * batch*M*N*K
+    case 'sub': case 'div': case 'affine': case 'where': case 'unbroadcast': return n(kind === 'unbroadcast' ? ins[0] : outs[0]);
+    case 'powScalar': case 'unary': case 'unaryBackward': return 10 * n(outs[0]);
+    case 'logSoftmax': case 'logSoftmaxBackward': return 5 * n(outs[0]);
     default: return 0;
   }
 }
@@ -188,6 +281,13 @@ export function encodeAttrs(kind: OpKind, attrs: OpAttrs): { iattr: number[]; fa
     case 'causalAttention': case 'causalAttentionBackward': return { iattr: [attrs.heads ?? 0], fattr: [] };
     case 'transpose': return { iattr: [...(attrs.perm ?? [])], fattr: [] };
     case 'fill': return { iattr: [], fattr: [attrs.value ?? 0] };
+    case 'affine': return { iattr: [], fattr: [attrs.scale ?? 1, attrs.offset ?? 0] };
+    case 'powScalar': return { iattr: [], fattr: [attrs.exponent ?? 1] };
+    case 'unary': case 'unaryBackward': return { iattr: [UNARY_FNS.indexOf(attrs.fn!)], fattr: [] };
+    case 'slice': return { iattr: [attrs.axis ?? 0, attrs.start ?? 0, attrs.end ?? 0], fattr: [] };
+    case 'sliceBackward': return { iattr: [attrs.axis ?? 0, attrs.start ?? 0], fattr: [] };
+    case 'concat': return { iattr: [attrs.axis ?? 0], fattr: [] };
+    case 'bmm': return { iattr: [attrs.transA ? 1 : 0, attrs.transB ? 1 : 0], fattr: [] };
     case 'adam': {
       const a = attrs.adam!;
       return { iattr: [a.adamw ? 1 : 0, 1], fattr: [a.lr, a.beta1, a.beta2, a.eps, a.weightDecay] };

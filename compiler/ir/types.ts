@@ -32,7 +32,11 @@ export type SourceLoc =
 /** How a parameter is initialised by the runtime when no weights are given. */
 export type InitSpec =
   | { readonly kind: 'normal'; readonly std: number; readonly mean?: number }
-  | { readonly kind: 'constant'; readonly value: number };
+  | { readonly kind: 'constant'; readonly value: number }
+  /** The named initializer of the ONNX model in the plan's model.source (read at run time). */
+  | { readonly kind: 'onnx'; readonly initializer: string }
+  /** Values carried by the plan: little-endian f32, base64 (small folded constants, e.g. a mask). */
+  | { readonly kind: 'data'; readonly f32Base64: string };
 
 export interface Tensor {
   readonly id: number;
@@ -47,6 +51,8 @@ export interface Tensor {
   readonly param?: string;
   /** For parameters that the runtime initialises. */
   readonly init?: InitSpec;
+  /** A param16 that gets no gradient and no update (a constant, or frozen by --freeze). */
+  readonly frozen?: boolean;
 }
 
 export type OpKind =
@@ -54,7 +60,14 @@ export type OpKind =
   | 'embedding' | 'crossEntropy' | 'reshape' | 'transpose'
   | 'matmulGradA' | 'matmulGradB' | 'sumToShape' | 'geluBackward' | 'layerNormBackward'
   | 'softmaxBackward' | 'causalAttentionBackward' | 'embeddingBackward' | 'crossEntropyBackward'
-  | 'fill' | 'adam';
+  | 'fill' | 'adam'
+  // added for ONNX import (codes 22..; dispatch.h)
+  | 'sub' | 'div' | 'affine' | 'powScalar' | 'unary' | 'unaryBackward' | 'where' | 'expand' | 'unbroadcast'
+  | 'slice' | 'sliceBackward' | 'concat' | 'bmm' | 'logSoftmax' | 'logSoftmaxBackward' | 'cast';
+
+/** Elementwise functions of the `unary` kind (iattr[0] = index in this list). */
+export const UNARY_FNS = ['tanh', 'erf', 'sqrt', 'relu', 'exp', 'log', 'sigmoid'] as const;
+export type UnaryFn = typeof UNARY_FNS[number];
 
 export interface AdamAttrs {
   readonly lr: number;
@@ -76,6 +89,19 @@ export interface OpAttrs {
   readonly shape?: readonly number[];
   readonly value?: number;
   readonly adam?: AdamAttrs;
+  /** affine: y = x * scale + offset */
+  readonly scale?: number;
+  readonly offset?: number;
+  /** powScalar: y = x ** exponent */
+  readonly exponent?: number;
+  /** unary, unaryBackward */
+  readonly fn?: UnaryFn;
+  /** slice, sliceBackward, concat: the axis; slice: [start, end) along it */
+  readonly axis?: number;
+  readonly start?: number;
+  readonly end?: number;
+  /** bmm: a is [...,K,M] (transA) and/or b is [...,N,K] (transB) */
+  readonly transA?: boolean;
 }
 
 export type Phase = 'forward' | 'backward' | 'update';

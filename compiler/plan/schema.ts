@@ -70,7 +70,16 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
     },
     placement: {
       type: 'object', required: ['opTier', 'home', 'method'],
-      properties: { opTier: { type: 'array', items: { type: 'string', enum: ['gpu', 'cpu'] } }, home: { type: 'array', items: tier }, method: { type: 'string' } },
+      properties: {
+        opTier: { type: 'array', items: { type: 'string', enum: ['gpu', 'cpu'] } }, home: { type: 'array', items: tier },
+        method: { type: 'string', enum: ['all-gpu', 'mincut', 'lp'] },
+        remat: { type: 'array', items: { type: 'boolean' }, description: 'per tensor: no home, made again by its producer for each use' },
+      },
+    },
+    bound: {
+      type: 'object', required: ['lowerBoundSeconds', 'gapPercent', 'lp'],
+      description: "the LP's lower bound on the step time and how far the plan's prediction is above it",
+      properties: { lowerBoundSeconds: { type: 'number', minimum: 0 }, gapPercent: num, lp: { type: 'object', required: ['rows', 'cols', 'nonzeros', 'status'] } },
     },
     tiers: { type: 'object', required: ['gpu', 'cpu', 'nvme'], properties: { gpu: tierSummary, cpu: tierSummary, nvme: tierSummary } },
     buffers: {

@@ -55,6 +55,22 @@ const KindInfo kKinds[OP_KIND_COUNT] = {
     {"cross_entropy_backward", 3, 1, {"logits", "targets", "dloss"}, {"dlogits"}},
     {"fill", 0, 1, {}, {"y"}},
     {"adam", 4, 3, {"p", "g", "m", "v"}, {"p", "m", "v", "p_copy"}},
+    {"sub", 2, 1, {"a", "b"}, {"y"}},
+    {"div", 2, 1, {"a", "b"}, {"y"}},
+    {"affine", 1, 1, {"x"}, {"y"}},
+    {"pow_scalar", 1, 1, {"x"}, {"y"}},
+    {"unary", 1, 1, {"x"}, {"y"}},
+    {"unary_backward", 3, 1, {"x", "y", "dy"}, {"dx"}},
+    {"where", 3, 1, {"cond", "a", "b"}, {"y"}},
+    {"expand", 1, 1, {"x"}, {"y"}},
+    {"unbroadcast", 1, 1, {"x"}, {"y"}},
+    {"slice", 1, 1, {"x"}, {"y"}},
+    {"slice_backward", 1, 1, {"dy"}, {"dx"}},
+    {"concat", -1, 1, {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"}, {"y"}},
+    {"bmm", 2, 1, {"a", "b"}, {"y"}},
+    {"log_softmax", 1, 1, {"x"}, {"y"}},
+    {"log_softmax_backward", 2, 1, {"y", "dy"}, {"dx"}},
+    {"cast", 1, 1, {"x"}, {"y"}},
 };
 
 bool fail(std::string* err, const std::string& msg) {
@@ -156,8 +172,8 @@ const int32_t* ids_data(const TensorView& t) { return static_cast<const int32_t*
 // Counts, ranks, dims, null pointers: the same for every kind.
 bool check_operands(const OpCall& c, const KindInfo& k, std::string* err) {
   const bool adam_copy = c.kind == OP_ADAM && c.n_out == k.n_out + 1;
-  if (c.n_in != k.n_in)
-    return fail(err, std::string(k.name) + ": expected " + std::to_string(k.n_in) + " input(s), got " +
+  if (k.n_in < 0 ? (c.n_in < 1 || c.n_in > kMaxOperands) : c.n_in != k.n_in)  // n_in -1: 1..8 (concat)
+    return fail(err, std::string(k.name) + ": expected " + (k.n_in < 0 ? std::string("1..8") : std::to_string(k.n_in)) + " input(s), got " +
                          std::to_string(c.n_in));
   if (c.n_out != k.n_out && !adam_copy)
     return fail(err, std::string(k.name) + ": expected " + std::to_string(k.n_out) +
@@ -180,6 +196,33 @@ bool check_operands(const OpCall& c, const KindInfo& k, std::string* err) {
   }
   return true;
 }
+
+// numpy broadcast of small (aligned right) into big: fills small_strides (0 on
+// broadcast dims); false when small does not broadcast to big
+bool broadcast_strides(const TensorView& small, const TensorView& big, int64_t* small_strides) {
+  if (small.rank > big.rank) return false;
+  const int off = big.rank - small.rank;
+  int64_t stride = 1;
+  for (int d = big.rank - 1; d >= 0; d--) {
+    const int sd = d - off;
+    if (sd < 0) { small_strides[d] = 0; continue; }
+    if (small.shape[sd] == big.shape[d]) small_strides[d] = stride;
+    else if (small.shape[sd] == 1) small_strides[d] = 0;
+    else return false;
+    stride *= small.shape[sd];
+  }
+  return true;
+}
+
+// [outer, len, inner] around axis
+void around_axis(const TensorView& t, int axis, int64_t* outer, int64_t* inner) {
+  *outer = 1; *inner = 1;
+  for (int d = 0; d < axis; d++) *outer *= t.shape[d];
+  for (int d = axis + 1; d < t.rank; d++) *inner *= t.shape[d];
+}
+
+template <typename T>
+bool run_onnx_kinds(const OpCall& c, const KindInfo& k, std::string* err);
 
 template <typename T>
 bool run_checked(const OpCall& c, const KindInfo& k, std::string* err) {
@@ -448,6 +491,152 @@ bool run_checked(const OpCall& c, const KindInfo& k, std::string* err) {
       adam_update<T>(data<T>(out[0]), data<T>(out[1]), data<T>(out[2]), p_copy, data<T>(in[0]), data<T>(in[1]),
                      data<T>(in[2]), data<T>(in[3]), p.numel(), c.fattr[0], c.fattr[1], c.fattr[2], c.fattr[3],
                      c.fattr[4], adamw == 1, step);
+      return true;
+    }
+    default:
+      return run_onnx_kinds<T>(c, k, err);
+  }
+}
+
+// The kinds added for ONNX import (codes 22..37).
+template <typename T>
+bool run_onnx_kinds(const OpCall& c, const KindInfo& k, std::string* err) {
+  const char* op = k.name;
+  const TensorView* in = c.in;
+  const TensorView* out = c.out;
+  switch (c.kind) {
+    case OP_SUB:
+    case OP_DIV: {
+      const TensorView &a = in[0], &b = in[1], &y = out[0];
+      if (!is_suffix(b, a))
+        return fail(err, std::string(op) + ": b has shape " + shape_str(b) + ", expected a suffix of a's shape " +
+                             shape_str(a));
+      if (!want_shape(err, op, "y", y, a)) return false;
+      if (c.kind == OP_SUB) sub_forward<T>(data<T>(y), data<T>(a), data<T>(b), a.numel(), b.numel());
+      else div_forward<T>(data<T>(y), data<T>(a), data<T>(b), a.numel(), b.numel());
+      return true;
+    }
+    case OP_AFFINE:
+    case OP_POW_SCALAR:
+    case OP_UNARY:
+    case OP_CAST: {
+      if (!want_shape(err, op, "y", out[0], in[0], " (the shape of x)")) return false;
+      const int64_t n = in[0].numel();
+      if (c.kind == OP_AFFINE) affine_forward<T>(data<T>(out[0]), data<T>(in[0]), n, c.fattr[0], c.fattr[1]);
+      else if (c.kind == OP_POW_SCALAR) pow_scalar_forward<T>(data<T>(out[0]), data<T>(in[0]), n, c.fattr[0]);
+      else if (c.kind == OP_CAST) cast_forward<T>(data<T>(out[0]), ids_data(in[0]), n);
+      else {
+        if (c.iattr[0] < 0 || c.iattr[0] >= UNARY_COUNT)
+          return fail(err, std::string(op) + ": function (iattr[0]) is " + std::to_string(c.iattr[0]) + ", expected 0.." +
+                               std::to_string(UNARY_COUNT - 1));
+        unary_forward<T>(data<T>(out[0]), data<T>(in[0]), n, (int32_t)c.iattr[0]);
+      }
+      return true;
+    }
+    case OP_UNARY_BACKWARD: {
+      if (c.iattr[0] < 0 || c.iattr[0] >= UNARY_COUNT)
+        return fail(err, std::string(op) + ": function (iattr[0]) is " + std::to_string(c.iattr[0]) + ", expected 0.." +
+                             std::to_string(UNARY_COUNT - 1));
+      for (int i = 1; i < 3; i++)
+        if (!want_shape(err, op, k.in_names[i], in[i], in[0], " (the shape of x)")) return false;
+      if (!want_shape(err, op, "dx", out[0], in[0], " (the shape of x)")) return false;
+      unary_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), data<T>(in[2]), in[0].numel(), (int32_t)c.iattr[0]);
+      return true;
+    }
+    case OP_WHERE: {
+      for (int i = 1; i < 3; i++)
+        if (!want_shape(err, op, k.in_names[i], in[i], in[0], " (the shape of cond)")) return false;
+      if (!want_shape(err, op, "y", out[0], in[0], " (the shape of cond)")) return false;
+      where_forward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), data<T>(in[2]), in[0].numel());
+      return true;
+    }
+    case OP_EXPAND:
+    case OP_UNBROADCAST: {
+      const bool expand = c.kind == OP_EXPAND;
+      const TensorView &small = expand ? in[0] : out[0], &big = expand ? out[0] : in[0];
+      int64_t strides[kMaxRank] = {0};
+      if (!broadcast_strides(small, big, strides))
+        return fail(err, std::string(op) + ": " + shape_str(small) + " does not broadcast to " + shape_str(big));
+      if (!want_distinct(err, op, "y", out[0], "x", in[0])) return false;
+      if (expand) expand_forward<T>(data<T>(out[0]), data<T>(in[0]), big.rank, big.shape, strides);
+      else unbroadcast_forward<T>(data<T>(out[0]), out[0].numel(), data<T>(in[0]), big.rank, big.shape, strides);
+      return true;
+    }
+    case OP_SLICE:
+    case OP_SLICE_BACKWARD: {
+      const bool fwd = c.kind == OP_SLICE;
+      const TensorView &full = fwd ? in[0] : out[0], &part = fwd ? out[0] : in[0];
+      const int64_t axis = c.iattr[0], start = c.iattr[1];
+      if (axis < 0 || axis >= full.rank || part.rank != full.rank)
+        return fail(err, std::string(op) + ": axis (iattr[0]) " + std::to_string(axis) + " does not fit " + shape_str(full));
+      for (int d = 0; d < full.rank; d++) {
+        const bool ok = d == axis ? (start >= 0 && start + part.shape[d] <= full.shape[d]) : part.shape[d] == full.shape[d];
+        if (!ok)
+          return fail(err, std::string(op) + ": " + shape_str(part) + " at offset " + std::to_string(start) + " on axis " +
+                               std::to_string(axis) + " does not fit in " + shape_str(full));
+      }
+      if (fwd && c.iattr[2] - start != part.shape[axis])
+        return fail(err, std::string(op) + ": end (iattr[2]) - start is " + std::to_string(c.iattr[2] - start) +
+                             ", y has " + std::to_string(part.shape[axis]) + " on the axis");
+      if (!want_distinct(err, op, k.out_names[0], out[0], k.in_names[0], in[0])) return false;
+      int64_t outer, inner;
+      around_axis(full, (int)axis, &outer, &inner);
+      if (fwd) slice_forward<T>(data<T>(out[0]), data<T>(in[0]), outer, full.shape[axis], part.shape[axis], inner, start);
+      else slice_backward<T>(data<T>(out[0]), data<T>(in[0]), outer, full.shape[axis], part.shape[axis], inner, start);
+      return true;
+    }
+    case OP_CONCAT: {
+      const TensorView& y = out[0];
+      const int64_t axis = c.iattr[0];
+      if (axis < 0 || axis >= y.rank) return fail(err, std::string(op) + ": axis (iattr[0]) " + std::to_string(axis) + " is outside y " + shape_str(y));
+      const T* xs[kMaxOperands];
+      int64_t lens[kMaxOperands];
+      int64_t total = 0;
+      for (int j = 0; j < c.n_in; j++) {
+        const TensorView& x = in[j];
+        bool ok = x.rank == y.rank;
+        for (int d = 0; ok && d < y.rank; d++) ok = d == axis || x.shape[d] == y.shape[d];
+        if (!ok) return fail(err, std::string(op) + ": " + k.in_names[j] + " has shape " + shape_str(x) + ", expected y's " + shape_str(y) + " outside axis " + std::to_string(axis));
+        if (!want_distinct(err, op, "y", y, k.in_names[j], x)) return false;
+        xs[j] = data<T>(x);
+        lens[j] = x.shape[axis];
+        total += lens[j];
+      }
+      if (total != y.shape[axis]) return fail(err, std::string(op) + ": the inputs add up to " + std::to_string(total) + " on axis " + std::to_string(axis) + ", y has " + std::to_string(y.shape[axis]));
+      int64_t outer, inner;
+      around_axis(y, (int)axis, &outer, &inner);
+      concat_forward<T>(data<T>(y), xs, lens, c.n_in, outer, y.shape[axis], inner);
+      return true;
+    }
+    case OP_BMM: {
+      const TensorView &a = in[0], &b = in[1], &y = out[0];
+      const bool ta = c.iattr[0] != 0, tb = c.iattr[1] != 0;
+      const int r = a.rank;
+      bool ok = r >= 2 && b.rank == r;
+      for (int d = 0; ok && d < r - 2; d++) ok = a.shape[d] == b.shape[d];
+      if (!ok) return fail(err, std::string(op) + ": a " + shape_str(a) + " and b " + shape_str(b) + " need rank >= 2 and the same leading dims");
+      const int64_t M = ta ? a.shape[r - 1] : a.shape[r - 2], K = ta ? a.shape[r - 2] : a.shape[r - 1];
+      const int64_t Kb = tb ? b.shape[r - 1] : b.shape[r - 2], N = tb ? b.shape[r - 2] : b.shape[r - 1];
+      if (K != Kb) return fail(err, std::string(op) + ": a " + shape_str(a) + " and b " + shape_str(b) + " disagree on the inner dimension");
+      TensorView yshape = a;
+      yshape.shape[r - 2] = M;
+      yshape.shape[r - 1] = N;
+      if (!want_shape(err, op, "y", y, yshape)) return false;
+      if (!want_distinct(err, op, "y", y, "a", a) || !want_distinct(err, op, "y", y, "b", b)) return false;
+      int64_t batch = 1;
+      for (int d = 0; d < r - 2; d++) batch *= a.shape[d];
+      bmm_forward<T>(data<T>(y), data<T>(a), data<T>(b), batch, M, K, N, ta, tb);
+      return true;
+    }
+    case OP_LOG_SOFTMAX:
+    case OP_LOG_SOFTMAX_BACKWARD: {
+      if (!want_min_rank(err, op, k.in_names[0], in[0], 1)) return false;
+      for (int i = 1; i < c.n_in; i++)
+        if (!want_shape(err, op, k.in_names[i], in[i], in[0])) return false;
+      if (!want_shape(err, op, k.out_names[0], out[0], in[0])) return false;
+      const int64_t N = lead_of(in[0]).numel(), C = last_dim(in[0]);
+      if (c.kind == OP_LOG_SOFTMAX) log_softmax_forward<T>(data<T>(out[0]), data<T>(in[0]), N, C);
+      else log_softmax_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), N, C);
       return true;
     }
     default:

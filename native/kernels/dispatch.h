@@ -37,7 +37,24 @@ enum OpKind : int32_t {
   OP_CROSS_ENTROPY_BACKWARD = 19,// in: logits, targets, dloss[]                out: dlogits
   OP_FILL = 20,                  // in: (none)                                  out: y filled with fattr[0]
   OP_ADAM = 21,                  // in: p, g, m, v   out: p, m, v [, p16]  (in place; see adam below)
-  OP_KIND_COUNT = 22
+  // added for ONNX import
+  OP_SUB = 22,                   // in: a[S], b[suffix of S]                    out: y[S]
+  OP_DIV = 23,                   // in: a[S], b[suffix of S]                    out: y[S]
+  OP_AFFINE = 24,                // in: x                                       out: y = x * fattr[0] + fattr[1]
+  OP_POW_SCALAR = 25,            // in: x                                       out: y = x ** fattr[0]
+  OP_UNARY = 26,                 // in: x                                       out: y = f(x), f = iattr[0] (UnaryFn)
+  OP_UNARY_BACKWARD = 27,        // in: x, y, dy                                out: dx
+  OP_WHERE = 28,                 // in: cond, a, b (one shape)                  out: y = cond != 0 ? a : b
+  OP_EXPAND = 29,                // in: x (broadcasts to y)                     out: y (numpy broadcast)
+  OP_UNBROADCAST = 30,           // in: x (y broadcasts to x)                   out: y = sum of x over the broadcast
+  OP_SLICE = 31,                 // in: x                                       out: y = x[.., iattr[1]:iattr[2], ..] on axis iattr[0]
+  OP_SLICE_BACKWARD = 32,        // in: dy                                      out: dx (zeros, dy at offset iattr[1] on axis iattr[0])
+  OP_CONCAT = 33,                // in: x0..x(n-1) (1..8)                       out: y = concat on axis iattr[0]
+  OP_BMM = 34,                   // in: a[...,M,K], b[...,K,N]                  out: y[...,M,N] (iattr: transA, transB)
+  OP_LOG_SOFTMAX = 35,           // in: x[...,C]                                out: y[...,C]
+  OP_LOG_SOFTMAX_BACKWARD = 36,  // in: y, dy                                   out: dx
+  OP_CAST = 37,                  // in: x i32                                   out: y float
+  OP_KIND_COUNT = 38
 };
 
 enum DType : int32_t { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_I32 = 3, DT_I64 = 4, DT_F64 = 5 };

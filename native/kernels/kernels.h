@@ -95,4 +95,47 @@ void adam_update(T* p_out, T* m_out, T* v_out, T* p_copy,
                  double lr, double beta1, double beta2, double eps, double weight_decay,
                  bool adamw, int64_t step);
 
+// ---- added for ONNX import ---------------------------------------------------
+constexpr int kMaxRankKernels = 8;  // = kMaxRank (dispatch.h)
+
+// unary functions: iattr[0] of UNARY / UNARY_BACKWARD; the order of UNARY_FNS in compiler/ir/types.ts
+enum UnaryFn : int32_t { UNARY_TANH = 0, UNARY_ERF, UNARY_SQRT, UNARY_RELU, UNARY_EXP, UNARY_LOG, UNARY_SIGMOID, UNARY_COUNT };
+
+// ---- pointwise.cc -----------------------------------------------------------
+template <typename T> void sub_forward(T* y, const T* a, const T* b, int64_t n, int64_t nb);
+template <typename T> void div_forward(T* y, const T* a, const T* b, int64_t n, int64_t nb);
+// y = x * scale + offset
+template <typename T> void affine_forward(T* y, const T* x, int64_t n, double scale, double offset);
+template <typename T> void pow_scalar_forward(T* y, const T* x, int64_t n, double exponent);
+template <typename T> void unary_forward(T* y, const T* x, int64_t n, int32_t fn);
+template <typename T> void unary_backward(T* dx, const T* x, const T* y, const T* dy, int64_t n, int32_t fn);
+// y = cond != 0 ? a : b (all of one shape)
+template <typename T> void where_forward(T* y, const T* cond, const T* a, const T* b, int64_t n);
+template <typename T> void cast_forward(T* y, const int32_t* x, int64_t n);
+
+// ---- broadcast.cc -----------------------------------------------------------
+// big: the r dims of the large shape; small_strides: the small tensor's stride
+// per big dim (0 where it is broadcast)
+template <typename T>
+void expand_forward(T* y, const T* x, int32_t r, const int64_t* big, const int64_t* small_strides);
+// y (ny elements) = 0, then y[small offset] += x[i] over the big index space
+template <typename T>
+void unbroadcast_forward(T* y, int64_t ny, const T* x, int32_t r, const int64_t* big, const int64_t* small_strides);
+
+// ---- slice.cc ---------------------------------------------------------------
+template <typename T>
+void slice_forward(T* y, const T* x, int64_t outer, int64_t xlen, int64_t ylen, int64_t inner, int64_t start);
+template <typename T>
+void slice_backward(T* dx, const T* dy, int64_t outer, int64_t xlen, int64_t ylen, int64_t inner, int64_t start);
+template <typename T>
+void concat_forward(T* y, const T* const* xs, const int64_t* lens, int32_t n, int64_t outer, int64_t ylen, int64_t inner);
+
+// ---- bmm.cc -----------------------------------------------------------------
+template <typename T>
+void bmm_forward(T* y, const T* a, const T* b, int64_t batch, int64_t M, int64_t K, int64_t N, bool trans_a, bool trans_b);
+
+// ---- log_softmax.cc ---------------------------------------------------------
+template <typename T> void log_softmax_forward(T* y, const T* x, int64_t N, int64_t C);
+template <typename T> void log_softmax_backward(T* dx, const T* y, const T* dy, int64_t N, int64_t C);
+
 }  // namespace tiercut

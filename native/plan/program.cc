@@ -32,7 +32,10 @@ const char* op_kind_name(int32_t kind) {
       "matmul", "add", "mul", "gelu", "layernorm", "softmax", "causalAttention", "embedding",
       "crossEntropy", "reshape", "transpose", "matmulGradA", "matmulGradB", "sumToShape",
       "geluBackward", "layernormBackward", "softmaxBackward", "causalAttentionBackward",
-      "embeddingBackward", "crossEntropyBackward", "fill", "adam"};
+      "embeddingBackward", "crossEntropyBackward", "fill", "adam",
+      // added for ONNX import
+      "sub", "div", "affine", "powScalar", "unary", "unaryBackward", "where", "expand", "unbroadcast",
+      "slice", "sliceBackward", "concat", "bmm", "logSoftmax", "logSoftmaxBackward", "cast"};
   static_assert(sizeof(names) / sizeof(names[0]) == OP_KIND_COUNT, "one name per op kind");
   return (kind >= 0 && kind < OP_KIND_COUNT) ? names[kind] : "?";
 }
@@ -86,6 +89,23 @@ static const OpSignature kSignatures[OP_KIND_COUNT] = {
     {3, 1, 1, 2u},     // crossEntropyBackward: logits, targets, dloss
     {0, 1, 1, 0},      // fill
     {4, 3, 4, 0},      // adam: p, g, m, v -> p, m, v [, p16]
+    // added for ONNX import
+    {2, 1, 1, 0},      // sub
+    {2, 1, 1, 0},      // div
+    {1, 1, 1, 0},      // affine
+    {1, 1, 1, 0},      // powScalar
+    {1, 1, 1, 0},      // unary
+    {3, 1, 1, 0},      // unaryBackward: x, y, dy
+    {3, 1, 1, 0},      // where: cond, a, b
+    {1, 1, 1, 0},      // expand
+    {1, 1, 1, 0},      // unbroadcast
+    {1, 1, 1, 0},      // slice
+    {1, 1, 1, 0},      // sliceBackward
+    {-1, 1, 1, 0},     // concat: 1..8 inputs
+    {2, 1, 1, 0},      // bmm
+    {1, 1, 1, 0},      // logSoftmax
+    {2, 1, 1, 0},      // logSoftmaxBackward
+    {1, 1, 1, 1u},     // cast: x i32
 };
 
 // ---------------------------------------------------------------------------
@@ -201,8 +221,8 @@ bool validate_program(Program* prog, std::string* err) {
         return fail(err, cat(f, ".op: op ", ins.op, " does not exist (the program has ", p.ops.size(), " ops)"));
       const OpSpec& o = p.ops[ins.op];
       const OpSignature& sig = kSignatures[o.kind];
-      if ((int32_t)ins.inputs.size() != sig.n_in)
-        return fail(err, cat(f, ".inputs: ", op_kind_name(o.kind), " takes ", sig.n_in, " inputs, got ", ins.inputs.size()));
+      if (sig.n_in < 0 ? (ins.inputs.empty() || ins.inputs.size() > 8) : (int32_t)ins.inputs.size() != sig.n_in)
+        return fail(err, cat(f, ".inputs: ", op_kind_name(o.kind), " takes ", sig.n_in < 0 ? std::string("1..8") : std::to_string(sig.n_in), " inputs, got ", ins.inputs.size()));
       if ((int32_t)ins.outputs.size() < sig.n_out_min || (int32_t)ins.outputs.size() > sig.n_out_max)
         return fail(err, cat(f, ".outputs: ", op_kind_name(o.kind), " gives ", sig.n_out_min,
                              sig.n_out_min == sig.n_out_max ? "" : cat(" or ", sig.n_out_max), " outputs, got ",

@@ -1,0 +1,660 @@
+// ONNX import: a training-mode export (torch.onnx.export(...,
+// training=TrainingMode.TRAINING), the loss inside the graph) -> forward IR graph.
+//
+// Takes the .onnx path and --batch/--seq (for symbolic dims) and --freeze.
+// Gives a forward Graph in fp32: float initializers are trainable parameters
+// (param16, init read from the .onnx at run time; frozen when --freeze matches
+// the name); graph inputs are data inputs (int64/int32 -> i32); the single
+// scalar output is the loss. Every op carries the ONNX node that made it.
+// Keeps true: everything computable from constants and shapes is folded here
+// (onnx-fold.ts) and never reaches the IR; each ONNX op maps onto IR ops whose
+// numerics match it (no approximations besides x / c computed as x * (1/c));
+// any op, attribute or dtype outside that set is one UserError line naming the
+// node, op_type, domain and opset. Constants that must exist at run time (a
+// causal mask) become frozen tensors whose values the plan carries.
+// Cost: O(nodes) plus the size of folded constants; weights are not read.
+
+import { relative, resolve } from 'node:path';
+import { diag, UserError } from '../../src/diagnostics.js';
+import { GraphBuilder, GraphError } from '../ir/graph.js';
+import type { Graph, OpAttrs, OpKind, SourceLoc } from '../ir/types.js';
+import { shapeStr } from '../ir/types.js';
+import {
+  type AttributeProto, checkTensorData, DT, dtypeName, isFloatType, loadOnnx, type LoadedModel, type NodeProto, type TensorProto, tensorValues, toNum,
+} from './onnx-decode.js';
+import {
+  binaryFold, broadcastShapes, castFold, checkSize, clampSlice, concatFold, type Const, constOf, type ConstType, expandTo, FoldError, gatherFold, ints, intVector,
+  normAxis, numelOf, rangeFold, reduceFold, reshapeFold, scalar, sliceAxisFold, transposeFold, triluFold, unaryFold, whereFold,
+} from './onnx-fold.js';
+
+export interface OnnxOptions {
+  batch?: number;
+  seq?: number;
+  /** Initializers whose name matches stay fixed (no gradient, no update). */
+  freeze?: RegExp;
+}
+
+export interface ImportedOnnx {
+  graph: Graph;
+  preset: string;
+  config: Record<string, unknown>;
+}
+
+/** A value of the ONNX graph during import. */
+type Value =
+  | { readonly kind: 'const'; readonly c: Const; id?: number }
+  | { readonly kind: 'dyn'; readonly id: number }
+  /** a 2-D tensor transposed ([1,0]) but not yet materialized: MatMul uses it as transB */
+  | { readonly kind: 'lazyT'; readonly src: number; id?: number }
+  /** an i32 tensor seen with another shape (a reshape the runtime never runs: its consumers adapt) */
+  | { readonly kind: 'intView'; readonly src: number; readonly shape: readonly number[] }
+  | { readonly kind: 'unsupported'; readonly why: string };
+
+const BATCH_NAMES = /^(batch|batch_?size|n|b|bs)$/i;
+const SEQ_NAMES = /^(seq|seq_?len|sequence|sequence_?length|t|s|len|length|tokens?|num_?tokens)$/i;
+
+function onnxConstType(dt: number): ConstType {
+  if (isFloatType(dt)) return 'float';
+  if (dt === DT.BOOL) return 'bool';
+  return 'int';
+}
+
+export function importOnnx(modelPath: string, opts: OnnxOptions = {}): ImportedOnnx {
+  const abs = resolve(modelPath);
+  const display = relative(process.cwd(), abs) || abs;
+  const m = loadOnnx(abs, display);
+  return new OnnxImporter(m, opts).run();
+}
+
+class OnnxImporter {
+  private readonly b: GraphBuilder;
+  private readonly values = new Map<string, Value>();
+  private readonly inits = new Map<string, TensorProto>();
+  private node: NodeProto | undefined;
+  private nodeIndex = 0;
+  private loc: SourceLoc;
+  private readonly file: string;
+
+  constructor(private readonly m: LoadedModel, private readonly opts: OnnxOptions) {
+    this.file = m.file;
+    this.b = new GraphBuilder(m.file.replace(/^.*[\\/]/, '').replace(/\.onnx$/i, ''));
+    this.loc = { file: m.file, node: '(graph)' };
+  }
+
+  // ---- errors --------------------------------------------------------------------
+
+  private where(): string {
+    const n = this.node;
+    if (!n) return 'graph';
+    return `node '${n.name || `#${this.nodeIndex}`}' (op_type ${n.opType}, domain '${n.domain || 'ai.onnx'}', opset ${this.m.opset})`;
+  }
+
+  private unsupported(msg: string): UserError { return diag.onnxOp(this.file, `${this.where()}: ${msg}`); }
+
+  // ---- values --------------------------------------------------------------------
+
+  private get(name: string | undefined | null): Value | undefined {
+    if (!name) return undefined;
+    let v = this.values.get(name);
+    if (v) {
+      if (v.kind === 'unsupported') throw this.unsupported(`reads '${name}': ${v.why}`);
+      return v;
+    }
+    const init = this.inits.get(name);
+    if (!init) throw diag.onnxGraph(this.file, `${this.where()} reads '${name}', which no earlier node, input or initializer produces`);
+    v = this.initializerValue(init);
+    this.values.set(name, v);
+    return v;
+  }
+
+  private need(i: number): Value {
+    const v = this.get((this.node!.input ?? [])[i]);
+    if (!v) throw this.unsupported(`input ${i} is required`);
+    return v;
+  }
+
+  private needConst(i: number, what: string): Const {
+    const v = this.need(i);
+    if (v.kind !== 'const') throw this.unsupported(`${what} (input ${i}) must be a constant (computable from initializers, Constant nodes and shapes), it is computed at run time`);
+    return v.c;
+  }
+
+  private initializerValue(t: TensorProto): Value {
+    const name = t.name ?? '';
+    const dt = t.dataType ?? 0;
+    if (isFloatType(dt)) {
+      checkTensorData(t, this.m.dir, this.file);
+      const dims = (t.dims ?? []).map((d: unknown, i: number) => toNum(d, `initializer '${name}' dims[${i}]`, this.file));
+      if (dims.some((d: number) => d <= 0)) throw diag.onnxTensor(this.file, `initializer '${name}' has an empty dimension [${dims.join(',')}]`);
+      const frozen = this.opts.freeze?.test(name) ?? false;
+      const p = this.b.tensor({ name, shape: dims, dtype: 'f32', role: 'param16', persistent: true, param: name, init: { kind: 'onnx', initializer: name }, ...(frozen ? { frozen: true } : {}) });
+      return { kind: 'dyn', id: p.id };
+    }
+    const { dims, values } = tensorValues(t, this.m.dir, this.file);
+    return { kind: 'const', c: constOf(onnxConstType(dt), dims, values) };
+  }
+
+  private shapeOf(v: Value): readonly number[] {
+    switch (v.kind) {
+      case 'const': return v.c.shape;
+      case 'dyn': return this.b.tensors[v.id].shape;
+      case 'lazyT': { const s = this.b.tensors[v.src].shape; return [s[1], s[0]]; }
+      case 'intView': return v.shape;
+      case 'unsupported': throw this.unsupported(v.why);
+    }
+  }
+
+  private isIntValue(v: Value): boolean {
+    return v.kind === 'const' ? v.c.type !== 'float' : v.kind === 'intView' || (v.kind === 'dyn' && this.b.tensors[v.id].dtype === 'i32');
+  }
+
+  /** The IR tensor of a value: constants become frozen tensors whose values the plan carries. */
+  private dyn(v: Value, asInt = false): number {
+    if (v.kind === 'dyn') return v.id;
+    if (v.kind === 'unsupported') throw this.unsupported(v.why);
+    if (v.kind === 'intView') throw this.unsupported(`an integer tensor reshaped to ${shapeStr(v.shape)} at run time is only supported as Gather indices, Cast input or loss labels`);
+    if (v.id !== undefined) return v.id;
+    if (v.kind === 'lazyT') {
+      v.id = this.emit('transpose', [v.src], { perm: [1, 0] }, `${this.b.tensors[v.src].name}^T`);
+      return v.id;
+    }
+    const c = v.c;
+    const shape = c.shape.length === 0 ? [] : c.shape;
+    if (shape.some((d) => d === 0)) throw this.unsupported(`an empty constant [${shape.join(',')}] cannot be used at run time`);
+    const f32 = Buffer.alloc(c.data.length * 4);
+    c.data.forEach((x, i) => f32.writeFloatLE(x, i * 4));
+    const int = asInt || c.type !== 'float';
+    const t = this.b.tensor({
+      name: `const.${this.node?.output?.[0] || 'c'}`, shape, dtype: int ? 'i32' : 'f32', role: 'param16', persistent: true, frozen: true,
+      param: `const.${this.node?.output?.[0] || 'c'}`, init: { kind: 'data', f32Base64: f32.toString('base64') },
+    });
+    this.b.tensors[t.id] = { ...t, param: t.name }; // the builder made the name unique
+    v.id = t.id;
+    return t.id;
+  }
+
+  private emit(kind: OpKind, inputs: number[], attrs: OpAttrs, name: string): number {
+    try {
+      return this.b.op(kind, inputs, attrs, { names: [name], role: 'activation' }, 'forward', this.loc)[0].id;
+    } catch (e) {
+      if (e instanceof GraphError) throw diag.onnxGraph(this.file, `${this.where()}: ${e.message.replace(/^.*\(node [^)]*\): /, '')}`);
+      throw e;
+    }
+  }
+
+  private outName(k = 0): string { return this.node?.output?.[k] || `${this.node?.opType}#${this.nodeIndex}`; }
+
+  private reshape(id: number, shape: readonly number[], name: string): number {
+    if (shapeStr(this.b.tensors[id].shape) === shapeStr(shape)) return id;
+    return this.emit('reshape', [id], { shape: [...shape] }, name);
+  }
+
+  private expand(id: number, shape: readonly number[], name: string): number {
+    if (shapeStr(this.b.tensors[id].shape) === shapeStr(shape)) return id;
+    return this.emit('expand', [id], { shape: [...shape] }, name);
+  }
+
+  // ---- attributes ----------------------------------------------------------------------
+
+  private attr(name: string): AttributeProto | undefined {
+    return this.node!.attribute?.find((a: AttributeProto) => a.name === name);
+  }
+  private attrInt(name: string, dflt: number): number {
+    const a = this.attr(name);
+    return a ? toNum(a.i ?? 0, `${this.where()} attribute ${name}`, this.file) : dflt;
+  }
+  private attrFloat(name: string, dflt: number): number { const a = this.attr(name); return a ? (a.f ?? 0) : dflt; }
+  private attrInts(name: string): number[] | undefined {
+    const a = this.attr(name);
+    return a ? (a.ints ?? []).map((v: unknown) => toNum(v, `${this.where()} attribute ${name}`, this.file)) : undefined;
+  }
+  private attrString(name: string, dflt: string): string { const a = this.attr(name); return a?.s ? Buffer.from(a.s).toString('utf8') : dflt; }
+
+  // ---- the graph ----------------------------------------------------------------------
+
+  run(): ImportedOnnx {
+    const g = this.m.graph;
+    for (const t of g.initializer ?? []) {
+      if (!t.name) throw diag.onnxGraph(this.file, 'an initializer has no name');
+      this.inits.set(t.name, t);
+    }
+    if ((g.sparseInitializer ?? []).length) throw diag.onnxGraph(this.file, 'sparse initializers are not supported');
+    const inputShapes: Record<string, number[]> = {};
+    for (const inp of g.input ?? []) {
+      const name = inp.name ?? '';
+      if (this.inits.has(name)) continue; // IR < 4 lists initializers as inputs too
+      const tt = inp.type?.tensorType;
+      if (!tt) throw diag.onnxGraph(this.file, `input '${name}' is not a tensor`);
+      const et = tt.elemType ?? 0;
+      const dtype = et === DT.FLOAT ? 'f32' : et === DT.INT64 || et === DT.INT32 ? 'i32' : undefined;
+      if (!dtype) throw diag.onnxGraph(this.file, `input '${name}' has element type ${dtypeName(et)}; tiercut binds FLOAT, INT64 and INT32 inputs`);
+      const shape = (tt.shape?.dim ?? []).map((d: { dimValue?: unknown; dimParam?: string | null }, i: number) => this.bindDim(name, i, d));
+      const t = this.b.tensor({ name, shape, dtype, role: 'input' });
+      inputShapes[name] = shape;
+      this.values.set(name, { kind: 'dyn', id: t.id });
+    }
+    (g.node ?? []).forEach((n: NodeProto, i: number) => {
+      this.node = n;
+      this.nodeIndex = i;
+      this.loc = { file: this.file, node: n.name || `${n.opType}#${i}` };
+      if (n.domain && n.domain !== 'ai.onnx') throw this.unsupported(`op ${n.opType} of domain '${n.domain}' is not supported (only the default ONNX domain)`);
+      let outs: (Value | undefined)[];
+      try {
+        outs = this.lower(n.opType ?? '');
+      } catch (e) {
+        if (e instanceof FoldError) throw this.unsupported(e.message);
+        throw e;
+      }
+      (n.output ?? []).forEach((name: string, k: number) => {
+        if (!name) return;
+        const v = outs[k] ?? { kind: 'unsupported', why: `output ${k} of ${n.opType} is not supported` };
+        this.values.set(name, v);
+      });
+    });
+    this.node = undefined;
+    const outputs = (g.output ?? []).map((o: { name?: string | null }) => o.name ?? '');
+    const scalars = outputs.filter((o: string) => { const v = this.values.get(o); return v && v.kind !== 'unsupported' && numelOf(this.shapeOf(v)) === 1; });
+    if (scalars.length !== 1) throw diag.onnxGraph(this.file, `the graph must have one scalar output (the loss), it has ${outputs.length} output(s) of which ${scalars.length} scalar: ${outputs.join(', ')}; export the model with its loss inside forward()`);
+    const lossValue = this.values.get(scalars[0])!;
+    if (lossValue.kind !== 'dyn' || this.b.tensors[lossValue.id].role !== 'activation' || this.b.tensors[lossValue.id].dtype !== 'f32')
+      throw diag.onnxGraph(this.file, `output '${scalars[0]}' is not a float computed from the inputs and parameters, so it cannot be the loss`);
+    const lt = this.b.tensors[lossValue.id];
+    this.b.tensors[lossValue.id] = { ...lt, role: 'loss' };
+    const params = this.b.tensors.filter((t) => t.role === 'param16' && !t.frozen).length;
+    if (params === 0) throw diag.onnxGraph(this.file, 'the model has no trainable parameters (float initializers); export with export_params=True');
+    return {
+      graph: this.b.build(lossValue.id, 'fp32'), preset: 'onnx',
+      config: { irVersion: this.m.irVersion, opset: this.m.opset, inputs: inputShapes, loss: scalars[0] },
+    };
+  }
+
+  private bindDim(input: string, axis: number, d: { dimValue?: unknown; dimParam?: string | null }): number {
+    const v = d.dimValue !== undefined && d.dimValue !== null ? toNum(d.dimValue, `input '${input}' dim ${axis}`, this.file) : 0;
+    if (v > 0) return v;
+    const p = d.dimParam ?? '';
+    const bind = (flag: '--batch' | '--seq', value: number | undefined) => {
+      if (value === undefined) throw diag.onnxDim(this.file, `input '${input}' dim ${axis} is symbolic ('${p}'); give its size with ${flag} N`);
+      return value;
+    };
+    if (BATCH_NAMES.test(p)) return bind('--batch', this.opts.batch);
+    if (SEQ_NAMES.test(p)) return bind('--seq', this.opts.seq);
+    if (!p && axis === 0 && this.opts.batch !== undefined) return this.opts.batch;
+    throw diag.onnxDim(this.file, `input '${input}' dim ${axis} is symbolic ('${p || '?'}') and neither --batch nor --seq binds it (they bind dims named batch/batch_size/N or seq/sequence/seq_len/T); re-export with fixed shapes or rename the dim`);
+  }
+
+  // ---- ops --------------------------------------------------------------------------------
+
+  private lower(op: string): (Value | undefined)[] {
+    const n = this.node!;
+    const input = n.input ?? [];
+    const cst = (c: Const): Value => ({ kind: 'const', c });
+    const allConst = () => (n.input ?? []).every((name: string) => !name || this.get(name)!.kind === 'const');
+    switch (op) {
+      case 'Constant': {
+        const a = n.attribute?.[0];
+        if (!a) throw this.unsupported('Constant without a value');
+        switch (a.name) {
+          case 'value': {
+            const { dims, values } = tensorValues(a.t!, this.m.dir, this.file);
+            return [cst(constOf(onnxConstType(a.t!.dataType ?? 0), dims, values))];
+          }
+          case 'value_float': return [cst(scalar('float', a.f ?? 0))];
+          case 'value_floats': return [cst(constOf('float', [(a.floats ?? []).length], a.floats ?? []))];
+          case 'value_int': return [cst(scalar('int', toNum(a.i ?? 0, 'value_int', this.file)))];
+          case 'value_ints': return [cst(intVector((a.ints ?? []).map((v: unknown) => toNum(v, 'value_ints', this.file))))];
+          default: throw this.unsupported(`Constant attribute ${a.name} is not supported`);
+        }
+      }
+      case 'Identity': return [this.need(0)];
+      case 'Dropout': {
+        const ratio = input[1] ? this.needConst(1, 'ratio').data[0] : 0.5;
+        const training = input[2] ? this.needConst(2, 'training_mode').data[0] !== 0 : false;
+        if (training && ratio !== 0) throw this.unsupported(`Dropout with ratio ${ratio} in training mode draws random numbers, which tiercut does not; export with dropout p=0`);
+        return [this.need(0), { kind: 'unsupported', why: 'the Dropout mask output is not supported' }];
+      }
+      case 'Shape': {
+        const s = this.shapeOf(this.need(0));
+        const r = s.length;
+        const start = this.attrInt('start', 0), end = this.attrInt('end', r);
+        const [a, e] = clampSlice(start, end, 1, r);
+        return [cst(intVector(s.slice(a, Math.max(a, e))))];
+      }
+      case 'Size': return [cst(scalar('int', numelOf(this.shapeOf(this.need(0)))))];
+      case 'ConstantOfShape': {
+        const shape = ints(this.needConst(0, 'shape'), 'shape');
+        if (shape.some((d) => d < 0)) throw this.unsupported(`ConstantOfShape with a negative dim [${shape.join(',')}]`);
+        checkSize(shape, 'ConstantOfShape');
+        const a = this.attr('value');
+        const v = a?.t ? tensorValues(a.t, this.m.dir, this.file) : undefined;
+        const type = a?.t ? onnxConstType(a.t.dataType ?? 0) : 'float';
+        return [cst(constOf(type, shape, new Float64Array(numelOf(shape)).fill(v ? v.values[0] : 0)))];
+      }
+      case 'Range': return [cst(rangeFold(this.needConst(0, 'start'), this.needConst(1, 'limit'), this.needConst(2, 'delta')))];
+      case 'Trilu': {
+        const k = input[1] ? this.needConst(1, 'k').data[0] : 0;
+        return [cst(triluFold(this.needConst(0, 'input'), k, this.attrInt('upper', 1) === 1))];
+      }
+      case 'Equal': case 'Less': case 'Greater': case 'LessOrEqual': case 'GreaterOrEqual': case 'And': case 'Or': case 'Xor': case 'Max': case 'Min': case 'Mod':
+        return [cst(binaryFold(op, this.needConst(0, 'a'), this.needConst(1, 'b')))];
+      case 'Not': case 'Abs': case 'Floor': case 'Ceil':
+        return [cst(unaryFold(op, this.needConst(0, 'x')))];
+      case 'Cast': return [this.cast()];
+      case 'Reshape': {
+        const x = this.need(0);
+        const want = ints(this.needConst(1, 'shape'), 'shape');
+        const s = this.shapeOf(x);
+        const allowZero = this.attrInt('allowzero', 0) === 1;
+        const shape = want.map((d, i) => (d === 0 && !allowZero ? s[i] : d));
+        const neg = shape.indexOf(-1);
+        if (neg >= 0) {
+          const rest = numelOf(shape.filter((_, i) => i !== neg));
+          shape[neg] = rest === 0 ? 0 : numelOf(s) / rest;
+        }
+        if (shape.some((d) => !Number.isInteger(d) || d < 0) || numelOf(shape) !== numelOf(s)) throw this.unsupported(`cannot reshape ${shapeStr(s)} to [${want.join(',')}]`);
+        return [this.reshaped(x, shape)];
+      }
+      case 'Flatten': {
+        const x = this.need(0);
+        const s = this.shapeOf(x);
+        const axis = normAxis(this.attrInt('axis', 1), s.length + 1);
+        return [this.reshaped(x, [numelOf(s.slice(0, axis)), numelOf(s.slice(axis))])];
+      }
+      case 'Squeeze': case 'Unsqueeze': {
+        const x = this.need(0);
+        const s = [...this.shapeOf(x)];
+        const axesIn = input[1] ? ints(this.needConst(1, 'axes'), 'axes') : this.attrInts('axes');
+        if (op === 'Squeeze') {
+          const axes = axesIn ? axesIn.map((a) => normAxis(a, s.length)) : s.map((d, i) => (d === 1 ? i : -1)).filter((i) => i >= 0);
+          for (const a of axes) if (s[a] !== 1) throw this.unsupported(`cannot squeeze axis ${a} of ${shapeStr(s)}`);
+          return [this.reshaped(x, s.filter((_, i) => !axes.includes(i)))];
+        }
+        if (!axesIn) throw this.unsupported('Unsqueeze needs axes');
+        const r = s.length + axesIn.length;
+        const axes = axesIn.map((a) => normAxis(a, r)).sort((p, q) => p - q);
+        const out: number[] = [];
+        let k = 0;
+        for (let i = 0; i < r; i++) out.push(axes.includes(i) ? 1 : s[k++]);
+        return [this.reshaped(x, out)];
+      }
+      case 'Transpose': {
+        const x = this.need(0);
+        const r = this.shapeOf(x).length;
+        const perm = this.attrInts('perm') ?? Array.from({ length: r }, (_, i) => r - 1 - i);
+        if (x.kind === 'const') return [cst(transposeFold(x.c, perm))];
+        if (perm.every((p, i) => p === i)) return [x];
+        if (x.kind === 'lazyT' && r === 2) return [{ kind: 'dyn', id: x.src }];
+        const id = this.dyn(x);
+        if (r === 2) return [{ kind: 'lazyT', src: id }];
+        return [{ kind: 'dyn', id: this.emit('transpose', [id], { perm }, this.outName()) }];
+      }
+      case 'Concat': {
+        const parts = (n.input ?? []).map((_: string, i: number) => this.need(i));
+        const axis = normAxis(this.attrInt('axis', 0), this.shapeOf(parts[0]).length);
+        if (parts.every((p: Value) => p.kind === 'const')) return [cst(concatFold(parts.map((p: Value) => (p as { c: Const }).c), axis))];
+        if (parts.length > 8) throw this.unsupported(`Concat of ${parts.length} run-time tensors (at most 8)`);
+        const ids = parts.filter((p: Value) => this.shapeOf(p)[axis] > 0).map((p: Value) => this.dyn(p));
+        return [{ kind: 'dyn', id: ids.length === 1 ? ids[0] : this.emit('concat', ids, { axis }, this.outName()) }];
+      }
+      case 'Split': {
+        const x = this.need(0);
+        const s = this.shapeOf(x);
+        const axis = normAxis(this.attrInt('axis', 0), s.length);
+        const count = (n.output ?? []).length;
+        let sizes = input[1] ? ints(this.needConst(1, 'split'), 'split') : this.attrInts('split');
+        if (!sizes) {
+          const per = Math.ceil(s[axis] / count);
+          sizes = Array.from({ length: count }, (_, i) => Math.min(per, s[axis] - per * i));
+        }
+        if (sizes.length !== count || sizes.reduce((a, c) => a + c, 0) !== s[axis]) throw this.unsupported(`split sizes [${sizes.join(',')}] do not add up to ${s[axis]} over ${count} outputs`);
+        let at = 0;
+        return sizes.map((len, k) => {
+          const v = this.sliced(x, axis, at, at + len, this.outName(k));
+          at += len;
+          return v;
+        });
+      }
+      case 'Slice': {
+        let x = this.need(0);
+        const s = this.shapeOf(x);
+        const starts = ints(this.needConst(1, 'starts'), 'starts'), ends = ints(this.needConst(2, 'ends'), 'ends');
+        const axes = input[3] ? ints(this.needConst(3, 'axes'), 'axes').map((a) => normAxis(a, s.length)) : starts.map((_, i) => i);
+        const steps = input[4] ? ints(this.needConst(4, 'steps'), 'steps') : starts.map(() => 1);
+        axes.forEach((axis, i) => {
+          const dim = this.shapeOf(x)[axis];
+          const [st, en] = clampSlice(starts[i], ends[i], steps[i], dim);
+          if (x.kind === 'const') { x = cst(sliceAxisFold(x.c, axis, st, en, steps[i])); return; }
+          if (steps[i] !== 1) throw this.unsupported(`Slice with step ${steps[i]} on a run-time tensor (only step 1)`);
+          x = this.sliced(x, axis, st, Math.max(st, en), this.outName());
+        });
+        return [x];
+      }
+      case 'Gather': return [this.gather()];
+      case 'Expand': {
+        const x = this.need(0);
+        const shape = broadcastShapes(this.shapeOf(x), ints(this.needConst(1, 'shape'), 'shape'));
+        if (x.kind === 'const') return [cst(expandTo(x.c, shape))];
+        return [{ kind: 'dyn', id: this.expand(this.dyn(x), shape, this.outName()) }];
+      }
+      case 'Where': {
+        if (allConst()) return [cst(whereFold(this.needConst(0, 'c'), this.needConst(1, 'a'), this.needConst(2, 'b')))];
+        const [c, a, bv] = [this.need(0), this.need(1), this.need(2)];
+        const shape = broadcastShapes(this.shapeOf(c), this.shapeOf(a), this.shapeOf(bv));
+        const cf: Value = c.kind === 'const' ? cst(castFold(c.c, 'float')) : c;
+        if (c.kind !== 'const' && this.isIntValue(c)) throw this.unsupported('Where with a condition computed at run time from integers');
+        const ids = [cf, a, bv].map((v, k) => this.expand(this.dyn(v), shape, `${this.outName()}.${['cond', 'a', 'b'][k]}`));
+        return [{ kind: 'dyn', id: this.emit('where', ids, {}, this.outName()) }];
+      }
+      case 'Add': case 'Sub': case 'Mul': case 'Div': {
+        const [a, bv] = [this.need(0), this.need(1)];
+        if (a.kind === 'const' && bv.kind === 'const') return [cst(binaryFold(op, a.c, bv.c))];
+        return [{ kind: 'dyn', id: this.binary(op.toLowerCase() as 'add' | 'sub' | 'mul' | 'div', a, bv) }];
+      }
+      case 'Pow': {
+        const [a, e] = [this.need(0), this.need(1)];
+        if (a.kind === 'const' && e.kind === 'const') return [cst(binaryFold(op, a.c, e.c))];
+        if (e.kind !== 'const' || e.c.data.length !== 1) throw this.unsupported('Pow with a run-time or non-scalar exponent (only x ** constant)');
+        return [{ kind: 'dyn', id: this.emit('powScalar', [this.dyn(a)], { exponent: e.c.data[0] }, this.outName()) }];
+      }
+      case 'Neg': case 'Sqrt': case 'Tanh': case 'Erf': case 'Relu': case 'Exp': case 'Log': case 'Sigmoid': case 'Reciprocal': {
+        const x = this.need(0);
+        if (x.kind === 'const') return [cst(unaryFold(op, x.c))];
+        const id = this.dyn(x);
+        if (op === 'Neg') return [{ kind: 'dyn', id: this.emit('affine', [id], { scale: -1, offset: 0 }, this.outName()) }];
+        if (op === 'Reciprocal') return [{ kind: 'dyn', id: this.emit('powScalar', [id], { exponent: -1 }, this.outName()) }];
+        return [{ kind: 'dyn', id: this.emit('unary', [id], { fn: op.toLowerCase() as 'tanh' }, this.outName()) }];
+      }
+      case 'MatMul': return [{ kind: 'dyn', id: this.matmul(this.need(0), this.need(1), this.outName()) }];
+      case 'Gemm': {
+        let a = this.need(0), bv = this.need(1);
+        if (this.attrInt('transA', 0)) a = this.transposed2d(a);
+        if (this.attrInt('transB', 0)) bv = this.transposed2d(bv);
+        let y = this.matmul(a, bv, `${this.outName()}.ab`);
+        const alpha = this.attrFloat('alpha', 1), beta = this.attrFloat('beta', 1);
+        if (alpha !== 1) y = this.emit('affine', [y], { scale: alpha, offset: 0 }, `${this.outName()}.alpha`);
+        const c = this.get(input[2]);
+        if (c && beta !== 0) {
+          let cv = c;
+          if (beta !== 1) cv = cv.kind === 'const' ? cst(binaryFold('Mul', cv.c, scalar('float', beta))) : { kind: 'dyn', id: this.emit('affine', [this.dyn(cv)], { scale: beta, offset: 0 }, `${this.outName()}.beta`) };
+          y = this.binary('add', { kind: 'dyn', id: y }, cv);
+        }
+        return [{ kind: 'dyn', id: y }];
+      }
+      case 'Softmax': case 'LogSoftmax': {
+        const x = this.need(0);
+        const r = this.shapeOf(x).length;
+        const axis = normAxis(this.attrInt('axis', -1), r);
+        if (axis !== r - 1) throw this.unsupported(`${op} over axis ${axis} of a rank-${r} tensor (only the last axis)`);
+        return [{ kind: 'dyn', id: this.emit(op === 'Softmax' ? 'softmax' : 'logSoftmax', [this.dyn(x)], {}, this.outName()) }];
+      }
+      case 'LayerNormalization': {
+        const x = this.need(0);
+        const s = this.shapeOf(x);
+        const axis = normAxis(this.attrInt('axis', -1), s.length);
+        if (axis !== s.length - 1) throw this.unsupported(`LayerNormalization over axes ${axis}.. of a rank-${s.length} tensor (only the last axis)`);
+        const C = s[s.length - 1];
+        const w = this.dyn(this.need(1));
+        const bias = this.get(input[2]) ?? cst(constOf('float', [C], new Float64Array(C)));
+        const id = this.emit('layerNorm', [this.dyn(x), w, this.dyn(bias)], { eps: this.attrFloat('epsilon', 1e-5) }, this.outName());
+        return [{ kind: 'dyn', id }, { kind: 'unsupported', why: 'the Mean output of LayerNormalization is not supported' }, { kind: 'unsupported', why: 'the InvStdDev output of LayerNormalization is not supported' }];
+      }
+      case 'ReduceMean': case 'ReduceSum': {
+        const x = this.need(0);
+        const s = this.shapeOf(x);
+        const fromInput = op === 'ReduceSum' || this.m.opset >= 18;
+        let axes = fromInput ? (input[1] ? ints(this.needConst(1, 'axes'), 'axes') : undefined) : this.attrInts('axes');
+        const keep = this.attrInt('keepdims', 1) === 1;
+        if (!axes || axes.length === 0) {
+          if (this.attrInt('noop_with_empty_axes', 0) === 1) return [x];
+          axes = s.map((_, i) => i);
+        }
+        axes = [...new Set(axes.map((a) => normAxis(a, s.length)))];
+        if (x.kind === 'const') return [cst(reduceFold(op, x.c, axes, keep))];
+        const kept = s.map((d, i) => (axes!.includes(i) ? 1 : d));
+        let id = this.emit('unbroadcast', [this.dyn(x)], { shape: kept }, `${this.outName()}.sum`);
+        if (op === 'ReduceMean') id = this.emit('affine', [id], { scale: 1 / numelOf(axes.map((a) => s[a])), offset: 0 }, `${this.outName()}.mean`);
+        return [{ kind: 'dyn', id: keep ? id : this.reshape(id, s.filter((_, i) => !axes!.includes(i)), this.outName()) }];
+      }
+      case 'SoftmaxCrossEntropyLoss': {
+        const reduction = this.attrString('reduction', 'mean');
+        if (input[2]) throw this.unsupported('class weights (only unweighted SoftmaxCrossEntropyLoss)');
+        if (reduction !== 'mean' && reduction !== 'sum') throw this.unsupported(`reduction '${reduction}' (only mean or sum: the loss must be a scalar)`);
+        const scores = this.need(0), labels = this.need(1);
+        const s = this.shapeOf(scores);
+        if (s.length < 2) throw this.unsupported(`scores ${shapeStr(s)} need rank >= 2 ([N,C,...])`);
+        let logits = this.dyn(scores);
+        if (s.length > 2) logits = this.emit('transpose', [logits], { perm: [0, ...s.slice(2).map((_, i) => i + 2), 1] }, `${this.outName()}.classLast`);
+        if (!this.isIntValue(labels)) throw this.unsupported('labels must be integers');
+        let labelId: number;
+        if (labels.kind === 'intView') {
+          // the labels' own shape; the logits follow it (the same elements, so the same mean)
+          labelId = labels.src;
+          const C = s[1];
+          logits = this.reshape(logits, [...this.b.tensors[labelId].shape, C], `${this.outName()}.logits`);
+        } else {
+          labelId = this.dyn(labels, true);
+        }
+        let id = this.emit('crossEntropy', [logits, labelId], {}, this.outName());
+        if (reduction === 'sum') id = this.emit('affine', [id], { scale: numelOf(this.shapeOf(labels)), offset: 0 }, `${this.outName()}.sum`);
+        return [{ kind: 'dyn', id }, { kind: 'unsupported', why: 'the log_prob output of SoftmaxCrossEntropyLoss is not supported' }];
+      }
+      default:
+        throw this.unsupported(`op ${op} is not supported by tiercut's ONNX importer`);
+    }
+  }
+
+  private reshaped(x: Value, shape: readonly number[]): Value {
+    if (x.kind === 'const') return { kind: 'const', c: reshapeFold(x.c, shape) };
+    if (x.kind === 'intView' || (x.kind === 'dyn' && this.b.tensors[x.id].dtype === 'i32')) {
+      const src = x.kind === 'intView' ? x.src : x.id;
+      return shapeStr(this.b.tensors[src].shape) === shapeStr(shape) ? { kind: 'dyn', id: src } : { kind: 'intView', src, shape };
+    }
+    return { kind: 'dyn', id: this.reshape(this.dyn(x), shape, this.outName()) };
+  }
+
+  private sliced(x: Value, axis: number, start: number, end: number, name: string): Value {
+    if (x.kind === 'const') return { kind: 'const', c: sliceAxisFold(x.c, axis, start, end, 1) };
+    const s = this.shapeOf(x);
+    if (start === 0 && end === s[axis]) return x;
+    if (end <= start) throw this.unsupported(`an empty slice [${start}, ${end}) of axis ${axis} of ${shapeStr(s)}`);
+    return { kind: 'dyn', id: this.emit('slice', [this.dyn(x)], { axis, start, end }, name) };
+  }
+
+  private transposed2d(v: Value): Value {
+    if (v.kind === 'const') return { kind: 'const', c: transposeFold(v.c, [1, 0]) };
+    if (v.kind === 'lazyT') return { kind: 'dyn', id: v.src };
+    if (this.shapeOf(v).length !== 2) throw this.unsupported('Gemm operands must be 2-D');
+    return { kind: 'lazyT', src: this.dyn(v) };
+  }
+
+  private cast(): Value {
+    const x = this.need(0);
+    const to = this.attrInt('to', 0);
+    const type = onnxConstType(to);
+    if (x.kind === 'const') return { kind: 'const', c: castFold(x.c, type) };
+    const isInt = this.isIntValue(x);
+    if (type === 'float' && to !== DT.FLOAT && to !== DT.FLOAT16 && to !== DT.BFLOAT16 && to !== DT.DOUBLE) throw this.unsupported(`Cast to ${dtypeName(to)}`);
+    if (type === 'float' && x.kind === 'intView') {
+      const c = this.emit('cast', [x.src], {}, `${this.outName()}.cast`);
+      return { kind: 'dyn', id: this.reshape(c, x.shape, this.outName()) };
+    }
+    if (type === 'float') return isInt ? { kind: 'dyn', id: this.emit('cast', [this.dyn(x)], {}, this.outName()) } : x;
+    if (type === 'int' && isInt) return x;
+    throw this.unsupported(`Cast of a run-time ${isInt ? 'integer' : 'float'} tensor to ${dtypeName(to)}`);
+  }
+
+  private gather(): Value {
+    const data = this.need(0), idx = this.need(1);
+    const s = this.shapeOf(data);
+    const axis = normAxis(this.attrInt('axis', 0), s.length);
+    if (data.kind === 'const' && idx.kind === 'const') return { kind: 'const', c: gatherFold(data.c, idx.c, axis) };
+    if (!this.isIntValue(idx)) throw this.unsupported('Gather indices must be integers');
+    const outShape = [...s.slice(0, axis), ...this.shapeOf(idx), ...s.slice(axis + 1)];
+    if (idx.kind === 'const' && data.kind !== 'const') {
+      // constant indices that are a contiguous ascending range: a slice (positions 0..T-1)
+      const dim = s[axis];
+      const js = ints(idx.c, 'indices').map((i) => (i < 0 ? i + dim : i));
+      if (js.some((j) => j < 0 || j >= dim)) throw this.unsupported(`Gather index outside [0, ${dim})`);
+      if (js.length > 0 && js.every((j, k) => j === js[0] + k)) {
+        const sl = this.sliced(data, axis, js[0], js[0] + js.length, `${this.outName()}.slice`);
+        return { kind: 'dyn', id: this.reshape(this.dyn(sl), outShape, this.outName()) };
+      }
+    }
+    if (axis !== 0 || s.length !== 2) throw this.unsupported(`Gather on axis ${axis} of a rank-${s.length} run-time tensor with run-time indices (only row lookup in a 2-D table)`);
+    if (idx.kind === 'const') {
+      const dim = s[0];
+      const fixed = { kind: 'const' as const, c: constOf('int', idx.c.shape, idx.c.data.map((i) => (i < 0 ? i + dim : i))) };
+      return { kind: 'dyn', id: this.emit('embedding', [this.dyn(fixed, true), this.dyn(data)], {}, this.outName()) };
+    }
+    if (idx.kind === 'intView') {
+      const e = this.emit('embedding', [idx.src, this.dyn(data)], {}, `${this.outName()}.rows`);
+      return { kind: 'dyn', id: this.reshape(e, outShape, this.outName()) };
+    }
+    return { kind: 'dyn', id: this.emit('embedding', [this.dyn(idx), this.dyn(data)], {}, this.outName()) };
+  }
+
+  /** a (op) b with numpy broadcasting, on the IR's trailing-broadcast add/mul/sub/div. */
+  private binary(kind: 'add' | 'sub' | 'mul' | 'div', a: Value, b: Value): number {
+    const name = this.outName();
+    // a scalar constant operand: one affine op
+    const scalarOf = (v: Value) => (v.kind === 'const' && v.c.data.length === 1 ? v.c.data[0] : undefined);
+    const sb = scalarOf(b), sa = scalarOf(a);
+    const out = broadcastShapes(this.shapeOf(a), this.shapeOf(b));
+    if (sb !== undefined && a.kind !== 'const' && shapeStr(this.shapeOf(a)) === shapeStr(out)) {
+      const x = this.dyn(a);
+      if (kind === 'add') return this.emit('affine', [x], { scale: 1, offset: sb }, name);
+      if (kind === 'sub') return this.emit('affine', [x], { scale: 1, offset: -sb }, name);
+      if (kind === 'mul') return this.emit('affine', [x], { scale: sb, offset: 0 }, name);
+      return this.emit('affine', [x], { scale: 1 / sb, offset: 0 }, name);
+    }
+    if (sa !== undefined && b.kind !== 'const' && shapeStr(this.shapeOf(b)) === shapeStr(out) && kind !== 'div') {
+      const x = this.dyn(b);
+      if (kind === 'add') return this.emit('affine', [x], { scale: 1, offset: sa }, name);
+      if (kind === 'sub') return this.emit('affine', [x], { scale: -1, offset: sa }, name);
+      return this.emit('affine', [x], { scale: sa, offset: 0 }, name);
+    }
+    let [x, y] = [a, b];
+    if ((kind === 'add' || kind === 'mul') && shapeStr(this.shapeOf(x)) !== shapeStr(out) && shapeStr(this.shapeOf(y)) === shapeStr(out)) [x, y] = [y, x];
+    const xi = this.expand(this.dyn(x), out, `${name}.a`);
+    const ys = this.shapeOf(y);
+    let lead = 0;
+    while (lead < ys.length && ys[lead] === 1) lead++;
+    const stripped = ys.slice(lead);
+    const suffix = stripped.every((d, i) => d === out[out.length - stripped.length + i]);
+    const yi = suffix ? this.reshape(this.dyn(y), stripped, `${name}.b`) : this.expand(this.dyn(y), out, `${name}.b`);
+    return this.emit(kind, [xi, yi], {}, name);
+  }
+
+  private matmul(a: Value, b: Value, name: string): number {
+    const sa = this.shapeOf(a), sb = this.shapeOf(b);
+    if (sa.length < 1 || sb.length < 2) throw this.unsupported(`MatMul of ${shapeStr(sa)} and ${shapeStr(sb)} (the right operand must have rank >= 2)`);
+    if (sb.length === 2) {
+      if (b.kind === 'lazyT') return this.emit('matmul', [this.dyn(a), b.src], { transB: true }, name);
+      return this.emit('matmul', [this.dyn(a), this.dyn(b)], { transB: false }, name);
+    }
+    if (sa.length < 2) throw this.unsupported(`MatMul of ${shapeStr(sa)} and ${shapeStr(sb)}`);
+    const batch = broadcastShapes(sa.slice(0, -2), sb.slice(0, -2));
+    const ai = this.expand(this.dyn(a), [...batch, ...sa.slice(-2)], `${name}.a`);
+    const bi = this.expand(this.dyn(b), [...batch, ...sb.slice(-2)], `${name}.b`);
+    return this.emit('bmm', [ai, bi], { transA: false, transB: false }, name);
+  }
+}
