@@ -81,7 +81,7 @@ function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placement {
   const groups = sol.groups;
   const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
   for (let attempt = 0; attempt < 40; attempt++) {
-    const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds);
+    const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds, r.recompute);
     const arena = assignOffsets(buildProgram(g, p)).arenaBytes;
     if (fitsTiers(arena, hw)) return p;
     // move the least-committed groups one tier down until the overflow is covered
@@ -89,7 +89,7 @@ function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placement {
       const k = from === 'gpu' ? 0 : 1;
       let moved = 0;
       for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (r.stateTier[i] === from) { r.stateTier[i] = to; moved += groups[i].stateBytes; } }
-      for (const id of sol.saved) { if (moved >= over || from !== 'gpu') break; if (!r.offload.has(id)) { r.offload.add(id); moved += g.tensors[id].sizeBytes; } }
+      for (const id of sol.saved) { if (moved >= over || from !== 'gpu') break; if (!r.offload.has(id) && !r.recompute.has(id)) { r.offload.add(id); moved += g.tensors[id].sizeBytes; } }
       for (const i of byShare(k, sol.p16Share)) { if (moved >= over) return moved; if (r.p16Tier[i] === from && !(from === 'gpu' && keepParams)) { r.p16Tier[i] = to; moved += groups[i].p16Bytes; } }
       return moved;
     };

@@ -13,8 +13,11 @@
 //    is NVMe, as p16 is the parameter itself); each set of shares sums to 1;
 //    the update runs on the GPU for the state's GPU share and on the CPU for
 //    the rest (NVMe state is read into CPU staging and written back);
-//  - per saved activation (alive across segments): kept on the GPU or offloaded
-//    to the CPU (d2h after it is made, h2d before its next use);
+//  - per saved activation (alive across segments): kept on the GPU, offloaded
+//    to the CPU (d2h after it is made, h2d before its next use), or recomputed
+//    before its next use (its producer runs again on the GPU; allowed when the
+//    producer's inputs are parameters, data or saved activations that are
+//    themselves not recomputed);
 //  - loads per segment and resource (gpu, cpu, h2d, d2h, nvme read, nvme write)
 //    in seconds; an epigraph variable T_s >= every load; minimise sum T_s;
 //  - capacity of every tier in every segment: persistent shares + fetched
@@ -63,8 +66,9 @@ export interface LpSolution {
   groups: ParamGroup[];
   p16Share: Float64Array[];   // per group [gpu, cpu, nvme]
   stateShare: Float64Array[];
-  saved: number[];            // activation tensor ids with a keep/offload decision
+  saved: number[];            // activation tensor ids with a keep/offload/recompute decision
   keepShare: Float64Array;
+  recomputeShare: Float64Array;
 }
 
 // highs is CommonJS with an ESM-style default export: take whichever the loader sees
@@ -138,6 +142,17 @@ export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {
   const ov = groups.map((_, i) => lp.col(`ovh_${i}`));   // CPU-updated part of a GPU-resident p16: h2d after the update
   const ov2 = groups.map((_, i) => lp.col(`ovd_${i}`));  // GPU-updated part of a non-GPU p16: d2h after the update
   const keep = saved.map((t) => lp.col(`keep_${t}`, 0, 0, 1));
+  const savedIndex = new Map(saved.map((t, j) => [t, j]));
+  // recompute is allowed when every input of the producer will be there to read again
+  const canRecompute = saved.map((t) => g.ops[prod[t]].inputs.every((u) => {
+    const tu = g.tensors[u];
+    return tu.persistent || tu.role === 'input' || tu.role === 'param16' || savedIndex.has(u);
+  }));
+  const again = saved.map((t, j) => lp.col(`recompute_${t}`, 0, 0, canRecompute[j] ? 1 : 0));
+  saved.forEach((t, j) => {
+    lp.row([[keep[j], 1], [again[j], 1]], 0, 1);
+    for (const u of g.ops[prod[t]].inputs) { const k = savedIndex.get(u); if (k !== undefined) lp.row([[again[j], 1], [again[k], 1]], 0, 1); }
+  });
   const half = g.precision !== 'fp32';
   groups.forEach((_, i) => {
     lp.row(x1[i].map((c) => [c, 1]), 1, 1);
@@ -191,12 +206,14 @@ export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {
   saved.forEach((t, j) => {
     const b = g.tensors[t].sizeBytes;
     const [ps, reuse] = savedSpan[j];
-    // offload share o = 1 - k: d2h after production, h2d before reuse
-    load[ps].d2h.push([keep[j], -d2h(b)]); (load[ps] as { d2hC?: number }).d2hC = ((load[ps] as { d2hC?: number }).d2hC ?? 0) + d2h(b);
-    load[reuse].h2d.push([keep[j], -h2d(b)]); load[reuse].h2dC += h2d(b);
+    // offload share o = 1 - k - r: d2h after production, h2d before reuse
+    load[ps].d2h.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); (load[ps] as { d2hC?: number }).d2hC = ((load[ps] as { d2hC?: number }).d2hC ?? 0) + d2h(b);
+    load[reuse].h2d.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load[reuse].h2dC += h2d(b);
+    // recompute share r: the producer runs again before the reuse
+    load[reuse].gpu.push([again[j], opSeconds(g, g.ops[prod[t]], 'gpu', hw)]);
     for (let s = ps + 1; s < reuse; s++) {
       memG[s].terms.push([keep[j], b]);
-      memC[s].terms.push([keep[j], -b]); memC[s].c += b;
+      memC[s].terms.push([keep[j], -b], [again[j], -b]); memC[s].c += b;
     }
   });
   // every resource serves its whole step's load one item at a time, so the step
@@ -254,7 +271,7 @@ export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {
       groups,
       p16Share: x1.map((cols) => Float64Array.from(cols, (col) => x[col])),
       stateShare: x2.map((cols) => Float64Array.from(cols, (col) => x[col])),
-      saved, keepShare: Float64Array.from(keep, (col) => x[col]),
+      saved, keepShare: Float64Array.from(keep, (col) => x[col]), recomputeShare: Float64Array.from(again, (col) => x[col]),
     };
   }
 }
@@ -263,7 +280,7 @@ const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];
 const argmax = (v: Float64Array): Tier => { let k = 0; for (let i = 1; i < 3; i++) if (v[i] > v[k] + 1e-9) k = i; return TIER_ORDER[k]; };
 
 /** Integral placement from tier choices per group and keep choices per saved activation. */
-export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number): Placement {
+export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number, recompute: Set<number> = new Set()): Placement {
   const opTier: ('gpu' | 'cpu')[] = g.ops.map(() => 'gpu');
   const home: Tier[] = g.tensors.map(() => 'gpu');
   const remat = g.tensors.map(() => false);
@@ -280,13 +297,21 @@ export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], s
     home[q.grad] = onGpu ? 'gpu' : 'cpu';
   });
   for (const t of offload) home[t] = 'cpu';
+  for (const t of recompute) remat[t] = true; // home stays on the GPU, where it is made (twice)
   return { opTier, home, method: 'lp', lambdaSecondsPerByte: 0, cutSeconds: lowerBound, ...(remat.some(Boolean) ? { remat } : {}) };
 }
 
-/** Rounds the LP's shares: each to its largest tier; an activation is kept when k >= 1/2. */
-export function roundSolution(g: Graph, sol: LpSolution): { p16Tier: Tier[]; stateTier: Tier[]; offload: Set<number> } {
+/** Rounds the LP's shares: each to its largest tier; each activation to its largest choice (ties: keep, offload, recompute). */
+export function roundSolution(g: Graph, sol: LpSolution): { p16Tier: Tier[]; stateTier: Tier[]; offload: Set<number>; recompute: Set<number> } {
   const p16Tier = sol.p16Share.map(argmax);
   const stateTier = sol.stateShare.map(argmax);
-  const offload = new Set(sol.saved.filter((_, j) => sol.keepShare[j] < 0.5));
-  return { p16Tier, stateTier, offload };
+  const offload = new Set<number>(), recompute = new Set<number>();
+  sol.saved.forEach((t, j) => {
+    const k = sol.keepShare[j], r = sol.recomputeShare[j], o = 1 - k - r;
+    if (k + 1e-9 >= o && k + 1e-9 >= r) return;
+    if (o + 1e-9 >= r) offload.add(t); else recompute.add(t);
+  });
+  // a recomputed activation reads its inputs again: none of them may be recomputed too
+  for (const t of [...recompute]) for (const u of g.ops.find((op) => op.outputs.includes(t))!.inputs) if (recompute.has(u)) recompute.delete(t);
+  return { p16Tier, stateTier, offload, recompute };
 }

@@ -33,6 +33,20 @@ describe('LP partition over gpu, cpu and nvme', () => {
     expect(b).toEqual(a);
   });
 
+  it('recomputes activations when that is cheaper than moving them, and trains bit-identically', async () => {
+    const resident = await compile({ model: 'models/gpt.ts', preset: 'tiny' });
+    const tight = await compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: 300_000, cpuMemBytes: 200_000 });
+    const again = tight.graph.tensors.filter((t) => tight.placement.remat?.[t.id] && t.role === 'activation');
+    expect(again.length).toBeGreaterThan(0);
+    // each recomputed activation's producer runs twice in the step
+    for (const t of again) {
+      const producer = tight.graph.ops.find((o) => o.outputs.includes(t.id))!;
+      expect(tight.instructions.filter((x) => x.kind === 'run' && x.op === producer.id).length).toBe(2);
+    }
+    expect(verifyPlan(tight)).toEqual([]);
+    expect(await losses(tight, 4)).toEqual(await losses(resident, 4));
+  });
+
   it('every plan carries the LP lower bound, at or below its predicted step time', async () => {
     for (const [gpu, cpu] of [[undefined, undefined], [400_000, undefined], [400_000, 300_000]] as const) {
       const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: gpu, cpuMemBytes: cpu });
