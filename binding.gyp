@@ -33,7 +33,10 @@
         "native/kernels/broadcast.cc",
         "native/kernels/slice.cc",
         "native/kernels/bmm.cc",
-        "native/kernels/log_softmax.cc"
+        "native/kernels/log_softmax.cc",
+        "native/kernels/rmsnorm.cc",
+        "native/kernels/activation.cc",
+        "native/kernels/rope.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")"

@@ -38,7 +38,7 @@ export const GRAD_RULES: Readonly<Record<OpKind, GradRule>> = {
     const dbFull = ctx.emit('mul', [dy, a], {}, [d(ctx, b)])[0];
     return [da, reduceTo(ctx, dbFull, b)];
   },
-  gelu: (ctx, op, dy) => [ctx.emit('geluBackward', [op.inputs[0], dy], {}, [d(ctx, op.inputs[0])])[0]],
+  gelu: (ctx, op, dy) => [ctx.emit('geluBackward', [op.inputs[0], dy], op.attrs.erf ? { erf: true } : {}, [d(ctx, op.inputs[0])])[0]],
   layerNorm: (ctx, op, dy) => {
     const [x, w, b] = op.inputs;
     const [, mean, rstd] = op.outputs;
@@ -108,6 +108,19 @@ export const GRAD_RULES: Readonly<Record<OpKind, GradRule>> = {
   },
   logSoftmax: (ctx, op, dy) => [ctx.emit('logSoftmaxBackward', [op.outputs[0], dy], {}, [d(ctx, op.inputs[0])])[0]],
   cast: () => [undefined],
+  rmsNorm: (ctx, op, dy) => {
+    const [x, w] = op.inputs;
+    return ctx.emit('rmsNormBackward', [x, w, op.outputs[1], dy], {}, [d(ctx, x), d(ctx, w)]);
+  },
+  silu: (ctx, op, dy) => [ctx.emit('siluBackward', [op.inputs[0], dy], {}, [d(ctx, op.inputs[0])])[0]],
+  // a rotation: the gradient is the inverse rotation of dy
+  rope: (ctx, op, dy) => [ctx.emit('rope', [dy], { ...op.attrs, inverse: !op.attrs.inverse }, [d(ctx, op.inputs[0])])[0]],
+  attention: (ctx, op, dy) => {
+    const [q, k, v] = op.inputs;
+    const [y, lse] = op.outputs;
+    return ctx.emit('attentionBackward', [q, k, v, y, lse, dy], op.attrs, [d(ctx, q), d(ctx, k), d(ctx, v)]);
+  },
+  rmsNormBackward: noGrad, siluBackward: noGrad, attentionBackward: noGrad,
   // backward and update kinds are never differentiated
   unaryBackward: noGrad, sliceBackward: noGrad, logSoftmaxBackward: noGrad,
   matmulGradA: noGrad, matmulGradB: noGrad, sumToShape: noGrad, geluBackward: noGrad,

@@ -23,14 +23,31 @@ export interface Dsl {
   /** Elementwise; b may be a trailing part of a's shape (bias, position table). */
   add(a: Tensor, b: Tensor): Tensor;
   mul(a: Tensor, b: Tensor): Tensor;
-  /** GELU, tanh approximation. */
-  gelu(x: Tensor): Tensor;
+  /** GELU, tanh approximation; with `erf: true` the exact form 0.5 x (1 + erf(x / sqrt 2)) (BERT). */
+  gelu(x: Tensor, opts?: { erf?: boolean }): Tensor;
+  /** SiLU (swish): x * sigmoid(x) (LLaMA's SwiGLU gate). */
+  silu(x: Tensor): Tensor;
   /** Over the last dimension; weight and bias are [C]. */
   layerNorm(x: Tensor, weight: Tensor, bias: Tensor, eps?: number): Tensor;
+  /** RMS norm over the last dimension (no mean, no bias): x / sqrt(mean(x^2) + eps) * weight; weight is [C]. */
+  rmsNorm(x: Tensor, weight: Tensor, eps?: number): Tensor;
   /** Over the last dimension. */
   softmax(x: Tensor): Tensor;
   /** Causal multi-head self-attention of packed qkv [B,T,3C] -> [B,T,C]. */
   causalAttention(qkv: Tensor, heads: number): Tensor;
+  /**
+   * Rotary position embedding of x [B,T,heads*headSize] (headSize even), positions 0..T-1, in the
+   * rotate-half layout of Hugging Face LLaMA: channel i of a head pairs with i + headSize/2,
+   * rotated by t * theta^(-2i/headSize). Default theta 10000.
+   */
+  rope(x: Tensor, heads: number, theta?: number): Tensor;
+  /**
+   * Multi-head attention of q [B,T,heads*hs] over k, v [B,T,kvHeads*hs] -> [B,T,heads*hs].
+   * kvHeads (default: heads) must divide heads: query head h reads key/value head
+   * h / (heads / kvHeads) (grouped-query attention). causal: token t sees tokens <= t;
+   * otherwise every token sees every token (no padding mask). Scale 1/sqrt(hs).
+   */
+  attention(q: Tensor, k: Tensor, v: Tensor, opts: { heads: number; kvHeads?: number; causal: boolean }): Tensor;
   /** ids [...] (i32) into table [V,C] -> [...,C]. */
   embedding(ids: Tensor, table: Tensor): Tensor;
   /** Mean cross-entropy of logits [...,V] against targets [...] (i32): a scalar. */

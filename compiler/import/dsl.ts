@@ -33,8 +33,18 @@ export interface ImportedModel {
 
 const API_MODULE = 'tiercut/dsl';
 
+/** Sources that passed typeCheck in this process, by path: a file is checked again only when its text changed. */
+const checkedSources = new Map<string, string>();
+
 /** Type-checks a model file; throws UserError with every diagnostic as file:line:col: message. */
 function typeCheck(file: string, display: string): void {
+  const text = readFileSync(file, 'utf8');
+  if (checkedSources.get(file) === text) return; // ts-morph costs ~2 s a check, the same for every preset
+  typeCheckUncached(file, display);
+  checkedSources.set(file, text);
+}
+
+function typeCheckUncached(file: string, display: string): void {
   const apiPath = join(packageRoot(), 'compiler', 'import', 'dsl-api.ts');
   const project = new Project({
     compilerOptions: {
@@ -199,7 +209,13 @@ class DslBuilder implements Dsl {
   matmul(a: DslTensor, b: DslTensor, opts: { transB?: boolean } = {}): DslTensor { return this.emit('matmul', [a, b], { transB: opts.transB ?? false }); }
   add(a: DslTensor, b: DslTensor): DslTensor { return this.emit('add', [a, b]); }
   mul(a: DslTensor, b: DslTensor): DslTensor { return this.emit('mul', [a, b]); }
-  gelu(x: DslTensor): DslTensor { return this.emit('gelu', [x]); }
+  gelu(x: DslTensor, opts: { erf?: boolean } = {}): DslTensor { return this.emit('gelu', [x], opts.erf ? { erf: true } : {}); }
+  silu(x: DslTensor): DslTensor { return this.emit('silu', [x]); }
+  rmsNorm(x: DslTensor, w: DslTensor, eps = 1e-5): DslTensor { return this.emit('rmsNorm', [x, w], { eps }); }
+  rope(x: DslTensor, heads: number, theta = 10000): DslTensor { return this.emit('rope', [x], { heads, theta }); }
+  attention(q: DslTensor, k: DslTensor, v: DslTensor, opts: { heads: number; kvHeads?: number; causal: boolean }): DslTensor {
+    return this.emit('attention', [q, k, v], { heads: opts.heads, kvHeads: opts.kvHeads ?? opts.heads, causal: opts.causal });
+  }
   layerNorm(x: DslTensor, w: DslTensor, b: DslTensor, eps = 1e-5): DslTensor { return this.emit('layerNorm', [x, w, b], { eps }); }
   softmax(x: DslTensor): DslTensor { return this.emit('softmax', [x]); }
   causalAttention(qkv: DslTensor, heads: number): DslTensor { return this.emit('causalAttention', [qkv], { heads }); }

@@ -75,7 +75,7 @@ export class GraphBuilder {
     let bytes = 0;
     for (const t of ins) bytes += t.sizeBytes;
     for (const t of outs) bytes += t.sizeBytes;
-    const op: Op = { id: this.ops.length, kind, inputs: [...inputs], outputs: [...outputs], attrs, phase, flops: opFlops(kind, ins, outs), bytesTouched: bytes, loc };
+    const op: Op = { id: this.ops.length, kind, inputs: [...inputs], outputs: [...outputs], attrs, phase, flops: opFlops(kind, ins, outs, attrs), bytesTouched: bytes, loc };
     this.ops.push(op);
     return op;
   }

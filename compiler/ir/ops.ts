@@ -16,6 +16,7 @@ export const OP_CODES: Readonly<Record<OpKind, number>> = {
   sub: 22, div: 23, affine: 24, powScalar: 25, unary: 26, unaryBackward: 27, where: 28, expand: 29,
   unbroadcast: 30, slice: 31, sliceBackward: 32, concat: 33, bmm: 34, logSoftmax: 35, logSoftmaxBackward: 36,
   cast: 37,
+  rmsNorm: 38, rmsNormBackward: 39, silu: 40, siluBackward: 41, rope: 42, attention: 43, attentionBackward: 44,
 };
 
 export const OP_KINDS = Object.keys(OP_CODES) as OpKind[];
@@ -46,6 +47,8 @@ export function broadcastsTo(small: readonly number[], big: readonly number[]): 
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean { return shapeStr(a) === shapeStr(b); }
+
+function sameDims(a: readonly number[], b: readonly number[]): boolean { return a.length === b.length && a.every((d, i) => d === b[i]); }
 
 function expectFloat(kind: OpKind, name: string, o: Operand): void {
   if (o.dtype === 'i32' || o.dtype === 'i64') fail(kind, `${name} must be a float tensor, got ${o.dtype}`);
@@ -166,6 +169,47 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
     case 'crossEntropyBackward': expectCount(kind, ins, 3); return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
     case 'fill': expectCount(kind, ins, 0); return [{ shape: attrs.shape ?? [], dtype: 'f32' }];
     case 'adam': fail(kind, 'adam is built by the optimizer lowering, not inferred');
+    case 'rmsNorm': {
+      expectCount(kind, ins, 2);
+      const [x, w] = ins;
+      expectFloat(kind, 'x', x);
+      const c = last(x.shape);
+      if (x.shape.length < 1 || w.shape.length !== 1 || w.shape[0] !== c) fail(kind, `weight${shapeStr(w.shape)} must be [${c}] for x${shapeStr(x.shape)}`);
+      return [{ shape: x.shape, dtype: x.dtype }, { shape: x.shape.slice(0, -1), dtype: 'f32' }];
+    }
+    case 'rmsNormBackward': {
+      expectCount(kind, ins, 4);
+      const [x, w, , dy] = ins;
+      return [{ shape: x.shape, dtype: dy.dtype }, { shape: w.shape, dtype: dy.dtype }];
+    }
+    case 'silu': expectCount(kind, ins, 1); expectFloat(kind, 'x', ins[0]); return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
+    case 'siluBackward': expectCount(kind, ins, 2); return [{ shape: ins[0].shape, dtype: ins[1].dtype }];
+    case 'rope': {
+      expectCount(kind, ins, 1);
+      const [x] = ins;
+      expectFloat(kind, 'x', x);
+      const heads = attrs.heads ?? 0;
+      if (x.shape.length !== 3) fail(kind, `x must be [B,T,heads*headSize], got ${shapeStr(x.shape)}`);
+      const C = x.shape[2];
+      if (!(heads > 0) || C % heads !== 0 || (C / heads) % 2 !== 0) fail(kind, `${heads} heads must split ${C} channels into heads of even size`);
+      if (!((attrs.theta ?? 0) > 0)) fail(kind, `theta must be positive, got ${attrs.theta}`);
+      return [{ shape: x.shape, dtype: x.dtype }];
+    }
+    case 'attention': case 'attentionBackward': {
+      expectCount(kind, ins, kind === 'attention' ? 3 : 6);
+      const [q, k, v] = ins;
+      expectFloat(kind, 'q', q); expectFloat(kind, 'k', k); expectFloat(kind, 'v', v);
+      const heads = attrs.heads ?? 0, kvHeads = attrs.kvHeads ?? heads;
+      if (q.shape.length !== 3) fail(kind, `q must be [B,T,heads*headSize], got ${shapeStr(q.shape)}`);
+      const [B, T, C] = q.shape;
+      if (!(heads > 0) || C % heads !== 0) fail(kind, `${heads} heads do not divide ${C} channels of q`);
+      if (!(kvHeads > 0) || heads % kvHeads !== 0) fail(kind, `${kvHeads} key/value heads do not divide ${heads} query heads`);
+      const kv = [B, T, kvHeads * (C / heads)];
+      if (!sameDims(k.shape, kv) || !sameDims(v.shape, kv)) fail(kind, `k${shapeStr(k.shape)} and v${shapeStr(v.shape)} must both be ${shapeStr(kv)} for q${shapeStr(q.shape)} with ${heads} heads, ${kvHeads} key/value heads`);
+      if (kind === 'attention') return [{ shape: q.shape, dtype: q.dtype }, { shape: [B, heads, T], dtype: 'f32' }];
+      const dy = ins[5];
+      return [{ shape: q.shape, dtype: dy.dtype }, { shape: k.shape, dtype: dy.dtype }, { shape: v.shape, dtype: dy.dtype }];
+    }
     case 'affine': case 'powScalar': case 'unary': case 'logSoftmax': {
       expectCount(kind, ins, 1);
       expectFloat(kind, 'x', ins[0]);
@@ -247,7 +291,7 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
 }
 
 /** Floating-point operations of one execution (a roofline input; fused multiply-add = 2). */
-export function opFlops(kind: OpKind, ins: readonly Operand[], outs: readonly Operand[]): number {
+export function opFlops(kind: OpKind, ins: readonly Operand[], outs: readonly Operand[], attrs: OpAttrs = {}): number {
   const n = (o: Operand) => numel(o.shape);
   switch (kind) {
     case 'matmul': return 2 * n(outs[0]) * last(ins[0].shape);
@@ -267,6 +311,15 @@ export function opFlops(kind: OpKind, ins: readonly Operand[], outs: readonly Op
     case 'sub': case 'div': case 'affine': case 'where': case 'unbroadcast': return n(kind === 'unbroadcast' ? ins[0] : outs[0]);
     case 'powScalar': case 'unary': case 'unaryBackward': return 10 * n(outs[0]);
     case 'logSoftmax': case 'logSoftmaxBackward': return 5 * n(outs[0]);
+    case 'attention': case 'attentionBackward': {
+      // QK^T and PV (2 matmuls) forward; backward recomputes QK^T and does dV, dP, dQ, dK (5): 2.5x
+      const [B, T, C] = ins[0].shape;
+      const f = (attrs.causal ? 2 : 4) * B * T * T * C;
+      return kind === 'attention' ? f : 2.5 * f;
+    }
+    case 'rmsNorm': case 'rmsNormBackward': return 6 * n(ins[0]);
+    case 'silu': case 'siluBackward': return 8 * n(ins[0]);
+    case 'rope': return 3 * n(ins[0]);
     default: return 0;
   }
 }
@@ -288,6 +341,10 @@ export function encodeAttrs(kind: OpKind, attrs: OpAttrs): { iattr: number[]; fa
     case 'sliceBackward': return { iattr: [attrs.axis ?? 0, attrs.start ?? 0], fattr: [] };
     case 'concat': return { iattr: [attrs.axis ?? 0], fattr: [] };
     case 'bmm': return { iattr: [attrs.transA ? 1 : 0, attrs.transB ? 1 : 0], fattr: [] };
+    case 'gelu': case 'geluBackward': return { iattr: [attrs.erf ? 1 : 0], fattr: [] };
+    case 'rmsNorm': return { iattr: [], fattr: [attrs.eps ?? 1e-5] };
+    case 'rope': return { iattr: [attrs.heads ?? 0, attrs.inverse ? 1 : 0], fattr: [attrs.theta ?? 10000] };
+    case 'attention': case 'attentionBackward': return { iattr: [attrs.heads ?? 0, attrs.kvHeads ?? attrs.heads ?? 0, attrs.causal ? 1 : 0], fattr: [] };
     case 'adam': {
       const a = attrs.adam!;
       return { iattr: [a.adamw ? 1 : 0, 1], fattr: [a.lr, a.beta1, a.beta2, a.eps, a.weightDecay] };

@@ -63,7 +63,9 @@ export type OpKind =
   | 'fill' | 'adam'
   // added for ONNX import (codes 22..; dispatch.h)
   | 'sub' | 'div' | 'affine' | 'powScalar' | 'unary' | 'unaryBackward' | 'where' | 'expand' | 'unbroadcast'
-  | 'slice' | 'sliceBackward' | 'concat' | 'bmm' | 'logSoftmax' | 'logSoftmaxBackward' | 'cast';
+  | 'slice' | 'sliceBackward' | 'concat' | 'bmm' | 'logSoftmax' | 'logSoftmaxBackward' | 'cast'
+  // added for the model zoo: LLaMA, BERT (codes 38..; dispatch.h)
+  | 'rmsNorm' | 'rmsNormBackward' | 'silu' | 'siluBackward' | 'rope' | 'attention' | 'attentionBackward';
 
 /** Elementwise functions of the `unary` kind (iattr[0] = index in this list). */
 export const UNARY_FNS = ['tanh', 'erf', 'sqrt', 'relu', 'exp', 'log', 'sigmoid'] as const;
@@ -102,6 +104,14 @@ export interface OpAttrs {
   readonly end?: number;
   /** bmm: a is [...,K,M] (transA) and/or b is [...,N,K] (transB) */
   readonly transA?: boolean;
+  /** attention(Backward): key/value heads (grouped-query; = heads when absent) and the causal mask */
+  readonly kvHeads?: number;
+  readonly causal?: boolean;
+  /** rope: the base of the rotary frequencies; inverse: rotate by minus the angle (rope's backward) */
+  readonly theta?: number;
+  readonly inverse?: boolean;
+  /** gelu, geluBackward: the exact erf form instead of the tanh approximation */
+  readonly erf?: boolean;
 }
 
 export type Phase = 'forward' | 'backward' | 'update';

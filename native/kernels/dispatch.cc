@@ -71,6 +71,13 @@ const KindInfo kKinds[OP_KIND_COUNT] = {
     {"log_softmax", 1, 1, {"x"}, {"y"}},
     {"log_softmax_backward", 2, 1, {"y", "dy"}, {"dx"}},
     {"cast", 1, 1, {"x"}, {"y"}},
+    {"rmsnorm", 2, 2, {"x", "w"}, {"y", "rstd"}},
+    {"rmsnorm_backward", 4, 2, {"x", "w", "rstd", "dy"}, {"dx", "dw"}},
+    {"silu", 1, 1, {"x"}, {"y"}},
+    {"silu_backward", 2, 1, {"x", "dy"}, {"dx"}},
+    {"rope", 1, 1, {"x"}, {"y"}},
+    {"attention", 3, 2, {"q", "k", "v"}, {"y", "lse"}},
+    {"attention_backward", 6, 3, {"q", "k", "v", "y", "lse", "dy"}, {"dq", "dk", "dv"}},
 };
 
 bool fail(std::string* err, const std::string& msg) {
@@ -223,6 +230,8 @@ void around_axis(const TensorView& t, int axis, int64_t* outer, int64_t* inner) 
 
 template <typename T>
 bool run_onnx_kinds(const OpCall& c, const KindInfo& k, std::string* err);
+template <typename T>
+bool run_zoo_kinds(const OpCall& c, const KindInfo& k, std::string* err);
 
 template <typename T>
 bool run_checked(const OpCall& c, const KindInfo& k, std::string* err) {
@@ -303,13 +312,19 @@ bool run_checked(const OpCall& c, const KindInfo& k, std::string* err) {
     }
     case OP_GELU: {
       if (!want_shape(err, op, "y", out[0], in[0], " (the shape of x)")) return false;
-      gelu_forward<T>(data<T>(out[0]), data<T>(in[0]), in[0].numel());
+      if (c.iattr[0] != 0 && c.iattr[0] != 1)
+        return fail(err, std::string(op) + ": erf (iattr[0]) is " + std::to_string(c.iattr[0]) + ", expected 0 or 1");
+      if (c.iattr[0] == 1) gelu_erf_forward<T>(data<T>(out[0]), data<T>(in[0]), in[0].numel());
+      else gelu_forward<T>(data<T>(out[0]), data<T>(in[0]), in[0].numel());
       return true;
     }
     case OP_GELU_BACKWARD: {
       if (!want_shape(err, op, "dy", in[1], in[0], " (the shape of x)")) return false;
       if (!want_shape(err, op, "dx", out[0], in[0], " (the shape of x)")) return false;
-      gelu_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), in[0].numel());
+      if (c.iattr[0] != 0 && c.iattr[0] != 1)
+        return fail(err, std::string(op) + ": erf (iattr[0]) is " + std::to_string(c.iattr[0]) + ", expected 0 or 1");
+      if (c.iattr[0] == 1) gelu_erf_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), in[0].numel());
+      else gelu_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), in[0].numel());
       return true;
     }
     case OP_LAYERNORM:
@@ -637,6 +652,116 @@ bool run_onnx_kinds(const OpCall& c, const KindInfo& k, std::string* err) {
       const int64_t N = lead_of(in[0]).numel(), C = last_dim(in[0]);
       if (c.kind == OP_LOG_SOFTMAX) log_softmax_forward<T>(data<T>(out[0]), data<T>(in[0]), N, C);
       else log_softmax_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), N, C);
+      return true;
+    }
+    default:
+      return run_zoo_kinds<T>(c, k, err);
+  }
+}
+
+// The model-zoo kinds (LLaMA, BERT): rms norm, silu, rope, grouped-query attention.
+template <typename T>
+bool run_zoo_kinds(const OpCall& c, const KindInfo& k, std::string* err) {
+  const char* op = k.name;
+  const TensorView* in = c.in;
+  const TensorView* out = c.out;
+  switch (c.kind) {
+    case OP_RMSNORM:
+    case OP_RMSNORM_BACKWARD: {
+      const TensorView &x = in[0], &w = in[1];
+      if (!want_min_rank(err, op, "x", x, 1)) return false;
+      const int64_t C = last_dim(x);
+      TensorView cshape;
+      cshape.rank = 1;
+      cshape.shape[0] = C;
+      const TensorView lead = lead_of(x);
+      if (!want_shape(err, op, "w", w, cshape, " to match x[...," + std::to_string(C) + "]")) return false;
+      if (c.kind == OP_RMSNORM) {
+        if (!want_shape(err, op, "y", out[0], x)) return false;
+        if (!want_shape(err, op, "rstd", out[1], lead, " (x's leading dims)")) return false;
+        if (!(c.fattr[0] >= 0))
+          return fail(err, std::string(op) + ": eps (fattr[0]) is " + std::to_string(c.fattr[0]) + ", expected >= 0");
+        rmsnorm_forward<T>(data<T>(out[0]), data<T>(out[1]), data<T>(x), data<T>(w), lead.numel(), C, c.fattr[0]);
+      } else {
+        const TensorView &rstd = in[2], &dy = in[3];
+        if (!want_shape(err, op, "rstd", rstd, lead, " (x's leading dims)")) return false;
+        if (!want_shape(err, op, "dy", dy, x, " (the shape of x)")) return false;
+        if (!want_shape(err, op, "dx", out[0], x, " (the shape of x)")) return false;
+        if (!want_shape(err, op, "dw", out[1], cshape)) return false;
+        if (!want_distinct(err, op, "dw", out[1], "dy", dy)) return false;
+        rmsnorm_backward<T>(data<T>(out[0]), data<T>(out[1]), data<T>(x), data<T>(w), data<T>(rstd), data<T>(dy),
+                            lead.numel(), C);
+      }
+      return true;
+    }
+    case OP_SILU: {
+      if (!want_shape(err, op, "y", out[0], in[0], " (the shape of x)")) return false;
+      silu_forward<T>(data<T>(out[0]), data<T>(in[0]), in[0].numel());
+      return true;
+    }
+    case OP_SILU_BACKWARD: {
+      if (!want_shape(err, op, "dy", in[1], in[0], " (the shape of x)")) return false;
+      if (!want_shape(err, op, "dx", out[0], in[0], " (the shape of x)")) return false;
+      silu_backward<T>(data<T>(out[0]), data<T>(in[0]), data<T>(in[1]), in[0].numel());
+      return true;
+    }
+    case OP_ROPE: {
+      const TensorView &x = in[0], &y = out[0];
+      const int64_t NH = c.iattr[0], inverse = c.iattr[1];
+      const double theta = c.fattr[0];
+      if (x.rank != 3) return fail(err, std::string(op) + ": x has shape " + shape_str(x) + ", expected [B,T,NH*hs]");
+      if (NH < 1 || x.shape[2] % NH != 0 || (x.shape[2] / NH) % 2 != 0)
+        return fail(err, std::string(op) + ": heads (iattr[0]) is " + std::to_string(NH) + ", expected a divisor of " +
+                             std::to_string(x.shape[2]) + " channels giving an even head size");
+      if (inverse != 0 && inverse != 1)
+        return fail(err, std::string(op) + ": inverse (iattr[1]) is " + std::to_string(inverse) + ", expected 0 or 1");
+      if (!(theta > 0)) return fail(err, std::string(op) + ": theta (fattr[0]) is " + std::to_string(theta) + ", expected > 0");
+      if (!want_shape(err, op, "y", y, x, " (the shape of x)")) return false;
+      rope_forward<T>(data<T>(y), data<T>(x), x.shape[0], x.shape[1], NH, x.shape[2] / NH, theta, inverse == 1);
+      return true;
+    }
+    case OP_ATTENTION:
+    case OP_ATTENTION_BACKWARD: {
+      const TensorView &q = in[0], &kk = in[1], &v = in[2];
+      const int64_t NH = c.iattr[0], KVH = c.iattr[1], causal = c.iattr[2];
+      if (q.rank != 3) return fail(err, std::string(op) + ": q has shape " + shape_str(q) + ", expected [B,T,NH*hs]");
+      const int64_t B = q.shape[0], Tn = q.shape[1];
+      if (NH < 1 || q.shape[2] % NH != 0)
+        return fail(err, std::string(op) + ": heads (iattr[0]) is " + std::to_string(NH) + ", expected a positive divisor of " +
+                             std::to_string(q.shape[2]) + " (q's channels)");
+      if (KVH < 1 || NH % KVH != 0)
+        return fail(err, std::string(op) + ": kv heads (iattr[1]) is " + std::to_string(KVH) +
+                             ", expected a positive divisor of heads = " + std::to_string(NH));
+      if (causal != 0 && causal != 1)
+        return fail(err, std::string(op) + ": causal (iattr[2]) is " + std::to_string(causal) + ", expected 0 or 1");
+      const int64_t hs = q.shape[2] / NH;
+      TensorView kvshape = q;
+      kvshape.shape[2] = KVH * hs;
+      const std::string why = " (KVH*hs = " + std::to_string(KVH) + "*" + std::to_string(hs) + ")";
+      if (!want_shape(err, op, "k", kk, kvshape, why) || !want_shape(err, op, "v", v, kvshape, why)) return false;
+      TensorView lse;
+      lse.rank = 3;
+      lse.shape[0] = B; lse.shape[1] = NH; lse.shape[2] = Tn;
+      if (c.kind == OP_ATTENTION) {
+        if (!want_shape(err, op, "y", out[0], q, " (the shape of q)")) return false;
+        if (!want_shape(err, op, "lse", out[1], lse)) return false;
+        for (int o = 0; o < 2; o++)
+          for (int i = 0; i < 3; i++)
+            if (!want_distinct(err, op, k.out_names[o], out[o], k.in_names[i], in[i])) return false;
+        attention_forward<T>(data<T>(out[0]), data<T>(out[1]), data<T>(q), data<T>(kk), data<T>(v), B, Tn, NH, KVH, hs,
+                             causal == 1);
+      } else {
+        if (!want_shape(err, op, "y", in[3], q, " (the shape of q)")) return false;
+        if (!want_shape(err, op, "lse", in[4], lse)) return false;
+        if (!want_shape(err, op, "dy", in[5], q, " (the shape of q)")) return false;
+        if (!want_shape(err, op, "dq", out[0], q, " (the shape of q)")) return false;
+        if (!want_shape(err, op, "dk", out[1], kvshape, why) || !want_shape(err, op, "dv", out[2], kvshape, why)) return false;
+        for (int o = 0; o < 3; o++)
+          for (int i = 0; i < 6; i++)
+            if (!want_distinct(err, op, k.out_names[o], out[o], k.in_names[i], in[i])) return false;
+        attention_backward<T>(data<T>(out[0]), data<T>(out[1]), data<T>(out[2]), data<T>(q), data<T>(kk), data<T>(v),
+                              data<T>(in[3]), data<T>(in[4]), data<T>(in[5]), B, Tn, NH, KVH, hs, causal == 1);
+      }
       return true;
     }
     default:

@@ -54,7 +54,15 @@ enum OpKind : int32_t {
   OP_LOG_SOFTMAX = 35,           // in: x[...,C]                                out: y[...,C]
   OP_LOG_SOFTMAX_BACKWARD = 36,  // in: y, dy                                   out: dx
   OP_CAST = 37,                  // in: x i32                                   out: y float
-  OP_KIND_COUNT = 38
+  // added for the model zoo (LLaMA, BERT)
+  OP_RMSNORM = 38,               // in: x[...,C], w[C]                          out: y[...,C], rstd[...]
+  OP_RMSNORM_BACKWARD = 39,      // in: x, w, rstd, dy                          out: dx, dw
+  OP_SILU = 40,                  // in: x                                       out: y = x * sigmoid(x)
+  OP_SILU_BACKWARD = 41,         // in: x, dy                                   out: dx
+  OP_ROPE = 42,                  // in: x[B,T,NH*hs]                            out: y (rotary position embedding)
+  OP_ATTENTION = 43,             // in: q[B,T,NH*hs], k, v[B,T,KVH*hs]          out: y[B,T,NH*hs], lse[B,NH,T]
+  OP_ATTENTION_BACKWARD = 44,    // in: q, k, v, y, lse, dy                     out: dq, dk, dv
+  OP_KIND_COUNT = 45
 };
 
 enum DType : int32_t { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_I32 = 3, DT_I64 = 4, DT_F64 = 5 };
@@ -75,6 +83,11 @@ struct TensorView {
 //   CAUSAL_ATTENTION(_BACKWARD):          iattr[0] = number of heads NH
 //   TRANSPOSE:                            iattr[0..rank-1] = perm (y.shape[i] = x.shape[perm[i]])
 //   FILL:                                 fattr[0] = value
+//   GELU, GELU_BACKWARD:                  iattr[0] = 1: exact erf form, 0: tanh approximation
+//   RMSNORM:                              fattr[0] = eps
+//   ROPE:                                 iattr[0] = heads NH, iattr[1] = inverse (0|1), fattr[0] = theta
+//   ATTENTION(_BACKWARD):                 iattr[0] = heads NH, iattr[1] = kv heads KVH (NH % KVH == 0),
+//                                         iattr[2] = causal (0|1)
 //   ADAM: fattr[0] = lr, [1] = beta1, [2] = beta2, [3] = eps, [4] = weightDecay
 //         iattr[0] = adamw (0: L2 added to the gradient, torch.optim.Adam;
 //                           1: decoupled, torch.optim.AdamW), iattr[1] = step (>= 1)

@@ -138,4 +138,33 @@ void bmm_forward(T* y, const T* a, const T* b, int64_t batch, int64_t M, int64_t
 template <typename T> void log_softmax_forward(T* y, const T* x, int64_t N, int64_t C);
 template <typename T> void log_softmax_backward(T* dx, const T* y, const T* dy, int64_t N, int64_t C);
 
+// ---- added for the model zoo (LLaMA, BERT) -----------------------------------
+// ---- rmsnorm.cc -------------------------------------------------------------
+template <typename T>
+void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t C, double eps);
+// dx overwritten; dw overwritten with the sum over all N rows
+template <typename T>
+void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t C);
+
+// ---- activation.cc ----------------------------------------------------------
+template <typename T> void silu_forward(T* y, const T* x, int64_t n);
+template <typename T> void silu_backward(T* dx, const T* x, const T* dy, int64_t n);
+template <typename T> void gelu_erf_forward(T* y, const T* x, int64_t n);
+template <typename T> void gelu_erf_backward(T* dx, const T* x, const T* dy, int64_t n);
+
+// ---- rope.cc ----------------------------------------------------------------
+// x, y [B,T,NH*hs], hs even; inverse rotates by minus the angle
+template <typename T>
+void rope_forward(T* y, const T* x, int64_t B, int64_t Tn, int64_t NH, int64_t hs, double theta, bool inverse);
+
+// ---- attention.cc (grouped-query) ---------------------------------------------
+// q[B,T,NH*hs], k, v[B,T,KVH*hs] -> y[B,T,NH*hs], lse[B,NH,T]; NH % KVH == 0
+template <typename T>
+void attention_forward(T* y, T* lse, const T* q, const T* k, const T* v, int64_t B, int64_t Tn,
+                       int64_t NH, int64_t KVH, int64_t hs, bool causal);
+// dq, dk, dv overwritten
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* y, const T* lse,
+                        const T* dy, int64_t B, int64_t Tn, int64_t NH, int64_t KVH, int64_t hs, bool causal);
+
 }  // namespace tiercut

@@ -35,7 +35,9 @@ const char* op_kind_name(int32_t kind) {
       "embeddingBackward", "crossEntropyBackward", "fill", "adam",
       // added for ONNX import
       "sub", "div", "affine", "powScalar", "unary", "unaryBackward", "where", "expand", "unbroadcast",
-      "slice", "sliceBackward", "concat", "bmm", "logSoftmax", "logSoftmaxBackward", "cast"};
+      "slice", "sliceBackward", "concat", "bmm", "logSoftmax", "logSoftmaxBackward", "cast",
+      // added for the model zoo
+      "rmsNorm", "rmsNormBackward", "silu", "siluBackward", "rope", "attention", "attentionBackward"};
   static_assert(sizeof(names) / sizeof(names[0]) == OP_KIND_COUNT, "one name per op kind");
   return (kind >= 0 && kind < OP_KIND_COUNT) ? names[kind] : "?";
 }
@@ -106,6 +108,14 @@ static const OpSignature kSignatures[OP_KIND_COUNT] = {
     {1, 1, 1, 0},      // logSoftmax
     {2, 1, 1, 0},      // logSoftmaxBackward
     {1, 1, 1, 1u},     // cast: x i32
+    // added for the model zoo
+    {2, 2, 2, 0},      // rmsNorm: x, w -> y, rstd
+    {4, 2, 2, 0},      // rmsNormBackward: x, w, rstd, dy -> dx, dw
+    {1, 1, 1, 0},      // silu
+    {2, 1, 1, 0},      // siluBackward: x, dy
+    {1, 1, 1, 0},      // rope
+    {3, 2, 2, 0},      // attention: q, k, v -> y, lse
+    {6, 3, 3, 0},      // attentionBackward: q, k, v, y, lse, dy -> dq, dk, dv
 };
 
 // ---------------------------------------------------------------------------
