@@ -27,3 +27,16 @@ describe('paper reproduction on one V100 32 GB (1.5 TB host share, no NVMe)', ()
     console.log(`40B on a V100: gpu ${(plan.tiers.gpu.peakBytes / 1e9).toFixed(1)} GB, cpu ${(plan.tiers.cpu.peakBytes / 1e9).toFixed(0)} GB, predicted ${plan.predicted.stepSeconds.toFixed(1)} s/step, bound ${plan.bound?.lowerBoundSeconds.toFixed(1)} s`);
   });
 });
+
+describe('capacity bound', () => {
+  it('h200-141g with 1.5 TB CPU and no NVMe holds a 120B GPT (12 bytes of state per parameter)', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', config: { layers: 381 }, hw: 'h200-141g', cpuMemBytes: 1.5e12, nvmeBytes: 0, precision: 'fp16' });
+    expect(plan.graph.paramCount).toBeGreaterThan(120e9);
+    let state = 0;
+    for (const t of plan.graph.tensors) if (t.persistent) state += t.sizeBytes;
+    expect(state / plan.graph.paramCount).toBeCloseTo(12, 1);
+    expect(plan.tiers.gpu.peakBytes).toBeLessThanOrEqual(plan.tiers.gpu.capacityBytes);
+    expect(plan.tiers.cpu.peakBytes).toBeLessThanOrEqual(plan.tiers.cpu.capacityBytes);
+    expect(verifyPlan(plan)).toEqual([]);
+  });
+});
