@@ -95,12 +95,13 @@ export interface NativeSession {
   read(buffer: number): Uint8Array;
   /** Async (AsyncWorker on the libuv pool; the stream threads were started by createSession).
    *  Runs every instruction once. `step` (an integer >= 1) is adam's step number (iattr[1]);
-   *  opts.lr, when given, replaces adam's fattr[0]. Steps of one session run one at a time.
+   *  opts.lr, when given, replaces adam's fattr[0]; opts.skipUpdate makes every adam instruction a
+   *  no-op (the first step of a delayed-update schedule). Steps of one session run one at a time.
    *  Throws synchronously on bad arguments or a closed session. The promise rejects with
    *  "instruction <id> (<stream>, <what>): <message>" for the first kernel or I/O error
    *  (the step is abandoned at the next instruction boundary of every stream; the session
    *  stays usable and closable), or when the session was closed before the step ran. */
-  step(step: number, opts?: { lr?: number }): Promise<StepStats>;
+  step(step: number, opts?: { lr?: number; skipUpdate?: boolean }): Promise<StepStats>;
   /** Sync. Never throws on an open or closed session (after close: the final values). */
   stats(): NativeMemoryStats;
   /** Sync. Waits for a running step, joins the stream threads, frees the arenas and removes

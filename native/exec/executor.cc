@@ -122,7 +122,7 @@ void Executor::stop() {
 // ---------------------------------------------------------------------------
 // one step
 
-bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err) {
+bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update) {
   *stats = StepStats();
   Clock::time_point t0 = Clock::now();
   {
@@ -133,6 +133,7 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
     step_number_ = step;
     has_lr_ = has_lr;
     lr_ = lr;
+    skip_update_ = skip_update;
     for (int32_t s : active_streams_) {
       StreamState& st = streams_[s];
       st.busy_seconds = 0;
@@ -250,6 +251,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     return ok;
   }
 
+  if (skip_update_ && ins.call.kind == OP_ADAM) return true;
   if (pr.fused_adam) return execute_fused_adam(id, msg);
 
   // run: point the views at the arenas (or at the widened float copies)

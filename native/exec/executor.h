@@ -57,7 +57,9 @@ class Executor {
   // Runs one step. `step` is the optimizer step number handed to adam (iattr[1]);
   // when has_lr, adam's fattr[0] becomes lr. Not reentrant: the caller runs one
   // step at a time. Returns false with *err set when the step was aborted.
-  bool step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err);
+  // skip_update: every adam instruction completes without touching anything
+  // (the first step of a delayed-parameter-update schedule has no gradients yet).
+  bool step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update = false);
 
   // Bookkeeping for session.write / session.read (main thread, between steps).
   void note_written(int32_t buffer);
@@ -126,6 +128,7 @@ class Executor {
   int64_t step_number_ = 1;
   bool has_lr_ = false;
   double lr_ = 0;
+  bool skip_update_ = false;
 
   std::vector<uint8_t> live_;          // per buffer
   int64_t live_bytes_[kTierCount] = {0};

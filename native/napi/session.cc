@@ -184,9 +184,9 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
 
 class StepWorker : public Napi::AsyncWorker {
  public:
-  StepWorker(Napi::Env env, SessionWrap* owner, Napi::Object self, CoreHandle core, int64_t step, bool has_lr, double lr)
+  StepWorker(Napi::Env env, SessionWrap* owner, Napi::Object self, CoreHandle core, int64_t step, bool has_lr, double lr, bool skip_update)
       : Napi::AsyncWorker(env, "tiercut.step"), deferred_(Napi::Promise::Deferred::New(env)), owner_(owner),
-        core_(std::move(core)), step_(step), has_lr_(has_lr), lr_(lr) {
+        core_(std::move(core)), step_(step), has_lr_(has_lr), lr_(lr), skip_update_(skip_update) {
     self_ = Napi::Persistent(self);  // keeps the session object (and owner_) alive until we settle
   }
 
@@ -200,7 +200,7 @@ class StepWorker : public Napi::AsyncWorker {
       return;
     }
     std::string err;
-    if (!core_->executor->step(step_, has_lr_, lr_, &stats_, &err)) SetError(err);
+    if (!core_->executor->step(step_, has_lr_, lr_, &stats_, &err, skip_update_)) SetError(err);
   }
 
   void OnOK() override {
@@ -238,13 +238,14 @@ class StepWorker : public Napi::AsyncWorker {
   int64_t step_;
   bool has_lr_;
   double lr_;
+  bool skip_update_;
   StepStats stats_;
 };
 
 Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
   check_open("session.step");
   int64_t step = read_int(info[0], "session.step: step", 1, 9007199254740991LL);
-  bool has_lr = false;
+  bool has_lr = false, skip_update = false;
   double lr = 0;
   if (info.Length() > 1 && !info[1].IsUndefined()) {
     if (!info[1].IsObject() || info[1].IsArray())
@@ -255,8 +256,13 @@ Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
       if (!std::isfinite(lr)) throw Napi::RangeError::New(Env(), "session.step: opts.lr: expected a finite number, got " + describe_value(lv));
       has_lr = true;
     }
+    Napi::Value sv = info[1].As<Napi::Object>().Get("skipUpdate");
+    if (!sv.IsUndefined()) {
+      if (!sv.IsBoolean()) throw Napi::TypeError::New(Env(), "session.step: opts.skipUpdate: expected a boolean, got " + describe_value(sv));
+      skip_update = sv.As<Napi::Boolean>().Value();
+    }
   }
-  StepWorker* w = new StepWorker(Env(), this, info.This().As<Napi::Object>(), core_, step, has_lr, lr);
+  StepWorker* w = new StepWorker(Env(), this, info.This().As<Napi::Object>(), core_, step, has_lr, lr, skip_update);
   Napi::Promise p = w->promise();
   w->Queue();
   steps_in_flight_++;
