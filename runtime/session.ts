@@ -68,33 +68,66 @@ function encode(t: Tensor, values: Float64Array | Float32Array): ArrayBufferView
   }
 }
 
+/** A plan bound to a native session: where each tensor rests between steps. */
+interface Bound { plan: Plan; native: NativeSession; homeOf: Map<number, number>; lossBuffer: number }
+
+function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string): Bound {
+  const homeOf = new Map<number, number>();
+  for (const b of plan.buffers) {
+    const t = plan.graph.tensors[b.tensor];
+    if (b.freeAt < 0 && (b.allocAt < 0 || t.role === 'loss') && !homeOf.has(b.tensor)) homeOf.set(b.tensor, b.id);
+  }
+  const lossBuffer = homeOf.get(plan.graph.loss);
+  if (lossBuffer === undefined) throw diag.planInvalid(plan.model.source, 'no buffer keeps the loss after the step');
+  try {
+    return { plan, native: nativeAddon().createSession(nativeProgram(plan, optimizer, spillDir)), homeOf, lossBuffer };
+  } catch (e) {
+    throw diag.runtime(`cannot start the runtime: ${(e as Error).message}`);
+  }
+}
+
 export class TrainingSession {
-  private readonly native: NativeSession;
-  private readonly homeOf = new Map<number, number>(); // tensor -> buffer holding it between steps
-  private readonly lossBuffer: number;
+  private bound: Bound;
   readonly optimizer: AdamAttrs;
   private closed = false;
 
+  private get native(): NativeSession { return this.bound.native; }
+  private get homeOf(): Map<number, number> { return this.bound.homeOf; }
+  /** The plan running now: the plan itself, or its DPU steady state after the warm-up. */
+  get current(): Plan { return this.bound.plan; }
+
   constructor(readonly plan: Plan, private readonly opts: SessionOptions = {}) {
     this.optimizer = { ...plan.optimizer, ...opts.optimizer };
-    for (const b of plan.buffers) {
-      const t = plan.graph.tensors[b.tensor];
-      if (b.freeAt < 0 && (b.allocAt < 0 || t.role === 'loss') && !this.homeOf.has(b.tensor)) this.homeOf.set(b.tensor, b.id);
-    }
-    const loss = this.homeOf.get(plan.graph.loss);
-    if (loss === undefined) throw diag.planInvalid(plan.model.source, 'no buffer keeps the loss after the step');
-    this.lossBuffer = loss;
-    try {
-      this.native = nativeAddon().createSession(nativeProgram(plan, this.optimizer, opts.spillDir ?? tmpdir()));
-    } catch (e) {
-      throw diag.runtime(`cannot start the runtime: ${(e as Error).message}`);
-    }
+    this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir());
     try {
       this.initState();
     } catch (e) {
       this.native.close();
       throw e;
     }
+  }
+
+  /**
+   * After the DPU warm-up: the steady-state plan takes over. Its graph has the
+   * same tensor ids; every state tensor moves across, and the gradients (state
+   * only in the steady plan) start at zero.
+   */
+  private switchToSteady(): void {
+    const steady = this.plan.dpu!.steady;
+    const next = bind(steady, this.optimizer, this.opts.spillDir ?? tmpdir());
+    try {
+      for (const t of steady.graph.tensors) {
+        const dst = next.homeOf.get(t.id);
+        if (dst === undefined || !t.persistent) continue;
+        const src = this.plan.graph.tensors[t.id]?.persistent ? this.homeOf.get(t.id) : undefined;
+        next.native.write(dst, src !== undefined ? this.native.read(src) : encode(t, new Float32Array(numel(t.shape))));
+      }
+    } catch (e) {
+      next.native.close();
+      throw e;
+    }
+    this.native.close();
+    this.bound = next;
   }
 
   private initState(): void {
@@ -142,7 +175,16 @@ export class TrainingSession {
 
   /** Runs one step on the given input values (tensor id -> values). */
   async step(step: number, data: Map<number, Float64Array>, lr?: number): Promise<StepResult> {
-    const g = this.plan.graph;
+    // DPU: after the warm-up, step k updates with the gradients of step k-1 (the
+    // (k-1)-th update); the first steady step has none yet
+    const dpu = this.plan.dpu;
+    let adamStep = step, skipUpdate = false;
+    if (dpu && step > dpu.warmupSteps) {
+      if (this.bound.plan === this.plan) this.switchToSteady();
+      skipUpdate = step === dpu.warmupSteps + 1;
+      adamStep = Math.max(1, step - 1);
+    }
+    const g = this.bound.plan.graph;
     for (const t of g.tensors) {
       if (t.role !== 'input') continue;
       const v = data.get(t.id);
@@ -151,11 +193,11 @@ export class TrainingSession {
     }
     let stats: StepStats;
     try {
-      stats = await this.native.step(step, lr !== undefined ? { lr } : undefined);
+      stats = await this.native.step(adamStep, { ...(lr !== undefined ? { lr } : {}), ...(skipUpdate ? { skipUpdate } : {}) });
     } catch (e) {
       throw e instanceof UserError ? e : diag.runtime(`step ${step} failed: ${(e as Error).message}`);
     }
-    const loss = new Float32Array(this.native.read(this.lossBuffer).buffer.slice(0))[0];
+    const loss = new Float32Array(this.native.read(this.bound.lossBuffer).buffer.slice(0))[0];
     return { step, loss, seconds: stats.seconds, stats };
   }
 
@@ -168,7 +210,7 @@ export class TrainingSession {
 
   /** The current fp32 value of every parameter (the master copy when training in half precision). */
   parameters(): Map<string, Float32Array> {
-    const g = this.plan.graph;
+    const g = this.bound.plan.graph;
     const out = new Map<string, Float32Array>();
     const half = g.precision !== 'fp32';
     for (const t of g.tensors) {

@@ -16,7 +16,7 @@ import { parseSize } from './sizes.js';
 
 const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
-                  [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--freeze REGEX (ONNX initializers kept fixed)]
+                  [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--dpu [--dpu-warmup N]] [--freeze REGEX (ONNX initializers kept fixed)]
                   [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] -o PLAN
   tiercut report PLAN [--json]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
@@ -29,7 +29,7 @@ SIZE: 64MB, 32GiB or plain bytes.`;
 
 interface Args { positional: string[]; flags: Map<string, string> }
 
-const BOOLEAN_FLAGS = new Set(['--json', '--help', '--keep-params-on-gpu']);
+const BOOLEAN_FLAGS = new Set(['--json', '--help', '--keep-params-on-gpu', '--dpu']);
 
 function parseArgs(argv: string[]): Args {
   const positional: string[] = [];
@@ -94,7 +94,18 @@ function compileOptions(args: Args, model: string, defaultPrecision: Precision):
     gpuMemBytes: size('--gpu-mem'), cpuMemBytes: size('--cpu-mem'), nvmeBytes: size('--nvme'),
     precision: precision as Precision, batch: num(args, '--batch', { integer: true, min: 1 }), seq: num(args, '--seq', { integer: true, min: 1 }),
     optimizer: optimizerFlags(args), keepParamsOnGpu: args.flags.has('--keep-params-on-gpu'),
+    ...dpuFlags(args),
   };
+}
+
+/** --dpu [--dpu-warmup N]: delayed parameter update after N plain steps (default 40, as ZeRO-Offload). */
+function dpuFlags(args: Args): { dpuWarmupSteps?: number } {
+  const warm = num(args, '--dpu-warmup', { integer: true, min: 0 });
+  if (!args.flags.has('--dpu')) {
+    if (warm !== undefined) throw diag.usage('--dpu-warmup needs --dpu');
+    return {};
+  }
+  return { dpuWarmupSteps: warm ?? 40 };
 }
 
 const MACHINE_FLAGS = ['--hw', '--gpu-mem', '--cpu-mem', '--nvme', '--precision', '--batch', '--seq', '--keep-params-on-gpu'];
@@ -118,7 +129,7 @@ function freezeFlag(args: Args): RegExp | undefined {
 }
 
 async function cmdCompile(args: Args): Promise<void> {
-  takeFlags(args, ['--preset', '-o', '--freeze', ...MACHINE_FLAGS, ...OPT_FLAGS]);
+  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', ...MACHINE_FLAGS, ...OPT_FLAGS]);
   const model = args.positional[0];
   const out = args.flags.get('-o');
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
@@ -164,14 +175,14 @@ async function cmdRun(args: Args): Promise<void> {
     if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
     const mem = session.memory();
     const summary = {
-      steps, meanStepSeconds: total / steps, predictedStepSeconds: plan.predicted.stepSeconds,
-      peakBytes: mem.peakBytes, planPeakBytes: plan.predicted.peakBytes, peakLiveBytes: mem.peakLiveBytes,
+      steps, meanStepSeconds: total / steps, predictedStepSeconds: session.current.predicted.stepSeconds,
+      peakBytes: mem.peakBytes, planPeakBytes: session.current.predicted.peakBytes, peakLiveBytes: mem.peakLiveBytes,
       streamBusySeconds: Object.fromEntries(['gpu', 'cpu', 'h2d', 'd2h', 'nvmeRead', 'nvmeWrite'].map((s, i) => [s, busy[i] / steps])),
       bytesPerStep: { h2d: bytes.h2d / steps, d2h: bytes.d2h / steps, nvmeRead: bytes.nvmeRead / steps, nvmeWrite: bytes.nvmeWrite / steps },
-      plannedBytesPerStep: { h2d: plan.traffic.h2dBytes, d2h: plan.traffic.d2hBytes, nvmeRead: plan.traffic.nvmeReadBytes, nvmeWrite: plan.traffic.nvmeWriteBytes },
+      plannedBytesPerStep: { h2d: session.current.traffic.h2dBytes, d2h: session.current.traffic.d2hBytes, nvmeRead: session.current.traffic.nvmeReadBytes, nvmeWrite: session.current.traffic.nvmeWriteBytes },
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
-    else process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(plan.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(plan.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
+    else process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
   } finally {
     session.close();
     process.off('SIGINT', stop);

@@ -10,6 +10,7 @@ import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
+import { lowerDpu } from '../compiler/lower/dpu.js';
 import { allGpu, fmtBytes, partitionMinCut } from '../compiler/partition/mincut.js';
 import { placementFrom, roundSolution, solveLp, type LpSolution } from '../compiler/partition/lp.js';
 import type { Placement } from '../compiler/partition/placement.js';
@@ -36,6 +37,8 @@ export interface CompileOptions {
   config?: Record<string, number>;
   /** Parameters stay resident on the GPU (the ZeRO-Offload setting; no parameter offload). */
   keepParamsOnGpu?: boolean;
+  /** Delayed parameter update: also emit the steady-state step, run after this many plain steps. */
+  dpuWarmupSteps?: number;
   /** ONNX models: initializers whose name matches stay fixed (no gradient, no update). */
   freeze?: RegExp;
 }
@@ -177,5 +180,12 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   const { graph, preset, config } = await trainingGraph(opts);
   const { placement, lp } = await place(graph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
-  return planFor(graph, hw, placement, { source: opts.model, preset, config }, optimizer, lp);
+  const model = { source: opts.model, preset, config };
+  const plan = planFor(graph, hw, placement, model, optimizer, lp);
+  if (opts.dpuWarmupSteps === undefined) return plan;
+  const steadyGraph = lowerDpu(graph);
+  assertGraph(steadyGraph, 'dpu lowering');
+  const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp);
+  return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
 }

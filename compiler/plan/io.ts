@@ -5,7 +5,7 @@
 import { readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from 'node:fs';
 import { diag } from '../../src/diagnostics.js';
 import { verifyPlan } from '../simulate/verify-plan.js';
-import { validateSchema } from './schema.js';
+import { PLAN_SCHEMA, validateSchema } from './schema.js';
 import { FORMAT_VERSION, type Plan } from './types.js';
 
 export function serializePlan(plan: Plan): string {
@@ -33,6 +33,14 @@ export function parsePlan(text: string, file: string): Plan {
   const plan = json as Plan;
   const errors = verifyPlan(plan);
   if (errors.length) throw diag.planInvalid(file, `${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
+  if (plan.dpu !== undefined) {
+    const d = plan.dpu as { warmupSteps?: unknown; steady?: unknown };
+    if (!Number.isInteger(d.warmupSteps) || (d.warmupSteps as number) < 0) throw diag.planInvalid(file, `dpu.warmupSteps: expected a non-negative integer, got ${JSON.stringify(d.warmupSteps)}`);
+    const sub = validateSchema(d.steady, PLAN_SCHEMA, 'plan.dpu.steady');
+    if (sub.length) throw diag.planInvalid(file, `does not match the plan schema: ${sub[0]}`);
+    const steadyErrors = verifyPlan(d.steady as Plan);
+    if (steadyErrors.length) throw diag.planInvalid(file, `dpu.steady: ${steadyErrors[0]}`);
+  }
   return plan;
 }
 

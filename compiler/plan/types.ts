@@ -69,6 +69,13 @@ export interface Plan {
   readonly instructions: readonly PlanInstruction[];
   readonly traffic: Traffic;
   readonly predicted: Predicted;
+  /**
+   * Delayed parameter update: after `warmupSteps` steps of this plan, the
+   * runtime switches to `steady` (its own graph, placement and instructions over
+   * the same state), whose update of step t overlaps the forward and backward
+   * of step t+1.
+   */
+  readonly dpu?: { readonly warmupSteps: number; readonly steady: Plan };
   /** The LP's proven lower bound on the step time and how far the plan is above it. */
   readonly bound?: {
     readonly lowerBoundSeconds: number;
