@@ -76,6 +76,11 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         remat: { type: 'array', items: { type: 'boolean' }, description: 'per tensor: no home, made again by its producer for each use' },
       },
     },
+    dpu: {
+      type: 'object', required: ['warmupSteps', 'steady'],
+      description: 'delayed parameter update: after warmupSteps steps of this plan, the runtime switches to steady (a whole plan, validated the same way)',
+      properties: { warmupSteps: int(0), steady: { type: 'object' } },
+    },
     bound: {
       type: 'object', required: ['lowerBoundSeconds', 'gapPercent', 'lp'],
       description: "the LP's lower bound on the step time and how far the plan's prediction is above it",
