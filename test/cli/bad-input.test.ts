@@ -78,6 +78,25 @@ describe('bad input', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--hw', 'tpu-v9', '-o', join(dir, 'x.json')), /unknown hardware profile 'tpu-v9'/);
   });
 
+  it('a hardware profile file with a zero capacity or a negative bandwidth', () => {
+    const base = { name: 'mine', gpu: { capacityBytes: 1e9, memBandwidthBytesPerSec: 1e11, peakFlops: { f32: 1e12, f16: 1e12, bf16: 1e12 } },
+      cpu: { capacityBytes: 1e10, memBandwidthBytesPerSec: 1e10, peakFlops: { f32: 1e11, f16: 1e11, bf16: 1e11 } },
+      nvme: { capacityBytes: 1e11, readBytesPerSec: 1e9, writeBytesPerSec: 1e9 }, h2dBytesPerSec: 1e10, d2hBytesPerSec: 1e10 };
+    const zero = join(dir, 'zero.json');
+    writeFileSync(zero, JSON.stringify({ ...base, gpu: { ...base.gpu, capacityBytes: 0 } }));
+    expectUserError(cli('compile', 'models/gpt.ts', '--hw', zero, '-o', join(dir, 'x.json')), /zero\.json: field 'gpu\.capacityBytes': expected a positive number, got 0/);
+    const neg = join(dir, 'neg.json');
+    writeFileSync(neg, JSON.stringify({ ...base, h2dBytesPerSec: -5 }));
+    expectUserError(cli('compile', 'models/gpt.ts', '--hw', neg, '-o', join(dir, 'x.json')), /neg\.json: field 'h2dBytesPerSec': expected a positive number, got -5/);
+    const ok = join(dir, 'ok.json');
+    writeFileSync(ok, JSON.stringify(base));
+    expect(cli('compile', 'models/gpt.ts', '--hw', ok, '-o', join(dir, 'ok.plan.json')).status).toBe(0);
+  });
+
+  it('a model too large for every tier says by how many bytes', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'gpt2-1.5b', '--seq', '64', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '8GB', '--cpu-mem', '1GB', '--nvme', '1GB', '-o', join(dir, 'x.json')), /does not fit: the model state needs .* is short by at least [\d.]+ [KMG]iB/);
+  });
+
   it('a model that cannot fit says by how much', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '1000', '-o', join(dir, 'x.json')), /does not fit: .*short by/);
   });
