@@ -113,11 +113,12 @@ export interface Placed { placement: Placement; lp: LpSolution }
  * over three tiers. The LP runs in every case: its optimum is the plan's lower bound.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
-  const lp = await solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  const bound = () => solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, boundOnly: true });
   const whole = allGpu(g);
-  if (fitsTiers(liveBytesPeak(buildProgram(g, whole)), hw) && assignOffsets(buildProgram(g, whole)).arenaBytes.gpu <= hw.gpu.capacityBytes) return { placement: whole, lp };
+  if (fitsTiers(liveBytesPeak(buildProgram(g, whole)), hw) && assignOffsets(buildProgram(g, whole)).arenaBytes.gpu <= hw.gpu.capacityBytes) return { placement: whole, lp: await bound() };
   const cut = placeMinCut(g, hw);
-  if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp };
+  if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await bound() };
+  const lp = await solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   if (lp.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   if (lp.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${lp.status}); try again with fewer segments or a larger time limit`);
   return { placement: placeLp(g, hw, lp), lp };

@@ -10,7 +10,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve, relative, basename } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Project, ts } from 'ts-morph';
+import { createHash } from 'node:crypto';
+import { mkdirSync, renameSync, statSync } from 'node:fs';
 import { diag, UserError } from '../../src/diagnostics.js';
 import { packageRoot } from '../../src/paths.js';
 import { GraphBuilder, GraphError } from '../ir/graph.js';
@@ -33,18 +34,51 @@ export interface ImportedModel {
 
 const API_MODULE = 'tiercut/dsl';
 
-/** Sources that passed typeCheck in this process, by path: a file is checked again only when its text changed. */
-const checkedSources = new Map<string, string>();
+// A model that type-checked is remembered by the hash of its text and of the
+// DSL's types, in this process and in a per-user cache directory (which also
+// keeps its transpiled module): loading ts-morph and checking costs ~1.5 s, the
+// same for every preset and every compile of an unchanged file.
+const CACHE_VERSION = 'tiercut-dsl-1';
 
-/** Type-checks a model file; throws UserError with every diagnostic as file:line:col: message. */
-function typeCheck(file: string, display: string): void {
-  const text = readFileSync(file, 'utf8');
-  if (checkedSources.get(file) === text) return; // ts-morph costs ~2 s a check, the same for every preset
-  typeCheckUncached(file, display);
-  checkedSources.set(file, text);
+function cacheKey(file: string): string {
+  const api = readFileSync(join(packageRoot(), 'compiler', 'import', 'dsl-api.ts'), 'utf8');
+  return createHash('sha256').update(`${CACHE_VERSION}\0${file}\0${api}\0${readFileSync(file, 'utf8')}`).digest('hex').slice(0, 32);
 }
 
-function typeCheckUncached(file: string, display: string): void {
+/** The per-user cache directory, or undefined when it is not safely ours. */
+function cacheDir(): string | undefined {
+  const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
+  const dir = join(tmpdir(), `tiercut-cache-${uid ?? 'user'}`);
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const st = statSync(dir);
+    if (uid !== undefined && (st.uid !== uid || (st.mode & 0o022) !== 0)) return undefined;
+    return dir;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeAtomic(path: string, text: string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+}
+
+const checkedKeys = new Set<string>();
+
+/** Type-checks a model file; throws UserError with the first diagnostic as file:line:col: message. */
+async function typeCheck(file: string, display: string): Promise<void> {
+  const key = cacheKey(file);
+  const dir = cacheDir();
+  if (checkedKeys.has(key) || (dir && existsSync(join(dir, `${key}.ok`)))) return;
+  await typeCheckUncached(file, display);
+  checkedKeys.add(key);
+  if (dir) writeAtomic(join(dir, `${key}.ok`), file + '\n');
+}
+
+async function typeCheckUncached(file: string, display: string): Promise<void> {
+  const { Project, ts } = await import('ts-morph');
   const apiPath = join(packageRoot(), 'compiler', 'import', 'dsl-api.ts');
   const project = new Project({
     compilerOptions: {
@@ -75,16 +109,20 @@ function typeCheckUncached(file: string, display: string): void {
   throw diag.modelSource(lines[0] + (problems.length > 1 ? ` (and ${problems.length - 1} more problems)` : ''));
 }
 
-/** Transpiles and imports the model module; the inline source map makes stack frames point at the .ts lines. */
+/** Transpiles (or takes from the cache) and imports the model module; the inline source map makes stack frames point at the .ts lines. */
 async function loadModule(file: string): Promise<Model<PresetBase>> {
+  process.setSourceMapsEnabled(true);
+  const dir = cacheDir();
+  const cached = dir ? join(dir, `${cacheKey(file)}.mjs`) : undefined;
+  if (cached && existsSync(cached)) return ((await import(pathToFileURL(cached).href)) as { default: Model<PresetBase> }).default;
+  const { ts } = await import('ts-morph');
   const src = readFileSync(file, 'utf8');
   const out = ts.transpileModule(src, {
     fileName: file,
     compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, inlineSourceMap: true, inlineSources: false },
   });
-  process.setSourceMapsEnabled(true);
-  const dir = mkdtempSync(join(tmpdir(), 'tiercut-dsl-'));
-  const js = join(dir, basename(file).replace(/\.ts$/, '') + '.mjs');
+  const scratch = cached ? undefined : mkdtempSync(join(tmpdir(), 'tiercut-dsl-'));
+  const js = cached ?? join(scratch!, basename(file).replace(/\.ts$/, '') + '.mjs');
   // the map's "sources" must name the original file so stacks point at it
   const text = out.outputText.replace(/\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/, (_m, b64: string) => {
     const map = JSON.parse(Buffer.from(b64, 'base64').toString('utf8'));
@@ -92,12 +130,12 @@ async function loadModule(file: string): Promise<Model<PresetBase>> {
     map.sourceRoot = '';
     return `//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
   });
-  writeFileSync(js, text);
+  writeAtomic(js, text);
   try {
     const mod = await import(pathToFileURL(js).href);
     return mod.default as Model<PresetBase>;
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
   }
 }
 
@@ -105,7 +143,7 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
-  typeCheck(file, display);
+  await typeCheck(file, display);
   const model = await loadModule(file);
   if (!model || typeof model !== 'object' || typeof model.build !== 'function' || typeof model.presets !== 'object')
     throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
@@ -235,7 +273,7 @@ export async function modelPresets(modelPath: string): Promise<string[]> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
-  typeCheck(file, display);
+  await typeCheck(file, display);
   const model = await loadModule(file);
   if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   return Object.keys(model.presets);

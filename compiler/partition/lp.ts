@@ -44,6 +44,8 @@ export interface LpOptions {
   timeLimitSeconds?: number;
   /** Share of each capacity the LP may plan for (the rest absorbs arena fragmentation). */
   capacityShare?: number;
+  /** Only the bound: skip the second solve that picks a placement within it. */
+  boundOnly?: boolean;
 }
 
 export interface ParamGroup {
@@ -255,7 +257,7 @@ export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {
   const first = solve(lp.toHighs(highs.infinity));
   let x = first.x;
   let status = first.status;
-  if (first.status === 'optimal') {
+  if (first.status === 'optimal' && !opts.boundOnly) {
     const data = lp.toHighs(highs.infinity);
     const cost = Float64Array.from(secondary.subarray(0, lp.numCols), (v) => Math.max(0, v) + 1e-12);
     cost[T] = 0;
