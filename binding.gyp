@@ -15,6 +15,8 @@
         "native/ring/ring_threads.cc",
         "native/plan/program.cc",
         "native/tiers/arena.cc",
+        "native/tiers/nvme_store.cc",
+        "native/napi/calibrate.cc",
         "native/exec/executor.cc",
         "native/kernels/matmul.cc",
         "native/kernels/elementwise.cc",

@@ -39,8 +39,12 @@ export interface NativeProgram {
   readonly tiers: readonly { readonly capacityBytes: number; readonly arenaBytes: number }[];
   /** Directory for the nvme arena; used only when tiers[2].arenaBytes > 0 (created if missing). */
   readonly spillDir: string;
-  /** Index = tensor id. At most 8 dims. */
-  readonly tensors: readonly { readonly dtype: number; readonly shape: readonly number[] }[];
+  /** The nvme store (native/tiers/nvme_store.h): queueDepth I/O threads (1..64, default 8), blockBytes
+   *  per pread/pwrite (a multiple of 4096 up to 64 MiB, default 1 MiB), direct: try O_DIRECT (default
+   *  true; buffered I/O when the file system refuses it). */
+  readonly nvme?: { readonly queueDepth?: number; readonly blockBytes?: number; readonly direct?: boolean };
+  /** Index = tensor id. At most 8 dims. `name` (optional) appears in error messages. */
+  readonly tensors: readonly { readonly name?: string; readonly dtype: number; readonly shape: readonly number[] }[];
   /** Index = buffer id. sizeBytes = numel x dtype size; offsetBytes a multiple of the dtype size. */
   readonly buffers: readonly {
     readonly tensor: number; readonly tier: number; readonly offsetBytes: number; readonly sizeBytes: number;
@@ -76,6 +80,20 @@ export interface StepStats {
   /** Bytes copied per link: cpu->gpu = h2d, gpu->cpu = d2h, nvme->gpu|cpu = nvmeRead,
    *  gpu|cpu->nvme = nvmeWrite, cpu->cpu = cpuToCpu (gpu->gpu copies are counted nowhere). */
   bytes: { h2d: number; d2h: number; nvmeRead: number; nvmeWrite: number; cpuToCpu: number };
+  /** With step(…, { trace: true }): per instruction (index = id) its start and end in this step, in
+   *  seconds of steady_clock since the session began; stepStartSeconds on the same clock. */
+  trace?: { stepStartSeconds: number; startSeconds: Float64Array; endSeconds: Float64Array };
+}
+
+export interface NativeSessionInfo {
+  /** The spill file ('' without an nvme arena). */
+  nvmeFile: string;
+  /** true: opened with O_DIRECT. */
+  nvmeDirect: boolean;
+  /** Why buffered I/O is used, or ''. */
+  nvmeNote: string;
+  nvmeQueueDepth: number;
+  nvmeBlockBytes: number;
 }
 
 export interface NativeMemoryStats {
@@ -101,9 +119,11 @@ export interface NativeSession {
    *  "instruction <id> (<stream>, <what>): <message>" for the first kernel or I/O error
    *  (the step is abandoned at the next instruction boundary of every stream; the session
    *  stays usable and closable), or when the session was closed before the step ran. */
-  step(step: number, opts?: { lr?: number; skipUpdate?: boolean }): Promise<StepStats>;
+  step(step: number, opts?: { lr?: number; skipUpdate?: boolean; trace?: boolean }): Promise<StepStats>;
   /** Sync. Never throws on an open or closed session (after close: the final values). */
   stats(): NativeMemoryStats;
+  /** Sync. How the nvme tier is served. Throws on a closed session. */
+  info(): NativeSessionInfo;
   /** Sync. Waits for a running step, joins the stream threads, frees the arenas and removes
    *  the session's spill directory. Idempotent. Also done on garbage collection and at exit. */
   close(): void;
@@ -151,6 +171,13 @@ export interface NativeAddon {
   };
   /** Sync; for tests. float -> fp16 / bf16 with one Adam path's conversion (compare with halfRound). */
   adamHalfRound(values: Float32Array, type: 'fp16' | 'bf16', isa: AdamIsa): Uint16Array;
+  /** Sync; for `hw calibrate`. One thread: memcpy between two host blocks of `bytes` (default 64 MiB;
+   *  bytes copied per second) and a triad a = b + s*c (bytes touched per second); best of `repeats` (5). */
+  hostBandwidth(args: { bytes?: number; repeats?: number }): { copyBytesPerSec: number; triadBytesPerSec: number };
+  /** Sync; for `hw calibrate` and bench/runtime. The nvme store writes then reads `bytes` (default 256 MiB)
+   *  in a file in `dir` (removed after) in requests of requestBytes (64 MiB). Throws "nvmeBench: nvme tier: …". */
+  nvmeBench(args: { dir: string; bytes?: number; queueDepth?: number; blockBytes?: number; requestBytes?: number; direct?: boolean }):
+    { writeBytesPerSec: number; readBytesPerSec: number; direct: boolean; note: string; file: string };
 }
 
 export type AdamIsa = 'scalar' | 'avx2' | 'avx512';

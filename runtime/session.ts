@@ -10,7 +10,7 @@ import { numel, shapeStr } from '../compiler/ir/types.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { STREAMS } from '../compiler/plan/types.js';
 import { diag, UserError } from '../src/diagnostics.js';
-import { nativeAddon, type NativeProgram, type NativeSession, type StepStats } from './binding.js';
+import { nativeAddon, type NativeProgram, type NativeSession, type NativeSessionInfo, type StepStats } from './binding.js';
 import { initValues } from './init.js';
 import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
@@ -33,7 +33,13 @@ export interface SessionOptions {
   /** Optimizer settings that replace the plan's. */
   optimizer?: Partial<AdamAttrs>;
   spillDir?: string;
+  /** The nvme store's I/O threads, block size and O_DIRECT use (defaults 8, 1 MiB, true). */
+  nvme?: NvmeOptions;
+  /** Record every instruction's start and end in each step's stats (for `run --trace`). */
+  trace?: boolean;
 }
+
+export interface NvmeOptions { queueDepth?: number; blockBytes?: number; direct?: boolean }
 
 export interface StepResult {
   step: number;
@@ -42,11 +48,11 @@ export interface StepResult {
   stats: StepStats;
 }
 
-export function nativeProgram(plan: Plan, optimizer: AdamAttrs, spillDir: string): NativeProgram {
+export function nativeProgram(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOptions): NativeProgram {
   const tiers = (['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => ({ capacityBytes: plan.tiers[t].capacityBytes, arenaBytes: plan.tiers[t].peakBytes }));
   return {
-    tiers, spillDir,
-    tensors: plan.graph.tensors.map((t) => ({ dtype: DTYPE_CODES[t.dtype], shape: [...t.shape] })),
+    tiers, spillDir, ...(nvme ? { nvme } : {}),
+    tensors: plan.graph.tensors.map((t) => ({ name: t.name, dtype: DTYPE_CODES[t.dtype], shape: [...t.shape] })),
     buffers: plan.buffers.map((b) => ({ tensor: b.tensor, tier: TIER_CODE[b.tier], offsetBytes: b.offsetBytes, sizeBytes: b.sizeBytes })),
     ops: plan.graph.ops.map((op) => {
       const attrs = op.kind === 'adam' ? { ...op.attrs, adam: optimizer } : op.attrs;
@@ -71,7 +77,7 @@ function encode(t: Tensor, values: Float64Array | Float32Array): ArrayBufferView
 /** A plan bound to a native session: where each tensor rests between steps. */
 interface Bound { plan: Plan; native: NativeSession; homeOf: Map<number, number>; lossBuffer: number }
 
-function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string): Bound {
+function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOptions): Bound {
   const homeOf = new Map<number, number>();
   for (const b of plan.buffers) {
     const t = plan.graph.tensors[b.tensor];
@@ -80,7 +86,7 @@ function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string): Bound {
   const lossBuffer = homeOf.get(plan.graph.loss);
   if (lossBuffer === undefined) throw diag.planInvalid(plan.model.source, 'no buffer keeps the loss after the step');
   try {
-    return { plan, native: nativeAddon().createSession(nativeProgram(plan, optimizer, spillDir)), homeOf, lossBuffer };
+    return { plan, native: nativeAddon().createSession(nativeProgram(plan, optimizer, spillDir, nvme)), homeOf, lossBuffer };
   } catch (e) {
     throw diag.runtime(`cannot start the runtime: ${(e as Error).message}`);
   }
@@ -98,7 +104,7 @@ export class TrainingSession {
 
   constructor(readonly plan: Plan, private readonly opts: SessionOptions = {}) {
     this.optimizer = { ...plan.optimizer, ...opts.optimizer };
-    this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir());
+    this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir(), opts.nvme);
     try {
       this.initState();
     } catch (e) {
@@ -114,7 +120,7 @@ export class TrainingSession {
    */
   private switchToSteady(): void {
     const steady = this.plan.dpu!.steady;
-    const next = bind(steady, this.optimizer, this.opts.spillDir ?? tmpdir());
+    const next = bind(steady, this.optimizer, this.opts.spillDir ?? tmpdir(), this.opts.nvme);
     try {
       for (const t of steady.graph.tensors) {
         const dst = next.homeOf.get(t.id);
@@ -193,13 +199,16 @@ export class TrainingSession {
     }
     let stats: StepStats;
     try {
-      stats = await this.native.step(adamStep, { ...(lr !== undefined ? { lr } : {}), ...(skipUpdate ? { skipUpdate } : {}) });
+      stats = await this.native.step(adamStep, { ...(lr !== undefined ? { lr } : {}), ...(skipUpdate ? { skipUpdate } : {}), ...(this.opts.trace ? { trace: true } : {}) });
     } catch (e) {
       throw e instanceof UserError ? e : diag.runtime(`step ${step} failed: ${(e as Error).message}`);
     }
     const loss = new Float32Array(this.native.read(this.bound.lossBuffer).buffer.slice(0))[0];
     return { step, loss, seconds: stats.seconds, stats };
   }
+
+  /** How the nvme tier is served now (file, O_DIRECT or buffered, queue depth, block size). */
+  info(): NativeSessionInfo { return this.native.info(); }
 
   /** Measured arena use per tier so far. */
   memory(): { peakBytes: Record<Tier, number>; peakLiveBytes: Record<Tier, number> } {

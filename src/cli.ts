@@ -10,6 +10,9 @@ import { textReport, fmtBytes } from '../compiler/report/text.js';
 import { fileData, syntheticData } from '../runtime/data.js';
 import { TrainingSession } from '../runtime/session.js';
 import { compile, type CompileOptions } from './compile.js';
+import { calibrate } from './calibrate.js';
+import { simulate } from '../compiler/simulate/simulate.js';
+import { chromeTrace, type TraceStep } from '../compiler/simulate/trace.js';
 import { fit } from './fit.js';
 import { diag, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
@@ -17,19 +20,21 @@ import { parseSize } from './sizes.js';
 const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
                   [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--dpu [--dpu-warmup N]] [--freeze REGEX (ONNX initializers kept fixed)]
-                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] -o PLAN
+                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] -o PLAN [--trace FILE.json]
   tiercut report PLAN [--json]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
                   [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]
-                  [--save FILE.safetensors] [--spill-dir DIR] [--json]
+                  [--save FILE.safetensors] [--spill-dir DIR] [--json] [--trace FILE.json]
+                  [--nvme-queue-depth N] [--nvme-block-size SIZE] [--nvme-buffered]
   tiercut fit MODEL [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE] [--precision P]
                   [--batch N] [--seq N] [--keep-params-on-gpu] [--min-tflops X] [--json]
   tiercut hw list
+  tiercut hw calibrate [-o FILE.json] [--spill-dir DIR]
 SIZE: 64MB, 32GiB or plain bytes.`;
 
 interface Args { positional: string[]; flags: Map<string, string> }
 
-const BOOLEAN_FLAGS = new Set(['--json', '--help', '--keep-params-on-gpu', '--dpu']);
+const BOOLEAN_FLAGS = new Set(['--json', '--help', '--keep-params-on-gpu', '--dpu', '--nvme-buffered']);
 
 function parseArgs(argv: string[]): Args {
   const positional: string[] = [];
@@ -129,12 +134,18 @@ function freezeFlag(args: Args): RegExp | undefined {
 }
 
 async function cmdCompile(args: Args): Promise<void> {
-  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', ...MACHINE_FLAGS, ...OPT_FLAGS]);
+  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', '--trace', ...MACHINE_FLAGS, ...OPT_FLAGS]);
   const model = args.positional[0];
   const out = args.flags.get('-o');
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
   const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args) });
   writePlan(out, plan);
+  const traceFile = args.flags.get('--trace');
+  if (traceFile !== undefined) {
+    const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
+    writeJson(traceFile, chromeTrace([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
+      { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }));
+  }
   const s = planStats(plan);
   process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(s.tiers.gpu.peakBytes)} of ${fmtBytes(s.tiers.gpu.capacityBytes)}, predicted step ${(s.predicted.stepSeconds * 1e3).toFixed(3)} ms\n`);
 }
@@ -148,7 +159,7 @@ function cmdReport(args: Args): void {
 }
 
 async function cmdRun(args: Args): Promise<void> {
-  takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', ...OPT_FLAGS]);
+  takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', '--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered', ...OPT_FLAGS]);
   const file = args.positional[0];
   if (!file) throw diag.usage(`run needs PLAN\n${USAGE}`);
   const steps = num(args, '--steps', { integer: true, min: 1 }) ?? 10;
@@ -156,7 +167,16 @@ async function cmdRun(args: Args): Promise<void> {
   const json = args.flags.has('--json');
   const plan = readPlan(file);
   const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!) : syntheticData(plan.graph, seed);
-  const session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
+  const traceFile = args.flags.get('--trace');
+  const blockBytes = args.flags.has('--nvme-block-size') ? parseSize('--nvme-block-size', args.flags.get('--nvme-block-size')!) : undefined;
+  if (blockBytes !== undefined && (blockBytes % 4096 !== 0 || blockBytes < 4096 || blockBytes > 64 * 2 ** 20)) throw diag.usage(`--nvme-block-size: expected a multiple of 4096 from 4KiB to 64MiB, got ${blockBytes}`);
+  const queueDepth = num(args, '--nvme-queue-depth', { integer: true, min: 1 });
+  if (queueDepth !== undefined && queueDepth > 64) throw diag.usage(`--nvme-queue-depth: expected 1..64, got ${queueDepth}`);
+  const nvme = { ...(queueDepth !== undefined ? { queueDepth } : {}), ...(blockBytes !== undefined ? { blockBytes } : {}), ...(args.flags.has('--nvme-buffered') ? { direct: false } : {}) };
+  const session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
+  const nvmeNote = session.info().nvmeNote;
+  if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
+  const traced: TraceStep[] = [];
   const stop = () => { session.close(); process.exit(130); };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
@@ -166,6 +186,7 @@ async function cmdRun(args: Args): Promise<void> {
     const bytes = { h2d: 0, d2h: 0, nvmeRead: 0, nvmeWrite: 0 };
     for (let k = 1; k <= steps; k++) {
       const r = await session.step(k, data(k));
+      if (r.stats.trace) traced.push({ step: k, plan: session.current, startSeconds: r.stats.trace.startSeconds, endSeconds: r.stats.trace.endSeconds });
       total += r.seconds;
       r.stats.streamBusySeconds.forEach((b, i) => { busy[i] += b; });
       bytes.h2d += r.stats.bytes.h2d; bytes.d2h += r.stats.bytes.d2h; bytes.nvmeRead += r.stats.bytes.nvmeRead; bytes.nvmeWrite += r.stats.bytes.nvmeWrite;
@@ -173,11 +194,13 @@ async function cmdRun(args: Args): Promise<void> {
       else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms\n`);
     }
     if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
+    if (traceFile !== undefined) writeJson(traceFile, chromeTrace(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }));
     const mem = session.memory();
     const summary = {
       steps, meanStepSeconds: total / steps, predictedStepSeconds: session.current.predicted.stepSeconds,
       peakBytes: mem.peakBytes, planPeakBytes: session.current.predicted.peakBytes, peakLiveBytes: mem.peakLiveBytes,
       streamBusySeconds: Object.fromEntries(['gpu', 'cpu', 'h2d', 'd2h', 'nvmeRead', 'nvmeWrite'].map((s, i) => [s, busy[i] / steps])),
+      predictedStreamBusySeconds: session.current.predicted.streamBusySeconds,
       bytesPerStep: { h2d: bytes.h2d / steps, d2h: bytes.d2h / steps, nvmeRead: bytes.nvmeRead / steps, nvmeWrite: bytes.nvmeWrite / steps },
       plannedBytesPerStep: { h2d: session.current.traffic.h2dBytes, d2h: session.current.traffic.d2hBytes, nvmeRead: session.current.traffic.nvmeReadBytes, nvmeWrite: session.current.traffic.nvmeWriteBytes },
     };
@@ -191,7 +214,17 @@ async function cmdRun(args: Args): Promise<void> {
 }
 
 function cmdHw(args: Args): void {
-  if (args.positional[0] !== 'list') throw diag.usage(`hw: expected 'list'\n${USAGE}`);
+  if (args.positional[0] === 'calibrate') {
+    takeFlags(args, ['-o', '--spill-dir', '--json']);
+    const c = calibrate({ spillDir: args.flags.get('--spill-dir') });
+    const out = args.flags.get('-o');
+    if (out !== undefined) writeJson(out, c.profile);
+    const m = c.measured, gb = (x: number) => `${(x / 1e9).toFixed(2)} GB/s`;
+    if (args.flags.has('--json') || out === undefined) process.stdout.write(JSON.stringify(out === undefined ? c.profile : c, null, out === undefined ? 2 : 0) + '\n');
+    if (out !== undefined) process.stdout.write(`wrote ${out}: matmul ${(m.matmulFlops / 1e9).toFixed(2)} GFLOPS, triad ${gb(m.triadBytesPerSec)}, memcpy ${gb(m.copyBytesPerSec)}, Adam ${(m.adamParamsPerSec / 1e6).toFixed(0)} M params/s, nvme read ${gb(m.nvmeReadBytesPerSec)} write ${gb(m.nvmeWriteBytesPerSec)}${m.nvmeDirect ? ' (O_DIRECT)' : ` (${m.nvmeNote})`}\n`);
+    return;
+  }
+  if (args.positional[0] !== 'list') throw diag.usage(`hw: expected 'list' or 'calibrate'\n${USAGE}`);
   for (const p of Object.values(BUILTIN_PROFILES)) {
     process.stdout.write(`${p.name.padEnd(10)}  gpu ${fmtBytes(p.gpu.capacityBytes).padStart(10)}  cpu ${fmtBytes(p.cpu.capacityBytes).padStart(10)}  h2d ${(p.h2dBytesPerSec / 1e9).toFixed(0)} GB/s  ${p.description}\n`);
   }

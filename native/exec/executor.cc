@@ -50,8 +50,10 @@ static bool fused_adam_types(const Program& p, const Instruction& ins, int32_t* 
   return true;
 }
 
-Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(arenas) {
+Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(arenas), epoch_(Clock::now()) {
   size_t n = p.instructions.size();
+  start_.assign(n, 0);
+  end_.assign(n, 0);
   prepared_.assign(n, Prepared());
   done_gen_.assign(n, 0);
   live_.assign(p.buffers.size(), 0);
@@ -125,6 +127,7 @@ void Executor::stop() {
 bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update) {
   *stats = StepStats();
   Clock::time_point t0 = Clock::now();
+  stats->step_start_seconds = seconds_between(epoch_, t0);
   {
     std::unique_lock<std::mutex> lk(mu_);
     if (stop_) { *err = "the session is closed"; return false; }
@@ -152,6 +155,8 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       stats->stream_instructions[s] = st.count;
       for (int k = 0; k < LINK_COUNT; k++) stats->link_bytes[k] += st.link_bytes[k];
     }
+    stats->start_seconds = start_;
+    stats->end_seconds = end_;
     if (abort_) { *err = error_; return false; }
   }
   return true;
@@ -198,7 +203,10 @@ void Executor::run_stream(int32_t s, int64_t gen) {
     } catch (const std::exception& e) {  // kernels never throw; this is for bad_alloc and the like
       msg = e.what();
     }
-    st.busy_seconds += seconds_between(t0, Clock::now());
+    Clock::time_point t1 = Clock::now();
+    st.busy_seconds += seconds_between(t0, t1);
+    start_[id] = seconds_between(epoch_, t0);
+    end_[id] = seconds_between(epoch_, t1);
     if (ok) st.count++;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -228,6 +236,12 @@ std::string Executor::describe(int32_t id) const {
   else if (ins.kind == INSTR_COPY)
     what = std::string("copy ") + tier_name(p_.buffers[ins.inputs[0]].tier) + " -> " + tier_name(p_.buffers[ins.outputs[0]].tier);
   else what = "free";
+  // the tensor (when the program names it): a copy's or free's buffer, a run's first output
+  int32_t buffer = ins.kind == INSTR_RUN ? (ins.outputs.empty() ? -1 : ins.outputs[0]) : ins.inputs[0];
+  if (buffer >= 0) {
+    const std::string& name = p_.tensors[p_.buffers[buffer].tensor].name;
+    if (!name.empty()) what += " of tensor '" + name + "'";
+  }
   return "instruction " + std::to_string(id) + " (" + stream_name(ins.stream) + ", " + what + ")";
 }
 

@@ -14,10 +14,13 @@
 //     start, so a step cannot deadlock.
 //   - the first error (kernel message, I/O error) aborts the step: every thread
 //     stops at its next instruction boundary, step() returns false with
-//     "instruction <id> (<stream>, <what>): <message>", and the next step starts
-//     clean.
+//     "instruction <id> (<stream>, <what>[ of tensor '<name>']): <message>", and the next
+//     step starts clean.
+//   - every instruction's start and end (steady_clock) are recorded in the
+//     step's StepStats, for traces.
 // Never calls N-API; touches only the Program, the Arenas and its own state.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -40,6 +43,10 @@ struct StepStats {
   int64_t link_bytes[LINK_COUNT] = {0};                // copies: cpu->gpu = h2d, gpu->cpu = d2h,
                                                        // nvme->host = nvmeRead, host->nvme = nvmeWrite,
                                                        // cpu->cpu = cpuToCpu (gpu->gpu is counted nowhere)
+  // per instruction (index = id): when it started and ended in this step, in
+  // seconds since the executor was made (steady_clock); for traces
+  std::vector<double> start_seconds, end_seconds;
+  double step_start_seconds = 0;                       // when this step began, same clock
 };
 
 struct MemoryStats {
@@ -111,6 +118,8 @@ class Executor {
 
   const Program& p_;
   const Arenas& arenas_;
+  std::chrono::steady_clock::time_point epoch_;       // construction; the trace clock's zero
+  std::vector<double> start_, end_;                   // per instruction, this step (written by its stream)
   std::vector<Prepared> prepared_;
   StreamState streams_[kStreamCount];
   std::vector<int32_t> active_streams_;

@@ -26,4 +26,8 @@ Napi::Value adam_info_js(const Napi::CallbackInfo& info);        // adamInfo()
 Napi::Value adam_tile_trace_js(const Napi::CallbackInfo& info);  // adamTileTrace(options)
 Napi::Value adam_half_round_js(const Napi::CallbackInfo& info);  // adamHalfRound(values, type, isa)
 
+// calibrate.cc
+Napi::Value host_bandwidth_js(const Napi::CallbackInfo& info);  // hostBandwidth(options)
+Napi::Value nvme_bench_js(const Napi::CallbackInfo& info);      // nvmeBench(options)
+
 }  // namespace tiercut

@@ -66,7 +66,7 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
     return DefineClass(env, "NativeSession",
                        {InstanceMethod<&SessionWrap::write>("write"), InstanceMethod<&SessionWrap::read>("read"),
                         InstanceMethod<&SessionWrap::step>("step"), InstanceMethod<&SessionWrap::stats>("stats"),
-                        InstanceMethod<&SessionWrap::close>("close")});
+                        InstanceMethod<&SessionWrap::info>("info"), InstanceMethod<&SessionWrap::close>("close")});
   }
 
   explicit SessionWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<SessionWrap>(info) {
@@ -168,6 +168,20 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
     return o;
   }
 
+  // info(): how the nvme tier is served (on an open session)
+  Napi::Value info(const Napi::CallbackInfo& info) {
+    check_open("session.info");
+    Napi::Env env = Env();
+    Napi::Object o = Napi::Object::New(env);
+    const Arena& nv = core_->arenas.tier[TIER_NVME];
+    o.Set("nvmeFile", nv.path);
+    o.Set("nvmeDirect", nv.store ? nv.store->direct() : false);
+    o.Set("nvmeNote", core_->arenas.nvme_note());
+    o.Set("nvmeQueueDepth", (double)core_->program.nvme.queue_depth);
+    o.Set("nvmeBlockBytes", (double)core_->program.nvme.block_bytes);
+    return o;
+  }
+
   // close(): idempotent; waits for a running step
   Napi::Value close(const Napi::CallbackInfo& info) {
     shut(info.Env());
@@ -191,6 +205,7 @@ class StepWorker : public Napi::AsyncWorker {
   }
 
   Napi::Promise promise() { return deferred_.Promise(); }
+  void set_trace(bool trace) { trace_ = trace; }
 
   // libuv thread: no N-API here
   void Execute() override {
@@ -222,6 +237,16 @@ class StepWorker : public Napi::AsyncWorker {
     bytes.Set("nvmeWrite", (double)stats_.link_bytes[LINK_NVME_WRITE]);
     bytes.Set("cpuToCpu", (double)stats_.link_bytes[LINK_CPU_TO_CPU]);
     o.Set("bytes", bytes);
+    if (trace_) {
+      size_t n = stats_.start_seconds.size();
+      Napi::Float64Array start = Napi::Float64Array::New(env, n), end = Napi::Float64Array::New(env, n);
+      for (size_t i = 0; i < n; i++) { start[i] = stats_.start_seconds[i]; end[i] = stats_.end_seconds[i]; }
+      Napi::Object t = Napi::Object::New(env);
+      t.Set("stepStartSeconds", stats_.step_start_seconds);
+      t.Set("startSeconds", start);
+      t.Set("endSeconds", end);
+      o.Set("trace", t);
+    }
     deferred_.Resolve(o);
   }
 
@@ -239,17 +264,23 @@ class StepWorker : public Napi::AsyncWorker {
   bool has_lr_;
   double lr_;
   bool skip_update_;
+  bool trace_ = false;  // return each instruction's start and end (set before Queue)
   StepStats stats_;
 };
 
 Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
   check_open("session.step");
   int64_t step = read_int(info[0], "session.step: step", 1, 9007199254740991LL);
-  bool has_lr = false, skip_update = false;
+  bool has_lr = false, skip_update = false, trace = false;
   double lr = 0;
   if (info.Length() > 1 && !info[1].IsUndefined()) {
     if (!info[1].IsObject() || info[1].IsArray())
       throw Napi::TypeError::New(Env(), "session.step: opts: expected an object or undefined, got " + describe_value(info[1]));
+    Napi::Value tv = info[1].As<Napi::Object>().Get("trace");
+    if (!tv.IsUndefined()) {
+      if (!tv.IsBoolean()) throw Napi::TypeError::New(Env(), "session.step: opts.trace: expected a boolean, got " + describe_value(tv));
+      trace = tv.As<Napi::Boolean>().Value();
+    }
     Napi::Value lv = info[1].As<Napi::Object>().Get("lr");
     if (!lv.IsUndefined()) {
       lr = read_number(lv, "session.step: opts.lr");
@@ -263,6 +294,7 @@ Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
     }
   }
   StepWorker* w = new StepWorker(Env(), this, info.This().As<Napi::Object>(), core_, step, has_lr, lr, skip_update);
+  w->set_trace(trace);
   Napi::Promise p = w->promise();
   w->Queue();
   steps_in_flight_++;

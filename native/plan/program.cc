@@ -157,6 +157,10 @@ bool validate_program(Program* prog, std::string* err) {
     if (ts.arena_bytes > ts.capacity_bytes)
       return fail(err, cat(f, ": arena ", ts.arena_bytes, " bytes exceeds capacity ", ts.capacity_bytes, " bytes"));
   }
+  if (p.nvme.queue_depth < 1 || p.nvme.queue_depth > 64)
+    return fail(err, cat("program.nvme.queueDepth: expected 1..64, got ", p.nvme.queue_depth));
+  if (p.nvme.block_bytes < kNvmeAlign || p.nvme.block_bytes > (64 << 20) || p.nvme.block_bytes % kNvmeAlign != 0)
+    return fail(err, cat("program.nvme.blockBytes: expected a multiple of 4096 from 4096 to 67108864, got ", p.nvme.block_bytes));
   if (p.tiers[TIER_NVME].arena_bytes > 0 && p.spill_dir.empty())
     return fail(err, "program.spillDir: expected a directory for the nvme arena (tiers[2].arenaBytes > 0), got an empty string");
 
@@ -383,6 +387,20 @@ void parse_program(const Napi::Value& value, Program* p) {
   else if (sd.IsString()) p->spill_dir = sd.As<Napi::String>().Utf8Value();
   else throw Napi::TypeError::New(o.Env(), "program.spillDir: expected a string, got " + describe_value(sd));
 
+  Napi::Value nv = o.Get("nvme");
+  if (!nv.IsUndefined()) {
+    Napi::Object no = read_object(nv, "program.nvme");
+    if (!no.Get("queueDepth").IsUndefined())
+      p->nvme.queue_depth = (int32_t)read_int(no.Get("queueDepth"), "program.nvme.queueDepth", INT32_MIN, INT32_MAX);
+    if (!no.Get("blockBytes").IsUndefined())
+      p->nvme.block_bytes = read_int(no.Get("blockBytes"), "program.nvme.blockBytes", -kMaxSafe, kMaxSafe);
+    Napi::Value d = no.Get("direct");
+    if (!d.IsUndefined()) {
+      if (!d.IsBoolean()) throw Napi::TypeError::New(o.Env(), "program.nvme.direct: expected a boolean, got " + describe_value(d));
+      p->nvme_direct = d.As<Napi::Boolean>().Value();
+    }
+  }
+
   Napi::Array tensors = read_array(o.Get("tensors"), "program.tensors", 1u << 30);
   p->tensors.assign(tensors.Length(), TensorSpec());
   for (uint32_t i = 0; i < tensors.Length(); i++) {
@@ -390,6 +408,9 @@ void parse_program(const Napi::Value& value, Program* p) {
     Napi::Object to = read_object(tensors.Get(i), f);
     TensorSpec& t = p->tensors[i];
     t.dtype = (int32_t)read_int(to.Get("dtype"), f + ".dtype", 0, 5);
+    Napi::Value name = to.Get("name");
+    if (name.IsString()) t.name = name.As<Napi::String>().Utf8Value();
+    else if (!name.IsUndefined()) throw Napi::TypeError::New(o.Env(), f + ".name: expected a string, got " + describe_value(name));
     Napi::Array shape = read_array(to.Get("shape"), f + ".shape", kMaxRank);
     t.rank = (int32_t)shape.Length();
     for (uint32_t d = 0; d < shape.Length(); d++) t.shape[d] = read_int(shape.Get(d), cat(f, ".shape[", d, "]"), 0, kMaxSafe);

@@ -14,6 +14,7 @@
 //
 // What validate_program keeps true (so that a step can never crash or deadlock):
 //   - 3 tiers, arenaBytes <= capacityBytes
+//   - nvme.queueDepth in 1..64, nvme.blockBytes a multiple of 4096 in 4 KiB..64 MiB
 //   - every buffer fits its tier's arena, is aligned to its element size and
 //     holds exactly numel x element-size bytes
 //   - every instruction's stream, kind, op and buffers exist; copies are between
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "../kernels/dispatch.h"
+#include "../tiers/nvme_store.h"
 
 namespace tiercut {
 
@@ -53,6 +55,7 @@ struct TierSpec {
 };
 
 struct TensorSpec {
+  std::string name;         // optional; used in error messages and traces
   int32_t dtype = DT_F32;
   int32_t rank = 0;
   int64_t shape[kMaxRank] = {0};
@@ -87,6 +90,8 @@ struct Instruction {
 struct Program {
   TierSpec tiers[kTierCount];
   std::string spill_dir;
+  NvmeSettings nvme;        // I/O threads and block size of the nvme store
+  bool nvme_direct = true;  // try O_DIRECT (falls back to buffered on EINVAL)
   std::vector<TensorSpec> tensors;
   std::vector<BufferSpec> buffers;
   std::vector<OpSpec> ops;

@@ -53,7 +53,7 @@ bool Arenas::open(const Program& p, std::string* err) {
   if (nv.bytes > 0) {
     int rc = make_dirs(p.spill_dir);
     if (rc != 0) {
-      *err = "program.spillDir: cannot create " + p.spill_dir + ": " + errno_text(rc);
+      *err = "nvme tier: cannot create the spill directory " + p.spill_dir + ": " + errno_text(rc);
       close();
       return false;
     }
@@ -64,33 +64,19 @@ bool Arenas::open(const Program& p, std::string* err) {
                         std::to_string((long long)g_spill_counter.fetch_add(1));
       if (::mkdir(dir.c_str(), 0700) == 0) { nv.dir = dir; break; }
       if (errno != EEXIST) {
-        *err = "program.spillDir: cannot create " + dir + ": " + errno_text(errno);
+        *err = "nvme tier: cannot create the spill directory " + dir + ": " + errno_text(errno);
         close();
         return false;
       }
     }
     if (nv.dir.empty()) {
-      *err = "program.spillDir: cannot find a free tiercut-<pid>-<n> directory name in " + base;
+      *err = "nvme tier: cannot find a free tiercut-<pid>-<n> directory name in " + base;
       close();
       return false;
     }
     nv.path = nv.dir + "/nvme.bin";
-    nv.fd = ::open(nv.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (nv.fd < 0) {
-      *err = "program.spillDir: cannot create " + nv.path + ": " + errno_text(errno);
-      close();
-      return false;
-    }
-    if (::ftruncate(nv.fd, (off_t)nv.bytes) != 0) {
-      *err = "program.spillDir: cannot size " + nv.path + " to " + std::to_string(nv.bytes) + " bytes: " + errno_text(errno);
-      close();
-      return false;
-    }
-    // reserve the blocks now so that a full disk fails here, not mid-step;
-    // file systems without fallocate keep the sparse file
-    rc = ::posix_fallocate(nv.fd, 0, (off_t)nv.bytes);
-    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
-      *err = "program.spillDir: cannot reserve " + std::to_string(nv.bytes) + " bytes for " + nv.path + ": " + errno_text(rc);
+    nv.store = std::make_unique<NvmeStore>();
+    if (!nv.store->open(nv.path, nv.bytes, p.nvme, p.nvme_direct, err)) {
       close();
       return false;
     }
@@ -104,7 +90,7 @@ void Arenas::close() {
     tier[t].host = nullptr;
   }
   Arena& nv = tier[TIER_NVME];
-  if (nv.fd >= 0) { ::close(nv.fd); nv.fd = -1; }
+  if (nv.store) { nv.store->close(); nv.store.reset(); }
   if (!nv.path.empty()) { ::unlink(nv.path.c_str()); nv.path.clear(); }
   if (!nv.dir.empty()) { ::rmdir(nv.dir.c_str()); nv.dir.clear(); }
 }
@@ -115,19 +101,7 @@ bool Arenas::read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* 
     if (n > 0) std::memmove(dst, a.host + offset, (size_t)n);
     return true;
   }
-  uint8_t* p = (uint8_t*)dst;
-  int64_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(a.fd, p + done, (size_t)(n - done), (off_t)(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      *err = "pread " + a.path + " at " + std::to_string(offset + done) + ": " +
-             (r == 0 ? std::string("unexpected end of file") : errno_text(errno));
-      return false;
-    }
-    done += r;
-  }
-  return true;
+  return a.store->read(offset, dst, n, err);
 }
 
 bool Arenas::write(int32_t t, int64_t offset, const void* src, int64_t n, std::string* err) const {
@@ -136,19 +110,7 @@ bool Arenas::write(int32_t t, int64_t offset, const void* src, int64_t n, std::s
     if (n > 0) std::memmove(a.host + offset, src, (size_t)n);
     return true;
   }
-  const uint8_t* p = (const uint8_t*)src;
-  int64_t done = 0;
-  while (done < n) {
-    ssize_t w = ::pwrite(a.fd, p + done, (size_t)(n - done), (off_t)(offset + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      *err = "pwrite " + a.path + " at " + std::to_string(offset + done) + ": " +
-             (w == 0 ? std::string("no bytes written") : errno_text(errno));
-      return false;
-    }
-    done += w;
-  }
-  return true;
+  return a.store->write(offset, src, n, err);
 }
 
 }  // namespace tiercut

@@ -5,18 +5,22 @@
 //         validate_program (arenaBytes <= capacityBytes), not here.
 //   cpu   one host allocation of arenaBytes, 64-byte aligned.
 //   nvme  one preallocated file <spillDir>/tiercut-<pid>-<n>/nvme.bin of
-//         arenaBytes bytes, read and written with pread / pwrite (buffered I/O;
-//         no pointer into it exists). The file and its directory are removed by
-//         close().
+//         arenaBytes bytes (rounded up to 4096), read and written by an
+//         NvmeStore (nvme_store.h: O_DIRECT when the file system allows it, a
+//         pool of pread/pwrite threads with the program's queue depth and block
+//         size; no pointer into it exists). The file and its directory are
+//         removed by close().
 //
 // An arena of 0 bytes allocates nothing (and, for nvme, creates no file).
 // Thread-safety: host arenas are plain memory; pread/pwrite on one fd are safe
 // from several threads at once. open/close are not concurrent with anything.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "../plan/program.h"
+#include "nvme_store.h"
 
 namespace tiercut {
 
@@ -24,7 +28,7 @@ struct Arena {
   int32_t tier = 0;
   int64_t bytes = 0;
   uint8_t* host = nullptr;   // gpu, cpu: the block; nvme: nullptr
-  int fd = -1;               // nvme: the open file
+  std::unique_ptr<NvmeStore> store;  // nvme: the open file
   std::string dir, path;     // nvme: the session's spill directory and file
 };
 
@@ -39,7 +43,11 @@ struct Arenas {
   // Host pointer to offset `offset` of a gpu or cpu arena (never nvme).
   uint8_t* host_ptr(int32_t t, int64_t offset) const { return tier[t].host + offset; }
 
-  // Byte transfers between an arena range and host memory; any tier.
+  // The nvme store's I/O mode ("" when there is no nvme arena).
+  std::string nvme_note() const { return tier[TIER_NVME].store ? tier[TIER_NVME].store->note() : std::string(); }
+
+  // Byte transfers between an arena range and host memory; any tier. Errors on
+  // nvme start with "nvme tier: " and end with the OS error.
   bool read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* err) const;
   bool write(int32_t t, int64_t offset, const void* src, int64_t n, std::string* err) const;
 };

@@ -1,0 +1,143 @@
+// bench-runtime.mjs — `npm run bench:runtime` (after `npm run build`):
+//  1. the nvme store (native/tiers/nvme_store.h, O_DIRECT, queue depth 8, 1 MiB
+//     blocks) writing then reading a file, against fio in the same directory in
+//     the same run (direct=1, bs=1M; libaio at iodepth 8 = the store's queue depth,
+//     and psync at depth 1), rounds interleaved; fio from Debian, installed with
+//     apt-get when missing;
+//  2. measured vs predicted step time of the bundled tiny models compiled with a
+//     profile calibrated here (`tiercut hw calibrate`), and the step time against
+//     the busiest stream's busy time (how well the streams overlap).
+// Prints a markdown table and replaces the runtime section of docs/BENCHMARKS.md.
+// Env: RUNTIME_BENCH_DIR (default: the OS temp dir), RUNTIME_BENCH_BYTES (default
+// 1 GiB), RUNTIME_BENCH_ROUNDS (3), RUNTIME_BENCH_STEPS (30).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { nativeAddon } from '../../dist/runtime/binding.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const DIR = process.env.RUNTIME_BENCH_DIR ?? tmpdir();
+const BYTES = Number(process.env.RUNTIME_BENCH_BYTES ?? 2 ** 30);
+const ROUNDS = Number(process.env.RUNTIME_BENCH_ROUNDS ?? 3);
+const STEPS = Number(process.env.RUNTIME_BENCH_STEPS ?? 30);
+const work = mkdtempSync(join(DIR, 'tiercut-bench-runtime-'));
+const gb = (x) => (x / 1e9).toFixed(2);
+const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
+const t0 = Date.now();
+const load0 = loadavg()[0];
+
+// ---------------------------------------------------------------------------
+// fio
+
+function haveFio() { return spawnSync('sh', ['-c', 'command -v fio'], { encoding: 'utf8' }).status === 0; }
+if (!haveFio()) {
+  console.log('fio not found; installing Debian fio with apt-get');
+  spawnSync('sh', ['-c', 'DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null'], { stdio: 'inherit' });
+}
+const fioVersion = haveFio() ? spawnSync('fio', ['--version'], { encoding: 'utf8' }).stdout.trim() : undefined;
+
+function fio(rw, engine, depth) {
+  const r = spawnSync('fio', ['--name=tiercut', `--directory=${work}`, `--rw=${rw}`, '--bs=1M', '--direct=1', `--size=${BYTES}`,
+    `--ioengine=${engine}`, `--iodepth=${depth}`, '--numjobs=1', '--filename=fio.bin', '--output-format=json'], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`fio failed: ${r.stderr}`);
+  const job = JSON.parse(r.stdout).jobs[0];
+  return (rw === 'write' ? job.write : job.read).bw_bytes;
+}
+
+const addon = nativeAddon();
+const io = { storeW: [], storeR: [], fioW8: [], fioR8: [], fioW1: [], fioR1: [] };
+let direct = true, note = '';
+for (let round = 0; round < ROUNDS; round++) {
+  const s = addon.nvmeBench({ dir: work, bytes: BYTES, queueDepth: 8, blockBytes: 1 << 20, requestBytes: 64 << 20 });
+  io.storeW.push(s.writeBytesPerSec); io.storeR.push(s.readBytesPerSec);
+  direct = s.direct; note = s.note;
+  if (fioVersion) {
+    io.fioW8.push(fio('write', 'libaio', 8)); io.fioR8.push(fio('read', 'libaio', 8));
+    io.fioW1.push(fio('write', 'psync', 1)); io.fioR1.push(fio('read', 'psync', 1));
+    rmSync(join(work, 'fio.bin'), { force: true });
+  }
+  console.log(`round ${round + 1}: store write ${gb(s.writeBytesPerSec)} read ${gb(s.readBytesPerSec)} GB/s` +
+    (fioVersion ? `; fio libaio qd8 write ${gb(io.fioW8.at(-1))} read ${gb(io.fioR8.at(-1))}; fio psync qd1 write ${gb(io.fioW1.at(-1))} read ${gb(io.fioR1.at(-1))}` : ''));
+}
+
+// ---------------------------------------------------------------------------
+// measured vs predicted
+
+const cli = (...args) => spawnSync(process.execPath, [join(root, 'bin/tiercut.js'), ...args], { encoding: 'utf8', cwd: root, maxBuffer: 1 << 28 });
+const profile = join(work, 'calibrated.json');
+const cal = cli('hw', 'calibrate', '-o', profile, '--spill-dir', work);
+if (cal.status !== 0) throw new Error(`calibrate failed: ${cal.stderr}`);
+console.log(cal.stdout.trim());
+
+const MODELS = [
+  ['models/gpt.ts', 'tiny', []],
+  ['models/gpt.ts', 'tiny', ['--gpu-mem', '400000', '--cpu-mem', '200000'], 'gpt tiny, state on NVMe'],
+  ['models/llama.ts', 'tiny', []],
+  ['models/bert.ts', 'tiny', []],
+  ['models/mlp.ts', 'tiny', []],
+];
+const steps = [];
+for (const [model, preset, extra, label] of MODELS) {
+  const plan = join(work, `${preset}-${steps.length}.plan.json`);
+  const c = cli('compile', model, '--preset', preset, '--hw', profile, ...extra, '-o', plan);
+  if (c.status !== 0) { console.log(`${model}: compile failed: ${c.stderr.trim()}`); continue; }
+  const r = cli('run', plan, '--steps', String(STEPS), '--json', '--spill-dir', work);
+  if (r.status !== 0) { console.log(`${model}: run failed: ${r.stderr.trim()}`); continue; }
+  const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const summary = lines.at(-1).summary;
+  const per = lines.filter((l) => l.step !== undefined).slice(2).map((l) => l.seconds); // after 2 warm-up steps
+  const measured = median(per);
+  const busy = summary.streamBusySeconds;
+  const busiest = Object.entries(busy).sort((a, b) => b[1] - a[1])[0];
+  const pbusy = summary.predictedStreamBusySeconds;
+  const pbusiest = Object.entries(pbusy).sort((a, b) => b[1] - a[1])[0];
+  const p = JSON.parse(readFileSync(plan, 'utf8'));
+  steps.push({
+    label: label ?? `${model.replace('models/', '').replace('.ts', '')} ${preset}`, instructions: p.instructions.length,
+    measured, predicted: summary.predictedStepSeconds, busiest, pbusiest, stepOverBusiest: summary.meanStepSeconds / busiest[1],
+  });
+  console.log(`${steps.at(-1).label}: measured ${(measured * 1e3).toFixed(3)} ms, predicted ${(summary.predictedStepSeconds * 1e3).toFixed(3)} ms`);
+}
+rmSync(work, { recursive: true, force: true });
+
+// ---------------------------------------------------------------------------
+// table
+
+const pct = (a, b) => `${((a / b) * 100).toFixed(0)} %`;
+const ms = (s) => (s * 1e3).toFixed(3);
+const date = new Date().toISOString().slice(0, 10);
+const out = [];
+out.push('## Runtime: NVMe store vs fio, measured vs predicted step time', '');
+out.push('Command: `npm run bench:runtime` (bench/runtime/bench-runtime.mjs; `RUNTIME_BENCH_DIR` picks the directory).');
+out.push(`Run ${date}. Machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; directory ${DIR}; ` +
+  `${(BYTES / 2 ** 30).toFixed(2)} GiB per pass, ${ROUNDS} rounds interleaved, median; ${fioVersion ?? 'fio not available'}. ` +
+  `Load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end; bench wall ${((Date.now() - t0) / 1e3).toFixed(0)} s.`, '');
+out.push(`Store: ${direct ? 'O_DIRECT' : `buffered (${note})`}, 8 I/O threads, 1 MiB blocks, 64 MiB requests.`, '');
+out.push('| | tiercut store GB/s | fio libaio iodepth 8 GB/s | store / fio | fio psync iodepth 1 GB/s | store / fio psync |');
+out.push('|---|---:|---:|---:|---:|---:|');
+for (const [name, s, f8, f1] of [['write', io.storeW, io.fioW8, io.fioW1], ['read', io.storeR, io.fioR8, io.fioR1]]) {
+  const m = median(s);
+  out.push(fioVersion ? `| ${name} | ${gb(m)} | ${gb(median(f8))} | ${pct(m, median(f8))} | ${gb(median(f1))} | ${pct(m, median(f1))} |`
+    : `| ${name} | ${gb(m)} | – | – | – | – |`);
+}
+out.push('', 'Per round (GB/s, store / fio libaio qd8 / fio psync qd1): ' +
+  io.storeW.map((_, i) => `write ${gb(io.storeW[i])}/${gb(io.fioW8[i] ?? NaN)}/${gb(io.fioW1[i] ?? NaN)}, read ${gb(io.storeR[i])}/${gb(io.fioR8[i] ?? NaN)}/${gb(io.fioR1[i] ?? NaN)}`).join('; ') + '.', '');
+out.push(`Step time with a profile from \`tiercut hw calibrate\` (${cal.stdout.trim().replace(/^wrote \S+: /, '')}); ` +
+  `${STEPS} steps, median after 2 warm-up steps; "busiest" is the busiest stream's measured busy time per step (mean).`, '');
+out.push('| model | instructions | measured ms | predicted ms | measured / predicted | busiest stream (measured) ms | step / busiest | busiest stream (predicted) |');
+out.push('|---|---:|---:|---:|---:|---:|---:|---:|');
+for (const s of steps)
+  out.push(`| ${s.label} | ${s.instructions} | ${ms(s.measured)} | ${ms(s.predicted)} | ${(s.measured / s.predicted).toFixed(2)} | ${s.busiest[0]} ${ms(s.busiest[1])} | ${s.stepOverBusiest.toFixed(2)} | ${s.pbusiest[0]} ${ms(s.pbusiest[1])} |`);
+const table = out.join('\n');
+console.log('\n' + table);
+
+const doc = join(root, 'docs', 'BENCHMARKS.md');
+const section = `<!-- runtime:begin -->\n${table}\n<!-- runtime:end -->`;
+let text = existsSync(doc) ? readFileSync(doc, 'utf8') : '# Benchmarks\n';
+text = /<!-- runtime:begin -->[\s\S]*<!-- runtime:end -->/.test(text)
+  ? text.replace(/<!-- runtime:begin -->[\s\S]*<!-- runtime:end -->/, section) : `${text.trimEnd()}\n\n${section}\n`;
+writeFileSync(doc, text);
+console.log(`\nupdated ${doc} (runtime section)`);

@@ -1,0 +1,135 @@
+// calibrate.cc — measurements of this machine for `tiercut hw calibrate` and
+// bench/runtime (all synchronous; they block the calling thread):
+//   hostBandwidth  single-thread memcpy between two host blocks (the emulated
+//                  h2d / d2h copy) and a stream triad a = b + s*c (the memory
+//                  bandwidth one kernel on one stream thread sees)
+//   nvmeBench      the nvme store (native/tiers/nvme_store.h) writing then
+//                  reading a file in a directory, with explicit queue depth,
+//                  block size and request size
+#define TIERCUT_WITH_NAPI 1
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../plan/program.h"
+#include "../tiers/nvme_store.h"
+#include "exports.h"
+
+namespace tiercut {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Napi::Object options(const Napi::CallbackInfo& info, const char* fn) {
+  if (info.Length() < 1 || !info[0].IsObject() || info[0].IsArray())
+    throw Napi::TypeError::New(info.Env(), std::string(fn) + ": expected an options object, got " +
+                                               (info.Length() < 1 ? std::string("nothing") : describe_value(info[0])));
+  return info[0].As<Napi::Object>();
+}
+
+int64_t opt_int(const Napi::Object& o, const char* fn, const char* field, int64_t def, int64_t lo, int64_t hi) {
+  Napi::Value v = o.Get(field);
+  if (v.IsUndefined()) return def;
+  return read_int(v, std::string(fn) + ": " + field, lo, hi);
+}
+
+struct Block {
+  uint8_t* p = nullptr;
+  explicit Block(int64_t bytes) {
+    if (posix_memalign((void**)&p, (size_t)kNvmeAlign, (size_t)bytes) != 0) p = nullptr;
+  }
+  ~Block() { std::free(p); }
+};
+
+}  // namespace
+
+// hostBandwidth({ bytes?, repeats? }) -> { copyBytesPerSec, triadBytesPerSec }
+// Best of `repeats` passes; bytes per array (default 64 MiB).
+Napi::Value host_bandwidth_js(const Napi::CallbackInfo& info) {
+  Napi::Object o = options(info, "hostBandwidth");
+  const int64_t bytes = opt_int(o, "hostBandwidth", "bytes", 64 << 20, 4096, (int64_t)1 << 34) / 4 * 4;
+  const int64_t repeats = opt_int(o, "hostBandwidth", "repeats", 5, 1, 1000);
+  Block a(bytes), b(bytes), c(bytes);
+  if (!a.p || !b.p || !c.p) throw Napi::Error::New(info.Env(), "hostBandwidth: cannot allocate 3 x " + std::to_string(bytes) + " bytes");
+  std::memset(a.p, 1, (size_t)bytes);
+  std::memset(b.p, 2, (size_t)bytes);
+  std::memset(c.p, 3, (size_t)bytes);
+  double best_copy = 1e30, best_triad = 1e30;
+  const int64_t n = bytes / 4;
+  float* fa = (float*)a.p; const float* fb = (const float*)b.p; const float* fc = (const float*)c.p;
+  volatile float sink = 0;
+  for (int64_t r = 0; r < repeats; r++) {
+    Clock::time_point t0 = Clock::now();
+    std::memcpy(a.p, b.p, (size_t)bytes);
+    best_copy = std::min(best_copy, since(t0));
+    const float s = 1.0f + (float)r * 1e-7f;
+    t0 = Clock::now();
+    for (int64_t i = 0; i < n; i++) fa[i] = fb[i] + s * fc[i];
+    best_triad = std::min(best_triad, since(t0));
+    sink = sink + fa[r % n];
+  }
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("copyBytesPerSec", (double)bytes / best_copy);       // bytes copied per second
+  out.Set("triadBytesPerSec", 3.0 * (double)bytes / best_triad);  // bytes touched per second
+  return out;
+}
+
+// nvmeBench({ dir, bytes?, queueDepth?, blockBytes?, requestBytes?, direct? })
+//   -> { writeBytesPerSec, readBytesPerSec, direct, note, file }
+// Writes `bytes` (default 256 MiB) in requests of requestBytes (default 64 MiB)
+// from one aligned host block, then reads them back; the file is removed.
+Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
+  const char* fn = "nvmeBench";
+  Napi::Object o = options(info, fn);
+  Napi::Value dv = o.Get("dir");
+  if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
+  const std::string dir = dv.As<Napi::String>().Utf8Value();
+  const int64_t bytes = opt_int(o, fn, "bytes", 256 << 20, kNvmeAlign, (int64_t)1 << 40);
+  const int64_t request = opt_int(o, fn, "requestBytes", 64 << 20, kNvmeAlign, (int64_t)1 << 34);
+  NvmeSettings s;
+  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
+  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
+  if (s.block_bytes % kNvmeAlign != 0)
+    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
+  Napi::Value direct_v = o.Get("direct");
+  const bool direct = direct_v.IsUndefined() ? true : direct_v.ToBoolean().Value();
+
+  const int64_t req = std::min(request, bytes);
+  Block host(req);
+  if (!host.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate " + std::to_string(req) + " bytes");
+  for (int64_t i = 0; i < req; i++) host.p[i] = (uint8_t)(i * 131 + 7);
+
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  path += "/tiercut-nvme-bench-" + std::to_string((long long)::getpid()) + ".bin";
+  NvmeStore store;
+  std::string err;
+  if (!store.open(path, bytes, s, direct, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
+  Clock::time_point t0 = Clock::now();
+  for (int64_t off = 0; off < bytes && err.empty(); off += req)
+    if (!store.write(off, host.p, std::min(req, bytes - off), &err)) break;
+  double write_s = since(t0);
+  t0 = Clock::now();
+  for (int64_t off = 0; off < bytes && err.empty(); off += req)
+    if (!store.read(off, host.p, std::min(req, bytes - off), &err)) break;
+  double read_s = since(t0);
+  bool was_direct = store.direct();
+  std::string note = store.note();
+  store.close();
+  if (!err.empty()) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("writeBytesPerSec", (double)bytes / write_s);
+  out.Set("readBytesPerSec", (double)bytes / read_s);
+  out.Set("direct", was_direct);
+  out.Set("note", note);
+  out.Set("file", path);
+  return out;
+}
+
+}  // namespace tiercut

@@ -1,0 +1,105 @@
+// `tiercut hw calibrate`: measures this machine and writes a hardware profile
+// (compiler/cost/profiles.ts) that `compile --hw FILE` accepts.
+//
+// What is measured, and which profile field it sets (the GPU tier is emulated:
+// its kernels run on this CPU, one stream thread each):
+//   matmul throughput   runOp(matmul) f32, 256^3          -> gpu/cpu peakFlops (all dtypes)
+//   triad bandwidth     hostBandwidth, one thread         -> gpu.memBandwidthBytesPerSec
+//   fused Adam          cpuAdamStep, fp32, all threads    -> cpu.memBandwidthBytesPerSec
+//                       (28 bytes per parameter, the IR's bytesTouched of an fp32 adam)
+//   memcpy host->host   hostBandwidth, one thread         -> h2dBytesPerSec, d2hBytesPerSec
+//   nvme store          nvmeBench in the spill directory  -> nvme.read/writeBytesPerSec
+// Capacities: gpu as the built-in `local` profile (override with --gpu-mem at
+// compile time), cpu = physical memory, nvme = free bytes of the spill directory.
+
+import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BUILTIN_PROFILES, type HardwareProfile } from '../compiler/cost/profiles.js';
+import { OP_CODES } from '../compiler/ir/ops.js';
+import { cpuAdamStep } from '../runtime/adam.js';
+import { nativeAddon } from '../runtime/binding.js';
+import { diag } from './diagnostics.js';
+
+export interface CalibrateOptions {
+  /** Where the O_DIRECT test file goes (default: the OS temp dir). */
+  spillDir?: string;
+  /** Bytes written and read by the NVMe test (default 256 MiB). */
+  nvmeBytes?: number;
+}
+
+export interface Calibration {
+  profile: HardwareProfile;
+  measured: {
+    matmulFlops: number; triadBytesPerSec: number; copyBytesPerSec: number;
+    adamParamsPerSec: number; adamBytesPerSec: number;
+    nvmeReadBytesPerSec: number; nvmeWriteBytesPerSec: number; nvmeDirect: boolean; nvmeNote: string;
+  };
+}
+
+const best = (n: number, f: () => number) => { let b = Infinity; for (let i = 0; i < n; i++) b = Math.min(b, f()); return b; };
+const seconds = (f: () => void) => { const t0 = process.hrtime.bigint(); f(); return Number(process.hrtime.bigint() - t0) / 1e9; };
+
+function matmulFlops(): number {
+  const addon = nativeAddon();
+  const n = 256;
+  const a = new Float32Array(n * n).fill(0.5), b = new Float32Array(n * n).fill(0.25);
+  const run = () => addon.runOp(OP_CODES.matmul, 'f32', [], [], [{ shape: [n, n], data: a }, { shape: [n, n], data: b }], [{ shape: [n, n] }]);
+  run();
+  return (2 * n * n * n) / best(3, () => seconds(run));
+}
+
+function adamParamsPerSec(): number {
+  const n = 1 << 22;
+  const params = new Float32Array(n).fill(0.1), grads = new Float32Array(n).fill(0.01);
+  const expAvg = new Float32Array(n), expAvgSq = new Float32Array(n);
+  let step = 0;
+  const run = () => { cpuAdamStep({ params, grads, expAvg, expAvgSq, step: ++step, lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, adamw: false }); };
+  run();
+  return n / best(3, () => seconds(run));
+}
+
+export function calibrate(opts: CalibrateOptions = {}): Calibration {
+  const addon = nativeAddon();
+  const host = addon.hostBandwidth({ bytes: 64 << 20, repeats: 5 });
+  const flops = matmulFlops();
+  const adam = adamParamsPerSec();
+  const parent = opts.spillDir ?? tmpdir();
+  let dir: string;
+  try {
+    dir = mkdtempSync(join(parent, 'tiercut-calibrate-'));
+  } catch (e) {
+    throw diag.runtime(`nvme tier: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
+  }
+  let nvme: ReturnType<typeof addon.nvmeBench>;
+  let freeBytes: number;
+  try {
+    nvme = addon.nvmeBench({ dir, bytes: opts.nvmeBytes ?? 256 << 20 });
+    const fs = statfsSync(dir);
+    freeBytes = Number(fs.bavail) * Number(fs.bsize);
+  } catch (e) {
+    throw diag.runtime(`calibrate: ${(e as Error).message}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const peak = { f32: flops, f16: flops, bf16: flops };
+  const local = BUILTIN_PROFILES.local;
+  const profile: HardwareProfile = {
+    name: 'calibrated',
+    description: `this machine as measured by tiercut hw calibrate on ${new Date().toISOString().slice(0, 10)} (${cpus().length} cores, ${cpus()[0]?.model ?? 'unknown CPU'}); GPU tier emulated`,
+    emulatedGpu: true,
+    gpu: { capacityBytes: local.gpu.capacityBytes, memBandwidthBytesPerSec: host.triadBytesPerSec, peakFlops: peak },
+    cpu: { capacityBytes: totalmem(), memBandwidthBytesPerSec: adam * 28, peakFlops: peak },
+    nvme: { capacityBytes: Math.max(1, freeBytes), readBytesPerSec: nvme.readBytesPerSec, writeBytesPerSec: nvme.writeBytesPerSec },
+    h2dBytesPerSec: host.copyBytesPerSec,
+    d2hBytesPerSec: host.copyBytesPerSec,
+  };
+  return {
+    profile,
+    measured: {
+      matmulFlops: flops, triadBytesPerSec: host.triadBytesPerSec, copyBytesPerSec: host.copyBytesPerSec,
+      adamParamsPerSec: adam, adamBytesPerSec: adam * 28,
+      nvmeReadBytesPerSec: nvme.readBytesPerSec, nvmeWriteBytesPerSec: nvme.writeBytesPerSec, nvmeDirect: nvme.direct, nvmeNote: nvme.note,
+    },
+  };
+}
