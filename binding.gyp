@@ -38,7 +38,10 @@
         "native/kernels/log_softmax.cc",
         "native/kernels/rmsnorm.cc",
         "native/kernels/activation.cc",
-        "native/kernels/rope.cc"
+        "native/kernels/rope.cc",
+        "native/kernels/conv.cc",
+        "native/kernels/batchnorm.cc",
+        "native/kernels/pool.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")"

@@ -120,6 +120,24 @@ export const GRAD_RULES: Readonly<Record<OpKind, GradRule>> = {
     const [y, lse] = op.outputs;
     return ctx.emit('attentionBackward', [q, k, v, y, lse, dy], op.attrs, [d(ctx, q), d(ctx, k), d(ctx, v)]);
   },
+  conv2d: (ctx, op, dy) => {
+    const [x, w, b] = op.inputs;
+    const geom = { strides: op.attrs.strides, pads: op.attrs.pads, dilations: op.attrs.dilations };
+    const dx = ctx.emit('conv2dGradInput', [dy, w], { ...geom, shape: [...ctx.tensor(x).shape] }, [d(ctx, x)])[0];
+    const [dw, db] = ctx.emit('conv2dGradWeight', [x, dy], { ...geom, shape: [...ctx.tensor(w).shape] }, [d(ctx, w), d(ctx, b)]);
+    return [dx, dw, db];
+  },
+  // the batch statistics are functions of x (the rule differentiates through them);
+  // the running statistics never reach the loss in training mode
+  batchNorm: (ctx, op, dy) => {
+    const [x, w, b] = op.inputs;
+    const [, mean, variance] = op.outputs;
+    return ctx.emit('batchNormBackward', [x, w, mean, variance, dy], { eps: op.attrs.eps }, [d(ctx, x), d(ctx, w), d(ctx, b)]);
+  },
+  maxPool2d: (ctx, op, dy) => [ctx.emit('maxPool2dBackward', [op.inputs[0], dy], op.attrs, [d(ctx, op.inputs[0])])[0]],
+  avgPool2d: (ctx, op, dy) => [ctx.emit('avgPool2dBackward', [dy], { ...op.attrs, shape: [...ctx.tensor(op.inputs[0]).shape] }, [d(ctx, op.inputs[0])])[0]],
+  batchNormRunning: noGrad,
+  conv2dGradInput: noGrad, conv2dGradWeight: noGrad, batchNormBackward: noGrad, maxPool2dBackward: noGrad, avgPool2dBackward: noGrad,
   rmsNormBackward: noGrad, siluBackward: noGrad, attentionBackward: noGrad,
   // backward and update kinds are never differentiated
   unaryBackward: noGrad, sliceBackward: noGrad, logSoftmaxBackward: noGrad,

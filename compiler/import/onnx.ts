@@ -12,6 +12,10 @@
 // any op, attribute or dtype outside that set is one UserError line naming the
 // node, op_type, domain and opset. Constants that must exist at run time (a
 // causal mask) become frozen tensors whose values the plan carries.
+// BatchNormalization (training mode) normalizes with batch statistics; its
+// running mean and variance become frozen persistent tensors (read from the
+// .onnx, never trained) that a forward batchNormRunning op updates in place
+// once per step, as PyTorch's module does.
 // Cost: O(nodes) plus the size of folded constants; weights are not read.
 
 import { relative, resolve } from 'node:path';
@@ -70,6 +74,8 @@ class OnnxImporter {
   private readonly b: GraphBuilder;
   private readonly values = new Map<string, Value>();
   private readonly inits = new Map<string, TensorProto>();
+  /** Running statistics of BatchNormalization nodes (each updated by one node). */
+  private readonly runningStats = new Set<number>();
   private node: NodeProto | undefined;
   private nodeIndex = 0;
   private loc: SourceLoc;
@@ -174,8 +180,13 @@ class OnnxImporter {
   }
 
   private emit(kind: OpKind, inputs: number[], attrs: OpAttrs, name: string): number {
+    return this.emitAll(kind, inputs, attrs, [name])[0];
+  }
+
+  /** An op and all its outputs (named names[k], or `${names[0]}.k`). */
+  private emitAll(kind: OpKind, inputs: number[], attrs: OpAttrs, names: string[]): number[] {
     try {
-      return this.b.op(kind, inputs, attrs, { names: [name], role: 'activation' }, 'forward', this.loc)[0].id;
+      return this.b.op(kind, inputs, attrs, { names, role: 'activation' }, 'forward', this.loc).map((t) => t.id);
     } catch (e) {
       if (e instanceof GraphError) throw diag.onnxGraph(this.file, `${this.where()}: ${e.message.replace(/^.*\(node [^)]*\): /, '')}`);
       throw e;
@@ -537,9 +548,113 @@ class OnnxImporter {
         if (reduction === 'sum') id = this.emit('affine', [id], { scale: numelOf(this.shapeOf(labels)), offset: 0 }, `${this.outName()}.sum`);
         return [{ kind: 'dyn', id }, { kind: 'unsupported', why: 'the log_prob output of SoftmaxCrossEntropyLoss is not supported' }];
       }
+      case 'Conv': return [{ kind: 'dyn', id: this.conv() }];
+      case 'BatchNormalization': return this.batchNorm();
+      case 'MaxPool': case 'AveragePool': return this.pool(op);
+      case 'GlobalAveragePool': {
+        const x = this.need(0);
+        const s = this.shapeOf(x);
+        if (s.length < 3) throw this.unsupported(`GlobalAveragePool of a rank-${s.length} tensor (needs [N,C,spatial...])`);
+        const kept = s.map((d, i) => (i < 2 ? d : 1));
+        const sum = this.emit('unbroadcast', [this.dyn(x)], { shape: kept }, `${this.outName()}.sum`);
+        return [{ kind: 'dyn', id: this.emit('affine', [sum], { scale: 1 / numelOf(s.slice(2)), offset: 0 }, this.outName()) }];
+      }
+      case 'Flatten': {
+        const x = this.need(0);
+        const s = this.shapeOf(x);
+        const a0 = this.attrInt('axis', 1);
+        const a = a0 < 0 ? a0 + s.length : a0;
+        if (a < 0 || a > s.length) throw this.unsupported(`Flatten axis ${a0} outside [-${s.length}, ${s.length}]`);
+        return [this.reshaped(x, [numelOf(s.slice(0, a)), numelOf(s.slice(a))])];
+      }
       default:
         throw this.unsupported(`op ${op} is not supported by tiercut's ONNX importer`);
     }
+  }
+
+  // ---- CNN ops ------------------------------------------------------------------------
+
+  /** strides, pads ([top, left, bottom, right], ONNX's order) and dilations of a 2-D window op. */
+  private window2d(): { strides: number[]; pads: number[]; dilations: number[] } {
+    const autoPad = this.attrString('auto_pad', 'NOTSET');
+    const pads = this.attrInts('pads') ?? [0, 0, 0, 0];
+    if (autoPad !== 'NOTSET' && !(autoPad === 'VALID' && pads.every((p) => p === 0))) throw this.unsupported(`auto_pad ${autoPad} (export with explicit pads)`);
+    const strides = this.attrInts('strides') ?? [1, 1];
+    const dilations = this.attrInts('dilations') ?? [1, 1];
+    if (strides.length !== 2 || pads.length !== 4 || dilations.length !== 2)
+      throw this.unsupported(`strides [${strides.join(',')}], pads [${pads.join(',')}], dilations [${dilations.join(',')}] (only 2-D windows: 2 strides, 4 pads, 2 dilations)`);
+    return { strides, pads, dilations };
+  }
+
+  private conv(): number {
+    const input = this.node!.input ?? [];
+    const x = this.need(0), w = this.need(1);
+    const xs = this.shapeOf(x), ws = this.shapeOf(w);
+    if (xs.length !== 4 || ws.length !== 4) throw this.unsupported(`Conv of x${shapeStr(xs)} with w${shapeStr(ws)} (only 2-D convolutions: x [N,C,H,W], w [M,C/group,kH,kW])`);
+    const group = this.attrInt('group', 1);
+    if (!(group >= 1) || xs[1] !== group * ws[1] || ws[0] % group !== 0)
+      throw this.unsupported(`group ${group} with x${shapeStr(xs)} and w${shapeStr(ws)} (x's channels must be group * w[1], and group must divide w[0])`);
+    const k = this.attrInts('kernel_shape');
+    if (k && (k.length !== 2 || k[0] !== ws[2] || k[1] !== ws[3])) throw this.unsupported(`kernel_shape [${k.join(',')}] disagrees with w${shapeStr(ws)}`);
+    const M = ws[0];
+    const bias = this.get(input[2]) ?? { kind: 'const', c: constOf('float', [M], new Float64Array(M)) };
+    if (shapeStr(this.shapeOf(bias)) !== shapeStr([M])) throw this.unsupported(`bias ${shapeStr(this.shapeOf(bias))} must be [${M}]`);
+    return this.emit('conv2d', [this.dyn(x), this.dyn(w), this.dyn(bias)], this.window2d(), this.outName());
+  }
+
+  /**
+   * BatchNormalization in training mode: normalizes with the batch statistics
+   * (batchNorm), then updates the running mean and variance in place
+   * (batchNormRunning, PyTorch's rule). The running statistics are state that
+   * is not trained: frozen persistent tensors, read from the .onnx at run time,
+   * written once per step by this node only.
+   */
+  private batchNorm(): (Value | undefined)[] {
+    const n = this.node!;
+    const input = n.input ?? [];
+    const training = this.m.opset >= 14 ? this.attrInt('training_mode', 0) === 1 : (n.output ?? []).filter((o: string) => o).length > 1;
+    if (!training) throw this.unsupported('BatchNormalization in inference mode (it would normalize with the running statistics); tiercut trains with batch statistics: export with training=torch.onnx.TrainingMode.TRAINING');
+    const x = this.need(0);
+    const xs = this.shapeOf(x);
+    if (xs.length < 2) throw this.unsupported(`BatchNormalization of x${shapeStr(xs)} (needs [N,C,...])`);
+    const C = xs[1];
+    const stat = (i: number, what: string): number => {
+      const name = input[i];
+      const v = this.need(i);
+      if (v.kind !== 'dyn' || !this.inits.has(name) || this.b.tensors[v.id].role !== 'param16')
+        throw this.unsupported(`the running ${what} '${name}' must be a float initializer (state the node updates)`);
+      if (shapeStr(this.b.tensors[v.id].shape) !== shapeStr([C])) throw this.unsupported(`the running ${what} '${name}' is ${shapeStr(this.b.tensors[v.id].shape)}, expected [${C}] for x${shapeStr(xs)}`);
+      if (this.runningStats.has(v.id)) throw this.unsupported(`the running ${what} '${name}' is also updated by an earlier BatchNormalization node (one module applied twice); tiercut updates each running statistic once per step`);
+      this.runningStats.add(v.id);
+      this.b.tensors[v.id] = { ...this.b.tensors[v.id], frozen: true };
+      return v.id;
+    };
+    const runMean = stat(3, 'mean'), runVar = stat(4, 'variance');
+    const name = this.outName();
+    const [y, mean, variance] = this.emitAll('batchNorm', [this.dyn(x), this.dyn(this.need(1)), this.dyn(this.need(2))], { eps: this.attrFloat('epsilon', 1e-5) }, [name, `${name}.mean`, `${name}.var`]);
+    // ONNX's momentum weighs the running value; PyTorch's (1 - it) the batch's. The
+    // attribute is a float32: read it as the decimal it was written from.
+    const onnxMomentum = Number(Math.fround(this.attrFloat('momentum', 0.9)).toPrecision(7));
+    const attrs: OpAttrs = { momentum: 1 - onnxMomentum, count: numelOf(xs) / C };
+    this.b.opWith('batchNormRunning', [runMean, runVar, mean, variance], [runMean, runVar], attrs, 'forward', this.loc);
+    const state: Value = { kind: 'unsupported', why: 'the updated running statistics of BatchNormalization are state, not values later nodes may read' };
+    return [{ kind: 'dyn', id: y }, state, state, state, state];
+  }
+
+  private pool(op: 'MaxPool' | 'AveragePool'): (Value | undefined)[] {
+    const x = this.need(0);
+    const xs = this.shapeOf(x);
+    const k = this.attrInts('kernel_shape');
+    if (xs.length !== 4 || !k || k.length !== 2) throw this.unsupported(`${op} of x${shapeStr(xs)} with kernel_shape [${(k ?? []).join(',')}] (only 2-D pooling: x [N,C,H,W], a [kH,kW] window)`);
+    const { strides, pads, dilations } = this.window2d();
+    if (dilations.some((d) => d !== 1)) throw this.unsupported(`${op} with dilations [${dilations.join(',')}] (only 1)`);
+    const attrs: OpAttrs = { kernel: k, strides, pads, ceilMode: this.attrInt('ceil_mode', 0) === 1 };
+    if (op === 'MaxPool') {
+      if (this.attrInt('storage_order', 0) !== 0) throw this.unsupported('MaxPool with storage_order 1 (column-major indices)');
+      return [{ kind: 'dyn', id: this.emit('maxPool2d', [this.dyn(x)], attrs, this.outName()) }, { kind: 'unsupported', why: 'the Indices output of MaxPool is not supported' }];
+    }
+    const countIncludePad = this.attrInt('count_include_pad', 0) === 1;
+    return [{ kind: 'dyn', id: this.emit('avgPool2d', [this.dyn(x)], { ...attrs, countIncludePad }, this.outName()) }];
   }
 
   private reshaped(x: Value, shape: readonly number[]): Value {

@@ -17,6 +17,8 @@ export const OP_CODES: Readonly<Record<OpKind, number>> = {
   unbroadcast: 30, slice: 31, sliceBackward: 32, concat: 33, bmm: 34, logSoftmax: 35, logSoftmaxBackward: 36,
   cast: 37,
   rmsNorm: 38, rmsNormBackward: 39, silu: 40, siluBackward: 41, rope: 42, attention: 43, attentionBackward: 44,
+  conv2d: 45, conv2dGradInput: 46, conv2dGradWeight: 47, batchNorm: 48, batchNormBackward: 49, batchNormRunning: 50,
+  maxPool2d: 51, maxPool2dBackward: 52, avgPool2d: 53, avgPool2dBackward: 54,
 };
 
 export const OP_KINDS = Object.keys(OP_CODES) as OpKind[];
@@ -60,6 +62,59 @@ function expectInt(kind: OpKind, name: string, o: Operand): void {
 
 function expectCount(kind: OpKind, ins: readonly Operand[], n: number): void {
   if (ins.length !== n) fail(kind, `expects ${n} inputs, got ${ins.length}`);
+}
+
+/** 2-D window geometry of conv2d and the pools, with defaults filled in. */
+export interface Window2d { kernel: [number, number]; strides: [number, number]; pads: [number, number, number, number]; dilations: [number, number]; ceilMode: boolean }
+
+export function window2d(attrs: OpAttrs, kernel: readonly number[]): Window2d {
+  const s = attrs.strides ?? [1, 1], p = attrs.pads ?? [0, 0, 0, 0], d = attrs.dilations ?? [1, 1];
+  return { kernel: [kernel[0], kernel[1]], strides: [s[0], s[1]], pads: [p[0], p[1], p[2], p[3]], dilations: [d[0], d[1]], ceilMode: attrs.ceilMode ?? false };
+}
+
+/**
+ * Output size along one spatial axis (PyTorch's pooling_output_shape): floor
+ * or, in ceil mode, ceil of (in + pads - extent) / stride + 1, less one when
+ * the last window would start in the bottom/right padding. 0 when no window fits.
+ */
+export function windowOutSize(input: number, k: number, stride: number, padBegin: number, padEnd: number, dilation: number, ceil: boolean): number {
+  const span = input + padBegin + padEnd - dilation * (k - 1) - 1;
+  if (span < 0) return 0;
+  let out = Math.floor((span + (ceil ? stride - 1 : 0)) / stride) + 1;
+  if (ceil && (out - 1) * stride >= input + padBegin) out--;
+  return out;
+}
+
+function checkWindow(kind: OpKind, w: Window2d): void {
+  const all = [...w.kernel, ...w.strides, ...w.dilations];
+  if (all.some((v) => !Number.isInteger(v) || v < 1) || w.pads.some((v) => !Number.isInteger(v) || v < 0))
+    fail(kind, `kernel [${w.kernel.join(',')}], strides [${w.strides.join(',')}] and dilations [${w.dilations.join(',')}] must be positive and pads [${w.pads.join(',')}] non-negative integers`);
+}
+
+/** [N, C, OH, OW] for x [N, C, H, W] under window w, or ShapeError. */
+function windowOut(kind: OpKind, x: readonly number[], outChannels: number, w: Window2d): number[] {
+  checkWindow(kind, w);
+  const oh = windowOutSize(x[2], w.kernel[0], w.strides[0], w.pads[0], w.pads[2], w.dilations[0], w.ceilMode);
+  const ow = windowOutSize(x[3], w.kernel[1], w.strides[1], w.pads[1], w.pads[3], w.dilations[1], w.ceilMode);
+  if (oh < 1 || ow < 1) fail(kind, `a ${w.kernel.join('x')} window (dilations [${w.dilations.join(',')}], pads [${w.pads.join(',')}]) does not fit in x${shapeStr(x)}`);
+  return [x[0], outChannels, oh, ow];
+}
+
+function convOut(kind: OpKind, x: readonly number[], w: readonly number[], attrs: OpAttrs): number[] {
+  if (x.length !== 4 || w.length !== 4) fail(kind, `needs x[N,C,H,W] and w[M,C/groups,kH,kW], got x${shapeStr(x)} w${shapeStr(w)}`);
+  const [C, Cg, M] = [x[1], w[1], w[0]];
+  if (C % Cg !== 0 || M % (C / Cg) !== 0) fail(kind, `w${shapeStr(w)} does not split x${shapeStr(x)}'s ${C} channels into groups (C / w[1] groups must divide M = ${M})`);
+  return windowOut(kind, x, M, window2d(attrs, [w[2], w[3]]));
+}
+
+function poolOut(kind: OpKind, x: readonly number[], attrs: OpAttrs): number[] {
+  if (x.length !== 4) fail(kind, `x must be [N,C,H,W], got ${shapeStr(x)}`);
+  const k = attrs.kernel ?? [];
+  if (k.length !== 2) fail(kind, `kernel must be [kH,kW], got [${k.join(',')}]`);
+  if ((attrs.dilations ?? [1, 1]).some((d) => d !== 1)) fail(kind, 'dilated pooling windows are not supported');
+  const w = window2d(attrs, k);
+  if (w.pads[0] >= k[0] || w.pads[2] >= k[0] || w.pads[1] >= k[1] || w.pads[3] >= k[1]) fail(kind, `pads [${w.pads.join(',')}] must be smaller than the window [${k.join(',')}] (every window must hold an element of x)`);
+  return windowOut(kind, x, x[1], w);
 }
 
 /** Output shapes and dtypes of an op, or ShapeError. `adam` is special (in place) and not inferred here. */
@@ -287,6 +342,69 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
       expectInt(kind, 'x', ins[0]);
       return [{ shape: ins[0].shape, dtype: 'f32' }];
     }
+    case 'conv2d': {
+      expectCount(kind, ins, 3);
+      const [x, w, b] = ins;
+      expectFloat(kind, 'x', x); expectFloat(kind, 'w', w); expectFloat(kind, 'b', b);
+      const y = convOut(kind, x.shape, w.shape, attrs);
+      if (!sameDims(b.shape, [w.shape[0]])) fail(kind, `bias${shapeStr(b.shape)} must be [${w.shape[0]}] for w${shapeStr(w.shape)}`);
+      return [{ shape: y, dtype: x.dtype }];
+    }
+    case 'conv2dGradInput': {
+      expectCount(kind, ins, 2);
+      const [dy, w] = ins;
+      const x = attrs.shape ?? [];
+      const y = convOut(kind, x, w.shape, attrs);
+      if (!sameDims(dy.shape, y)) fail(kind, `dy${shapeStr(dy.shape)} must be ${shapeStr(y)}, the output of a conv of x${shapeStr(x)} with w${shapeStr(w.shape)}`);
+      return [{ shape: x, dtype: dy.dtype }];
+    }
+    case 'conv2dGradWeight': {
+      expectCount(kind, ins, 2);
+      const [x, dy] = ins;
+      const w = attrs.shape ?? [];
+      const y = convOut(kind, x.shape, w, attrs);
+      if (!sameDims(dy.shape, y)) fail(kind, `dy${shapeStr(dy.shape)} must be ${shapeStr(y)}, the output of a conv of x${shapeStr(x.shape)} with w${shapeStr(w)}`);
+      return [{ shape: w, dtype: dy.dtype }, { shape: [w[0]], dtype: dy.dtype }];
+    }
+    case 'batchNorm': {
+      expectCount(kind, ins, 3);
+      const [x, w, b] = ins;
+      expectFloat(kind, 'x', x);
+      if (x.shape.length < 2) fail(kind, `x must be [N,C,...], got ${shapeStr(x.shape)}`);
+      const C = x.shape[1];
+      if (!sameDims(w.shape, [C]) || !sameDims(b.shape, [C])) fail(kind, `weight${shapeStr(w.shape)} and bias${shapeStr(b.shape)} must both be [${C}] for x${shapeStr(x.shape)}`);
+      if (numel(x.shape) / C < 2) fail(kind, `x${shapeStr(x.shape)} has one value per channel; batch statistics need more`);
+      return [{ shape: x.shape, dtype: x.dtype }, { shape: [C], dtype: 'f32' }, { shape: [C], dtype: 'f32' }];
+    }
+    case 'batchNormBackward': {
+      expectCount(kind, ins, 5);
+      const [x, w, mean, v, dy] = ins;
+      if (x.shape.length < 2 || !sameDims(w.shape, [x.shape[1]]) || !sameDims(mean.shape, w.shape) || !sameDims(v.shape, w.shape) || !sameDims(dy.shape, x.shape))
+        fail(kind, `needs x[N,C,...], w, mean, var [C] and dy of x's shape, got x${shapeStr(x.shape)} w${shapeStr(w.shape)} mean${shapeStr(mean.shape)} var${shapeStr(v.shape)} dy${shapeStr(dy.shape)}`);
+      return [{ shape: x.shape, dtype: dy.dtype }, { shape: w.shape, dtype: dy.dtype }, { shape: w.shape, dtype: dy.dtype }];
+    }
+    case 'batchNormRunning': {
+      expectCount(kind, ins, 4);
+      const C = ins[0].shape;
+      if (C.length !== 1 || ins.some((t) => !sameDims(t.shape, C))) fail(kind, `running mean, running var, mean and var must all be [C], got ${ins.map((t) => shapeStr(t.shape)).join(' ')}`);
+      const m = attrs.momentum ?? -1, n = attrs.count ?? 0;
+      if (!(m >= 0 && m <= 1)) fail(kind, `momentum must be in [0, 1], got ${attrs.momentum}`);
+      if (!(Number.isInteger(n) && n >= 2)) fail(kind, `count must be an integer >= 2, got ${attrs.count}`);
+      return [{ shape: C, dtype: 'f32' }, { shape: C, dtype: 'f32' }];
+    }
+    case 'maxPool2d': case 'avgPool2d': {
+      expectCount(kind, ins, 1);
+      expectFloat(kind, 'x', ins[0]);
+      return [{ shape: poolOut(kind, ins[0].shape, attrs), dtype: ins[0].dtype }];
+    }
+    case 'maxPool2dBackward': case 'avgPool2dBackward': {
+      expectCount(kind, ins, kind === 'maxPool2dBackward' ? 2 : 1);
+      const x = kind === 'maxPool2dBackward' ? ins[0].shape : attrs.shape ?? [];
+      const dy = ins[ins.length - 1];
+      const y = poolOut(kind, x, attrs);
+      if (!sameDims(dy.shape, y)) fail(kind, `dy${shapeStr(dy.shape)} must be ${shapeStr(y)}, the pooled shape of x${shapeStr(x)}`);
+      return [{ shape: x, dtype: dy.dtype }];
+    }
   }
 }
 
@@ -320,6 +438,15 @@ export function opFlops(kind: OpKind, ins: readonly Operand[], outs: readonly Op
     case 'rmsNorm': case 'rmsNormBackward': return 6 * n(ins[0]);
     case 'silu': case 'siluBackward': return 8 * n(ins[0]);
     case 'rope': return 3 * n(ins[0]);
+    // a conv is a matmul per output element over C/groups * kH * kW inputs; its two gradients the same
+    case 'conv2d': { const w = ins[1].shape; return 2 * n(outs[0]) * w[1] * w[2] * w[3]; }
+    case 'conv2dGradInput': { const w = ins[1].shape; return 2 * n(ins[0]) * w[1] * w[2] * w[3]; }
+    case 'conv2dGradWeight': { const w = outs[0].shape; return 2 * n(ins[1]) * w[1] * w[2] * w[3]; }
+    case 'batchNorm': case 'batchNormBackward': return 8 * n(ins[0]);
+    case 'batchNormRunning': return 6 * n(ins[0]);
+    case 'maxPool2d': case 'avgPool2d': return n(outs[0]) * numel(attrs.kernel ?? [1]);
+    case 'maxPool2dBackward': return n(ins[1]) * numel(attrs.kernel ?? [1]);
+    case 'avgPool2dBackward': return n(ins[0]) * numel(attrs.kernel ?? [1]);
     default: return 0;
   }
 }
@@ -345,6 +472,17 @@ export function encodeAttrs(kind: OpKind, attrs: OpAttrs): { iattr: number[]; fa
     case 'rmsNorm': return { iattr: [], fattr: [attrs.eps ?? 1e-5] };
     case 'rope': return { iattr: [attrs.heads ?? 0, attrs.inverse ? 1 : 0], fattr: [attrs.theta ?? 10000] };
     case 'attention': case 'attentionBackward': return { iattr: [attrs.heads ?? 0, attrs.kvHeads ?? attrs.heads ?? 0, attrs.causal ? 1 : 0], fattr: [] };
+    case 'conv2d': case 'conv2dGradInput': case 'conv2dGradWeight': {
+      const w = window2d(attrs, [1, 1]);
+      return { iattr: [...w.strides, ...w.pads, ...w.dilations], fattr: [] };
+    }
+    case 'maxPool2d': case 'maxPool2dBackward': case 'avgPool2d': case 'avgPool2dBackward': {
+      const w = window2d(attrs, attrs.kernel ?? [1, 1]);
+      const avg = kind === 'avgPool2d' || kind === 'avgPool2dBackward';
+      return { iattr: [...w.kernel, ...w.strides, ...w.pads], fattr: avg ? [attrs.countIncludePad ? 1 : 0] : [] };
+    }
+    case 'batchNorm': case 'batchNormBackward': return { iattr: [], fattr: [attrs.eps ?? 1e-5] };
+    case 'batchNormRunning': return { iattr: [attrs.count ?? 0], fattr: [attrs.momentum ?? 0.1] };
     case 'adam': {
       const a = attrs.adam!;
       return { iattr: [a.adamw ? 1 : 0, 1], fattr: [a.lr, a.beta1, a.beta2, a.eps, a.weightDecay] };

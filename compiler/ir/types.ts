@@ -65,7 +65,10 @@ export type OpKind =
   | 'sub' | 'div' | 'affine' | 'powScalar' | 'unary' | 'unaryBackward' | 'where' | 'expand' | 'unbroadcast'
   | 'slice' | 'sliceBackward' | 'concat' | 'bmm' | 'logSoftmax' | 'logSoftmaxBackward' | 'cast'
   // added for the model zoo: LLaMA, BERT (codes 38..; dispatch.h)
-  | 'rmsNorm' | 'rmsNormBackward' | 'silu' | 'siluBackward' | 'rope' | 'attention' | 'attentionBackward';
+  | 'rmsNorm' | 'rmsNormBackward' | 'silu' | 'siluBackward' | 'rope' | 'attention' | 'attentionBackward'
+  // added for CNNs from ONNX (codes 45..; dispatch.h)
+  | 'conv2d' | 'conv2dGradInput' | 'conv2dGradWeight' | 'batchNorm' | 'batchNormBackward' | 'batchNormRunning'
+  | 'maxPool2d' | 'maxPool2dBackward' | 'avgPool2d' | 'avgPool2dBackward';
 
 /** Elementwise functions of the `unary` kind (iattr[0] = index in this list). */
 export const UNARY_FNS = ['tanh', 'erf', 'sqrt', 'relu', 'exp', 'log', 'sigmoid'] as const;
@@ -112,6 +115,22 @@ export interface OpAttrs {
   readonly inverse?: boolean;
   /** gelu, geluBackward: the exact erf form instead of the tanh approximation */
   readonly erf?: boolean;
+  /** conv2d*, pools: [sH, sW] (default [1, 1]) */
+  readonly strides?: readonly number[];
+  /** conv2d*, pools: zero (conv) or ignored (pools) padding [top, left, bottom, right] (default 0) */
+  readonly pads?: readonly number[];
+  /** conv2d*: [dH, dW] (default [1, 1]) */
+  readonly dilations?: readonly number[];
+  /** pools: the window [kH, kW] */
+  readonly kernel?: readonly number[];
+  /** pools: the output size rounds up (PyTorch's ceil_mode: the last window starts inside the input or its top/left padding) */
+  readonly ceilMode?: boolean;
+  /** avgPool2d(Backward): padded positions count in the divisor */
+  readonly countIncludePad?: boolean;
+  /** batchNormRunning: weight of the batch statistic (PyTorch's momentum; ONNX's is 1 minus it) */
+  readonly momentum?: number;
+  /** batchNormRunning: elements per channel in the batch (the unbiased variance is var * count / (count - 1)) */
+  readonly count?: number;
 }
 
 export type Phase = 'forward' | 'backward' | 'update';

@@ -78,6 +78,16 @@ const KindInfo kKinds[OP_KIND_COUNT] = {
     {"rope", 1, 1, {"x"}, {"y"}},
     {"attention", 3, 2, {"q", "k", "v"}, {"y", "lse"}},
     {"attention_backward", 6, 3, {"q", "k", "v", "y", "lse", "dy"}, {"dq", "dk", "dv"}},
+    {"conv2d", 3, 1, {"x", "w", "b"}, {"y"}},
+    {"conv2d_grad_input", 2, 1, {"dy", "w"}, {"dx"}},
+    {"conv2d_grad_weight", 2, 2, {"x", "dy"}, {"dw", "db"}},
+    {"batchnorm", 3, 3, {"x", "w", "b"}, {"y", "mean", "var"}},
+    {"batchnorm_backward", 5, 3, {"x", "w", "mean", "var", "dy"}, {"dx", "dw", "db"}},
+    {"batchnorm_running", 4, 2, {"run_mean", "run_var", "mean", "var"}, {"run_mean", "run_var"}},
+    {"maxpool2d", 1, 1, {"x"}, {"y"}},
+    {"maxpool2d_backward", 2, 1, {"x", "dy"}, {"dx"}},
+    {"avgpool2d", 1, 1, {"x"}, {"y"}},
+    {"avgpool2d_backward", 1, 1, {"dy"}, {"dx"}},
 };
 
 bool fail(std::string* err, const std::string& msg) {
@@ -232,6 +242,8 @@ template <typename T>
 bool run_onnx_kinds(const OpCall& c, const KindInfo& k, std::string* err);
 template <typename T>
 bool run_zoo_kinds(const OpCall& c, const KindInfo& k, std::string* err);
+template <typename T>
+bool run_cnn_kinds(const OpCall& c, const KindInfo& k, std::string* err);
 
 template <typename T>
 bool run_checked(const OpCall& c, const KindInfo& k, std::string* err) {
@@ -762,6 +774,203 @@ bool run_zoo_kinds(const OpCall& c, const KindInfo& k, std::string* err) {
         attention_backward<T>(data<T>(out[0]), data<T>(out[1]), data<T>(out[2]), data<T>(q), data<T>(kk), data<T>(v),
                               data<T>(in[3]), data<T>(in[4]), data<T>(in[5]), B, Tn, NH, KVH, hs, causal == 1);
       }
+      return true;
+    }
+    default:
+      return run_cnn_kinds<T>(c, k, err);
+  }
+}
+
+// One spatial axis of a window: the output size (PyTorch's pooling_output_shape),
+// floor or ceil mode; 0 when no window fits.
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d, bool ceil) {
+  const int64_t span = in + pb + pe - d * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (span + (ceil ? s - 1 : 0)) / s + 1;
+  if (ceil && (out - 1) * s >= in + pb) out--;
+  return out;
+}
+
+std::string ints_str(const int64_t* v, int n) { return dims_str(v, n); }
+
+// Fills *s from x [N,C,H,W], the window attributes and y [N,M,OH,OW] (y is the
+// output, or dy for the gradients); checks that y is the window's output shape
+// (floor size, or also the ceil-mode size when allow_ceil).
+bool window_check(std::string* err, const char* op, const TensorView& x, const TensorView& y, const char* yname,
+                  int64_t M, Window2d* s, bool allow_ceil) {
+  if (x.rank != 4) return fail(err, std::string(op) + ": x has shape " + shape_str(x) + ", expected [N,C,H,W]");
+  s->N = x.shape[0]; s->C = x.shape[1]; s->H = x.shape[2]; s->W = x.shape[3]; s->M = M;
+  const int64_t geom[6] = {s->kH, s->kW, s->sH, s->sW, s->dH, s->dW};
+  const int64_t pads[4] = {s->pT, s->pL, s->pB, s->pR};
+  for (int i = 0; i < 6; i++)
+    if (geom[i] < 1)
+      return fail(err, std::string(op) + ": window " + ints_str(geom, 2) + ", strides " + ints_str(geom + 2, 2) + " and dilations " +
+                           ints_str(geom + 4, 2) + " must be >= 1");
+  for (int i = 0; i < 4; i++)
+    if (pads[i] < 0) return fail(err, std::string(op) + ": pads " + ints_str(pads, 4) + " must be >= 0");
+  const int64_t fh = window_out(s->H, s->kH, s->sH, s->pT, s->pB, s->dH, false), fw = window_out(s->W, s->kW, s->sW, s->pL, s->pR, s->dW, false);
+  const int64_t ch = window_out(s->H, s->kH, s->sH, s->pT, s->pB, s->dH, true), cw = window_out(s->W, s->kW, s->sW, s->pL, s->pR, s->dW, true);
+  TensorView want;
+  want.rank = 4;
+  want.shape[0] = s->N; want.shape[1] = M; want.shape[2] = fh; want.shape[3] = fw;
+  const bool is_floor = same_shape(y, want);
+  want.shape[2] = ch; want.shape[3] = cw;
+  const bool is_ceil = allow_ceil && same_shape(y, want);
+  if (fh < 1 || fw < 1 || (!is_floor && !is_ceil)) {
+    want.shape[2] = fh; want.shape[3] = fw;
+    return fail(err, std::string(op) + ": " + yname + " has shape " + shape_str(y) + ", expected " + shape_str(want) +
+                         (allow_ceil && (ch != fh || cw != fw) ? " (or with ceil mode [" + std::to_string(ch) + "," + std::to_string(cw) + "])" : "") +
+                         " for x " + shape_str(x) + ", window " + ints_str(geom, 2) + ", strides " + ints_str(geom + 2, 2) + ", pads " +
+                         ints_str(pads, 4) + ", dilations " + ints_str(geom + 4, 2));
+  }
+  s->OH = y.shape[2];
+  s->OW = y.shape[3];
+  return true;
+}
+
+// conv: x, w [M, C/G, kH, kW], y (or dy); iattr = strides, pads, dilations
+bool conv_check(std::string* err, const char* op, const OpCall& c, const TensorView& x, const TensorView& w,
+                const TensorView& y, const char* yname, Window2d* s) {
+  if (w.rank != 4) return fail(err, std::string(op) + ": w has shape " + shape_str(w) + ", expected [M,C/groups,kH,kW]");
+  if (x.rank == 4 && (w.shape[1] < 1 || x.shape[1] % w.shape[1] != 0 || w.shape[0] % (x.shape[1] / w.shape[1]) != 0))
+    return fail(err, std::string(op) + ": w has shape " + shape_str(w) + ", which does not split the " + std::to_string(x.shape[1]) +
+                         " channels of x into groups (C / w[1] groups must divide M = w[0])");
+  s->kH = w.shape[2]; s->kW = w.shape[3];
+  s->sH = c.iattr[0]; s->sW = c.iattr[1];
+  s->pT = c.iattr[2]; s->pL = c.iattr[3]; s->pB = c.iattr[4]; s->pR = c.iattr[5];
+  s->dH = c.iattr[6]; s->dW = c.iattr[7];
+  if (!window_check(err, op, x, y, yname, w.shape[0], s, false)) return false;
+  s->G = s->C / w.shape[1];
+  return true;
+}
+
+// pools: x, y (or dy); iattr = window, strides, pads (pads smaller than the window)
+bool pool_check(std::string* err, const char* op, const OpCall& c, const TensorView& x, const TensorView& y,
+                const char* yname, Window2d* s) {
+  s->kH = c.iattr[0]; s->kW = c.iattr[1];
+  s->sH = c.iattr[2]; s->sW = c.iattr[3];
+  s->pT = c.iattr[4]; s->pL = c.iattr[5]; s->pB = c.iattr[6]; s->pR = c.iattr[7];
+  if (s->pT >= s->kH || s->pB >= s->kH || s->pL >= s->kW || s->pR >= s->kW) {
+    const int64_t pads[4] = {s->pT, s->pL, s->pB, s->pR}, k[2] = {s->kH, s->kW};
+    return fail(err, std::string(op) + ": pads " + ints_str(pads, 4) + " must be smaller than the window " + ints_str(k, 2));
+  }
+  return window_check(err, op, x, y, yname, x.rank == 4 ? x.shape[1] : 0, s, true);
+}
+
+// The CNN kinds (ONNX import): conv, batch norm, pooling.
+template <typename T>
+bool run_cnn_kinds(const OpCall& c, const KindInfo& k, std::string* err) {
+  const char* op = k.name;
+  const TensorView* in = c.in;
+  const TensorView* out = c.out;
+  Window2d s;
+  switch (c.kind) {
+    case OP_CONV2D: {
+      const TensorView &x = in[0], &w = in[1], &b = in[2], &y = out[0];
+      if (!conv_check(err, op, c, x, w, y, "y", &s)) return false;
+      TensorView bshape;
+      bshape.rank = 1;
+      bshape.shape[0] = s.M;
+      if (!want_shape(err, op, "b", b, bshape, " (w's output channels)")) return false;
+      for (int i = 0; i < 3; i++)
+        if (!want_distinct(err, op, "y", y, k.in_names[i], in[i])) return false;
+      conv2d_forward<T>(data<T>(y), data<T>(x), data<T>(w), data<T>(b), s);
+      return true;
+    }
+    case OP_CONV2D_GRAD_INPUT: {
+      const TensorView &dy = in[0], &w = in[1], &dx = out[0];
+      if (!conv_check(err, op, c, dx, w, dy, "dy", &s)) return false;
+      if (!want_distinct(err, op, "dx", dx, "dy", dy) || !want_distinct(err, op, "dx", dx, "w", w)) return false;
+      conv2d_backward_input<T>(data<T>(dx), data<T>(dy), data<T>(w), s);
+      return true;
+    }
+    case OP_CONV2D_GRAD_WEIGHT: {
+      const TensorView &x = in[0], &dy = in[1], &dw = out[0], &db = out[1];
+      if (!conv_check(err, op, c, x, dw, dy, "dy", &s)) return false;
+      TensorView bshape;
+      bshape.rank = 1;
+      bshape.shape[0] = s.M;
+      if (!want_shape(err, op, "db", db, bshape, " (dw's output channels)")) return false;
+      for (int o = 0; o < 2; o++)
+        for (int i = 0; i < 2; i++)
+          if (!want_distinct(err, op, k.out_names[o], out[o], k.in_names[i], in[i])) return false;
+      conv2d_backward_weight<T>(data<T>(dw), data<T>(db), data<T>(x), data<T>(dy), s);
+      return true;
+    }
+    case OP_BATCHNORM:
+    case OP_BATCHNORM_BACKWARD: {
+      const TensorView &x = in[0], &w = in[1];
+      if (!want_min_rank(err, op, "x", x, 2)) return false;
+      const int64_t N = x.shape[0], C = x.shape[1];
+      const int64_t S = C > 0 && N > 0 ? x.numel() / (N * C) : 0;
+      TensorView cshape;
+      cshape.rank = 1;
+      cshape.shape[0] = C;
+      const std::string why = " to match x[N," + std::to_string(C) + ",...]";
+      if (!want_shape(err, op, "w", w, cshape, why)) return false;
+      if (!(c.fattr[0] >= 0)) return fail(err, std::string(op) + ": eps (fattr[0]) is " + std::to_string(c.fattr[0]) + ", expected >= 0");
+      if (c.kind == OP_BATCHNORM) {
+        if (!want_shape(err, op, "b", in[2], cshape, why) || !want_shape(err, op, "y", out[0], x) ||
+            !want_shape(err, op, "mean", out[1], cshape, why) || !want_shape(err, op, "var", out[2], cshape, why))
+          return false;
+        batchnorm_forward<T>(data<T>(out[0]), data<T>(out[1]), data<T>(out[2]), data<T>(x), data<T>(w), data<T>(in[2]), N, C,
+                             S, c.fattr[0]);
+      } else {
+        if (!want_shape(err, op, "mean", in[2], cshape, why) || !want_shape(err, op, "var", in[3], cshape, why) ||
+            !want_shape(err, op, "dy", in[4], x, " (the shape of x)") || !want_shape(err, op, "dx", out[0], x, " (the shape of x)") ||
+            !want_shape(err, op, "dw", out[1], cshape, why) || !want_shape(err, op, "db", out[2], cshape, why))
+          return false;
+        for (int o = 1; o < 3; o++)
+          if (!want_distinct(err, op, k.out_names[o], out[o], "dy", in[4])) return false;
+        batchnorm_backward<T>(data<T>(out[0]), data<T>(out[1]), data<T>(out[2]), data<T>(x), data<T>(w), data<T>(in[2]),
+                              data<T>(in[3]), data<T>(in[4]), N, C, S, c.fattr[0]);
+      }
+      return true;
+    }
+    case OP_BATCHNORM_RUNNING: {
+      if (in[0].rank != 1) return fail(err, std::string(op) + ": run_mean has shape " + shape_str(in[0]) + ", expected [C]");
+      for (int i = 1; i < 4; i++)
+        if (!want_shape(err, op, k.in_names[i], in[i], in[0], " (the shape of run_mean)")) return false;
+      for (int o = 0; o < 2; o++)
+        if (!want_shape(err, op, k.out_names[o], out[o], in[0], " (the shape of run_mean)")) return false;
+      const int64_t n = c.iattr[0];
+      const double momentum = c.fattr[0];
+      if (n < 2) return fail(err, std::string(op) + ": n (iattr[0]) is " + std::to_string(n) + ", expected >= 2 values per channel");
+      if (!(momentum >= 0 && momentum <= 1))
+        return fail(err, std::string(op) + ": momentum (fattr[0]) is " + std::to_string(momentum) + ", expected 0..1");
+      batchnorm_running<T>(data<T>(out[0]), data<T>(out[1]), data<T>(in[0]), data<T>(in[1]), data<T>(in[2]), data<T>(in[3]),
+                           in[0].shape[0], momentum, n);
+      return true;
+    }
+    case OP_MAXPOOL2D:
+    case OP_AVGPOOL2D: {
+      const TensorView &x = in[0], &y = out[0];
+      if (!pool_check(err, op, c, x, y, "y", &s)) return false;
+      if (!want_distinct(err, op, "y", y, "x", x)) return false;
+      if (c.kind == OP_MAXPOOL2D) {
+        maxpool2d_forward<T>(data<T>(y), data<T>(x), s);
+      } else {
+        if (c.fattr[0] != 0 && c.fattr[0] != 1)
+          return fail(err, std::string(op) + ": count_include_pad (fattr[0]) is " + std::to_string(c.fattr[0]) + ", expected 0 or 1");
+        avgpool2d_forward<T>(data<T>(y), data<T>(x), s, c.fattr[0] == 1);
+      }
+      return true;
+    }
+    case OP_MAXPOOL2D_BACKWARD: {
+      const TensorView &x = in[0], &dy = in[1], &dx = out[0];
+      if (!pool_check(err, op, c, x, dy, "dy", &s)) return false;
+      if (!want_shape(err, op, "dx", dx, x, " (the shape of x)")) return false;
+      if (!want_distinct(err, op, "dx", dx, "x", x) || !want_distinct(err, op, "dx", dx, "dy", dy)) return false;
+      maxpool2d_backward<T>(data<T>(dx), data<T>(x), data<T>(dy), s);
+      return true;
+    }
+    case OP_AVGPOOL2D_BACKWARD: {
+      const TensorView &dy = in[0], &dx = out[0];
+      if (!pool_check(err, op, c, dx, dy, "dy", &s)) return false;
+      if (c.fattr[0] != 0 && c.fattr[0] != 1)
+        return fail(err, std::string(op) + ": count_include_pad (fattr[0]) is " + std::to_string(c.fattr[0]) + ", expected 0 or 1");
+      if (!want_distinct(err, op, "dx", dx, "dy", dy)) return false;
+      avgpool2d_backward<T>(data<T>(dx), data<T>(dy), s, c.fattr[0] == 1);
       return true;
     }
     default:

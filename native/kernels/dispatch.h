@@ -62,7 +62,18 @@ enum OpKind : int32_t {
   OP_ROPE = 42,                  // in: x[B,T,NH*hs]                            out: y (rotary position embedding)
   OP_ATTENTION = 43,             // in: q[B,T,NH*hs], k, v[B,T,KVH*hs]          out: y[B,T,NH*hs], lse[B,NH,T]
   OP_ATTENTION_BACKWARD = 44,    // in: q, k, v, y, lse, dy                     out: dq, dk, dv
-  OP_KIND_COUNT = 45
+  // added for CNNs (ONNX import); NCHW, shape letters in kernels.h
+  OP_CONV2D = 45,                // in: x[N,C,H,W], w[M,C/G,kH,kW], b[M]        out: y[N,M,OH,OW]
+  OP_CONV2D_GRAD_INPUT = 46,     // in: dy[N,M,OH,OW], w                        out: dx[N,C,H,W]
+  OP_CONV2D_GRAD_WEIGHT = 47,    // in: x, dy                                   out: dw[M,C/G,kH,kW], db[M]
+  OP_BATCHNORM = 48,             // in: x[N,C,...], w[C], b[C]                  out: y, mean[C], var[C] (batch statistics)
+  OP_BATCHNORM_BACKWARD = 49,    // in: x, w, mean, var, dy                     out: dx, dw, db
+  OP_BATCHNORM_RUNNING = 50,     // in: run_mean[C], run_var[C], mean, var      out: run_mean, run_var (in place)
+  OP_MAXPOOL2D = 51,             // in: x[N,C,H,W]                              out: y[N,C,OH,OW]
+  OP_MAXPOOL2D_BACKWARD = 52,    // in: x, dy                                   out: dx
+  OP_AVGPOOL2D = 53,             // in: x[N,C,H,W]                              out: y[N,C,OH,OW]
+  OP_AVGPOOL2D_BACKWARD = 54,    // in: dy[N,C,OH,OW]                           out: dx[N,C,H,W]
+  OP_KIND_COUNT = 55
 };
 
 enum DType : int32_t { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_I32 = 3, DT_I64 = 4, DT_F64 = 5 };
@@ -88,6 +99,16 @@ struct TensorView {
 //   ROPE:                                 iattr[0] = heads NH, iattr[1] = inverse (0|1), fattr[0] = theta
 //   ATTENTION(_BACKWARD):                 iattr[0] = heads NH, iattr[1] = kv heads KVH (NH % KVH == 0),
 //                                         iattr[2] = causal (0|1)
+//   CONV2D, CONV2D_GRAD_INPUT, CONV2D_GRAD_WEIGHT:
+//                                         iattr = [sH, sW, pT, pL, pB, pR, dH, dW]; the groups G are
+//                                         C / w.shape[1]; OH = (H + pT + pB - dH*(kH-1) - 1) / sH + 1
+//   BATCHNORM, BATCHNORM_BACKWARD:        fattr[0] = eps
+//   BATCHNORM_RUNNING:                    iattr[0] = n (values per channel, >= 2), fattr[0] = momentum
+//                                         (PyTorch's: the weight of the batch statistic)
+//   MAXPOOL2D(_BACKWARD), AVGPOOL2D(_BACKWARD):
+//                                         iattr = [kH, kW, sH, sW, pT, pL, pB, pR] (pads < window);
+//                                         OH is the floor or the ceil-mode size (PyTorch's rule)
+//   AVGPOOL2D(_BACKWARD):                 fattr[0] = count_include_pad (0|1)
 //   ADAM: fattr[0] = lr, [1] = beta1, [2] = beta2, [3] = eps, [4] = weightDecay
 //         iattr[0] = adamw (0: L2 added to the gradient, torch.optim.Adam;
 //                           1: decoupled, torch.optim.AdamW), iattr[1] = step (>= 1)

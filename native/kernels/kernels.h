@@ -167,4 +167,46 @@ template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* y, const T* lse,
                         const T* dy, int64_t B, int64_t Tn, int64_t NH, int64_t KVH, int64_t hs, bool causal);
 
+// ---- added for CNNs (ONNX import) ---------------------------------------------
+// Shape letters: N = batch, C = input channels, H, W = input height and width,
+// M = output channels (C for the pools), OH, OW = output height and width,
+// kH, kW = window, sH, sW = strides, pT, pL, pB, pR = padding (top, left,
+// bottom, right), dH, dW = dilations, G = conv groups. Tensors are NCHW,
+// row-major; conv weights are [M, C/G, kH, kW].
+struct Window2d {
+  int64_t N = 0, C = 0, H = 0, W = 0;
+  int64_t M = 0, OH = 0, OW = 0;
+  int64_t kH = 1, kW = 1, sH = 1, sW = 1, pT = 0, pL = 0, pB = 0, pR = 0, dH = 1, dW = 1;
+  int64_t G = 1;
+};
+
+// ---- conv.cc ----------------------------------------------------------------
+// y[N,M,OH,OW] = conv(x, w) + b[M]   (zero padding)
+template <typename T> void conv2d_forward(T* y, const T* x, const T* w, const T* b, const Window2d& s);
+// dx[N,C,H,W] overwritten
+template <typename T> void conv2d_backward_input(T* dx, const T* dy, const T* w, const Window2d& s);
+// dw[M,C/G,kH,kW] and db[M] overwritten (sums over N, OH, OW)
+template <typename T> void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const Window2d& s);
+
+// ---- batchnorm.cc (training mode) ------------------------------------------------
+// x, y [N,C,S] (S = numel of the dims after C); mean, var [C] over N and S (var biased)
+template <typename T>
+void batchnorm_forward(T* y, T* mean, T* var, const T* x, const T* w, const T* b, int64_t N, int64_t C, int64_t S, double eps);
+// dx overwritten (may alias dy); dw, db overwritten
+template <typename T>
+void batchnorm_backward(T* dx, T* dw, T* db, const T* x, const T* w, const T* mean, const T* var, const T* dy,
+                        int64_t N, int64_t C, int64_t S, double eps);
+// PyTorch's running-statistics update; out_* may alias run_* (in place)
+template <typename T>
+void batchnorm_running(T* out_mean, T* out_var, const T* run_mean, const T* run_var, const T* mean, const T* var,
+                       int64_t C, double momentum, int64_t count);
+
+// ---- pool.cc ----------------------------------------------------------------------
+// padding is ignored by max and, unless count_include_pad, by the average's divisor
+template <typename T> void maxpool2d_forward(T* y, const T* x, const Window2d& s);
+// dx overwritten; the gradient goes to the first maximum of each window (as PyTorch)
+template <typename T> void maxpool2d_backward(T* dx, const T* x, const T* dy, const Window2d& s);
+template <typename T> void avgpool2d_forward(T* y, const T* x, const Window2d& s, bool count_include_pad);
+template <typename T> void avgpool2d_backward(T* dx, const T* dy, const Window2d& s, bool count_include_pad);
+
 }  // namespace tiercut

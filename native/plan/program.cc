@@ -37,7 +37,10 @@ const char* op_kind_name(int32_t kind) {
       "sub", "div", "affine", "powScalar", "unary", "unaryBackward", "where", "expand", "unbroadcast",
       "slice", "sliceBackward", "concat", "bmm", "logSoftmax", "logSoftmaxBackward", "cast",
       // added for the model zoo
-      "rmsNorm", "rmsNormBackward", "silu", "siluBackward", "rope", "attention", "attentionBackward"};
+      "rmsNorm", "rmsNormBackward", "silu", "siluBackward", "rope", "attention", "attentionBackward",
+      // added for CNNs
+      "conv2d", "conv2dGradInput", "conv2dGradWeight", "batchNorm", "batchNormBackward", "batchNormRunning",
+      "maxPool2d", "maxPool2dBackward", "avgPool2d", "avgPool2dBackward"};
   static_assert(sizeof(names) / sizeof(names[0]) == OP_KIND_COUNT, "one name per op kind");
   return (kind >= 0 && kind < OP_KIND_COUNT) ? names[kind] : "?";
 }
@@ -116,6 +119,17 @@ static const OpSignature kSignatures[OP_KIND_COUNT] = {
     {1, 1, 1, 0},      // rope
     {3, 2, 2, 0},      // attention: q, k, v -> y, lse
     {6, 3, 3, 0},      // attentionBackward: q, k, v, y, lse, dy -> dq, dk, dv
+    // added for CNNs
+    {3, 1, 1, 0},      // conv2d: x, w, b -> y
+    {2, 1, 1, 0},      // conv2dGradInput: dy, w -> dx
+    {2, 2, 2, 0},      // conv2dGradWeight: x, dy -> dw, db
+    {3, 3, 3, 0},      // batchNorm: x, w, b -> y, mean, var
+    {5, 3, 3, 0},      // batchNormBackward: x, w, mean, var, dy -> dx, dw, db
+    {4, 2, 2, 0},      // batchNormRunning: run_mean, run_var, mean, var -> run_mean, run_var (in place)
+    {1, 1, 1, 0},      // maxPool2d
+    {2, 1, 1, 0},      // maxPool2dBackward: x, dy -> dx
+    {1, 1, 1, 0},      // avgPool2d
+    {1, 1, 1, 0},      // avgPool2dBackward: dy -> dx
 };
 
 // ---------------------------------------------------------------------------

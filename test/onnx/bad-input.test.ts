@@ -4,8 +4,10 @@
 // opset, raw_data that disagrees with its shape, a symbolic dim nothing binds,
 // a file over 2 GiB, and external data: accepted next to the model, rejected
 // when its location is absolute, contains '..', or escapes through a symlink
-// (CVE-2022-25882 class). A fuzz test feeds 1,200 mutated copies of the
-// fixtures through the importer: each imports or fails with a UserError line.
+// (CVE-2022-25882 class); CNN nodes outside what tiercut trains (BatchNorm in
+// inference mode, auto_pad, a BatchNorm module applied twice). A fuzz test
+// feeds 1,200 mutated copies of the fixtures through the importer: each
+// imports or fails with a UserError line.
 import { describe, it, expect, beforeAll } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, symlinkSync, writeFileSync, ftruncateSync } from 'node:fs';
@@ -173,15 +175,37 @@ describe('external data', () => {
   it('a missing external file', () => expectImportError(externalCopy('ext-missing', 'nothere.bin'), /external data file 'nothere\.bin' not found next to the model/, 'TC113'));
 });
 
+describe('CNN nodes tiercut does not train: one line', () => {
+  const CNN = 'fixtures/onnx/resnet-tiny.onnx';
+  const edit = (name: string, f: (m: ModelProto) => void) => {
+    const m = onnx.ModelProto.decode(readFileSync(CNN));
+    f(m);
+    return save(name, m);
+  };
+  const node = (m: ModelProto, op: string) => m.graph!.node!.find((n) => n.opType === op)!;
+  const setAttr = (n: onnx.INodeProto, name: string, a: onnx.IAttributeProto) => { n.attribute = [...(n.attribute ?? []).filter((x) => x.name !== name), { name, ...a }]; };
+
+  it('BatchNormalization in inference mode', () => expectCliError(edit('bn-eval.onnx', (m) => setAttr(node(m, 'BatchNormalization'), 'training_mode', { type: onnx.AttributeProto.AttributeType.INT, i: 0 })),
+    /node '\/stem\/bn\/BatchNormalization' \(op_type BatchNormalization, domain 'ai\.onnx', opset 17\): BatchNormalization in inference mode/, 'TC112'));
+  it('auto_pad SAME_UPPER', () => expectCliError(edit('conv-same.onnx', (m) => setAttr(node(m, 'Conv'), 'auto_pad', { type: onnx.AttributeProto.AttributeType.STRING, s: Buffer.from('SAME_UPPER') })),
+    /op_type Conv.*auto_pad SAME_UPPER \(export with explicit pads\)/, 'TC112'));
+  it('one BatchNorm module applied twice', () => expectCliError(edit('bn-twice.onnx', (m) => {
+    const bns = m.graph!.node!.filter((n) => n.opType === 'BatchNormalization');
+    bns[2].input = [bns[2].input![0], ...bns[1].input!.slice(1)]; // res.b's norm reuses res.a's module
+  }), /the running mean 'res\.a\.bn\.running_mean' is also updated by an earlier BatchNormalization node/, 'TC112'));
+  it('a pooling window that does not fit', () => expectCliError(edit('pool-big.onnx', (m) => setAttr(node(m, 'MaxPool'), 'kernel_shape', { type: onnx.AttributeProto.AttributeType.INTS, ints: [20, 20] })),
+    /maxPool2d: a 20x20 window .* does not fit in x\[4,8,12,12\]/, 'TC116'));
+});
+
 describe('fuzz: mutated fixtures import or fail with one UserError line', () => {
-  it('1,200 mutations of the GPT and BERT fixtures', () => {
-    const sources = ['fixtures/onnx/gpt-tiny.onnx', 'fixtures/onnx/bert-tiny.onnx'].map((f) => readFileSync(f));
+  it('1,200 mutations of the GPT, BERT and CNN fixtures', () => {
+    const sources = ['fixtures/onnx/gpt-tiny.onnx', 'fixtures/onnx/bert-tiny.onnx', 'fixtures/onnx/resnet-tiny.onnx'].map((f) => readFileSync(f));
     let seed = 0x9e3779b9;
     const rnd = (n: number) => { seed ^= seed << 13; seed >>>= 0; seed ^= seed >>> 17; seed ^= seed << 5; seed >>>= 0; return seed % n; };
     const file = join(dir, 'fuzz.onnx');
     const outcomes = { imported: 0, userError: 0 };
     for (let i = 0; i < 1200; i++) {
-      const src = sources[i % 2];
+      const src = sources[i % sources.length];
       let bytes = Buffer.from(src);
       const kind = rnd(4);
       if (kind === 0) bytes = bytes.subarray(0, rnd(bytes.length)); // truncate

@@ -3,7 +3,9 @@
 //  - forward parity: tiercut's loss at the exported weights equals
 //    onnxruntime-node's output within 1e-5;
 //  - training parity: the loss over 5 torch.optim.Adam steps (lr 1e-3) from the
-//    same weights and batch is PyTorch's within 1e-4 (absolute).
+//    same weights and batch is PyTorch's within 1e-4 (absolute);
+//  - models with BatchNorm (training mode): after those steps, the running
+//    statistics equal PyTorch's buffers within 1e-5.
 import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
 import ort from 'onnxruntime-node';
@@ -13,9 +15,9 @@ import { fileData } from '../../runtime/data.js';
 import { readSafetensors, toFloat64 } from '../../runtime/safetensors.js';
 
 const FIX = 'fixtures/onnx';
-const MODELS = ['gpt-tiny', 'bert-tiny'];
+const MODELS = ['gpt-tiny', 'bert-tiny', 'resnet-tiny'];
 
-interface Expected { inputs: string[]; outputs: { loss: number[] }; losses: number[]; adam: { lr: number; betas: [number, number]; eps: number } }
+interface Expected { inputs: string[]; outputs: { loss: number[] }; losses: number[]; adam: { lr: number; betas: [number, number]; eps: number }; state?: Record<string, number[]> }
 
 async function ortLoss(name: string): Promise<number> {
   const session = await ort.InferenceSession.create(`${FIX}/${name}.onnx`);
@@ -36,8 +38,10 @@ describe('ONNX import: parity with onnxruntime (forward) and PyTorch (training)'
       const session = new TrainingSession(plan, {});
       const data = fileData(plan.graph, `${FIX}/${name}.data.safetensors`);
       const losses: number[] = [];
+      let state: Map<string, Float32Array>;
       try {
         for (let k = 1; k <= expected.losses.length; k++) losses.push((await session.step(k, data(k))).loss);
+        state = session.parameters();
       } finally {
         session.close();
       }
@@ -49,6 +53,13 @@ describe('ONNX import: parity with onnxruntime (forward) and PyTorch (training)'
       const worst = Math.max(...losses.map((l, i) => Math.abs(l - expected.losses[i])));
       console.log(`${name}: training max |tiercut - torch| over ${losses.length} Adam steps = ${worst.toExponential(3)}`);
       expect(worst).toBeLessThanOrEqual(1e-4);
+      for (const [buffer, want] of Object.entries(expected.state ?? {})) {
+        const got = state.get(buffer);
+        expect(got, `${name}: running statistic ${buffer}`).toBeDefined();
+        const diff = Math.max(...want.map((w, i) => Math.abs(got![i] - w)));
+        console.log(`${name}: ${buffer} after ${losses.length} steps: max |tiercut - torch| = ${diff.toExponential(3)}`);
+        expect(diff).toBeLessThanOrEqual(1e-5);
+      }
     });
   }
 });
