@@ -1,21 +1,16 @@
 // The grad rules of the CNN op kinds (conv2d, batchNorm, maxPool2d, avgPool2d)
 // against central finite differences in float64 on the native kernels (the
-// harness of grad-rules-onnx.test.ts): L(x) = sum(y(x) * dy) for a random dy;
+// harness in test/grad-check.ts): L(x) = sum(y(x) * dy) for a random dy;
 // dL/dx from the rule's backward ops must match (L(x+h) - L(x-h)) / 2h. Also
 // the running-statistics update against PyTorch's formula.
 import { describe, it, expect } from 'vitest';
-import { GraphBuilder } from '../../compiler/ir/graph.js';
-import type { OpAttrs, OpKind } from '../../compiler/ir/types.js';
-import { numel } from '../../compiler/ir/types.js';
 import { encodeAttrs, OP_CODES } from '../../compiler/ir/ops.js';
-import { GRAD_RULES } from '../../compiler/autodiff/rules.js';
 import { nativeAddon } from '../../runtime/binding.js';
-import { interpret, randomValues, expectClose } from '../helpers.js';
+import { checkGradRule, type GradCase } from '../grad-check.js';
+import { randomValues, expectClose } from '../helpers.js';
 
-interface Input { shape: number[]; scale?: number; offset?: number }
-interface Case { name: string; kind: OpKind; inputs: Input[]; attrs?: OpAttrs }
 
-const CASES: Case[] = [
+const CASES: GradCase[] = [
   { name: 'conv2d 3x3 pad 1', kind: 'conv2d', inputs: [{ shape: [2, 3, 5, 5] }, { shape: [4, 3, 3, 3] }, { shape: [4] }], attrs: { pads: [1, 1, 1, 1] } },
   {
     name: 'conv2d strides, asymmetric pads, dilations', kind: 'conv2d',
@@ -33,51 +28,7 @@ const CASES: Case[] = [
 ];
 
 describe('CNN grad rules vs finite differences (f64)', () => {
-  for (const c of CASES) {
-    it(c.name, () => {
-      const b = new GraphBuilder('fd');
-      const ins = c.inputs.map((s, k) => b.tensor({ name: `x${k}`, shape: s.shape, dtype: 'f32', role: 'param16', persistent: true }));
-      const [y] = b.op(c.kind, ins.map((t) => t.id), c.attrs ?? {}, { names: ['y'], role: 'activation' }, 'forward', { file: 'test', line: 0, col: 0 });
-      const fwd = b.ops[0];
-      const dy = b.tensor({ name: 'dy', shape: y.shape, dtype: 'f32', role: 'activationGrad' });
-      const ctx = {
-        tensor: (id: number) => b.tensors[id],
-        emit: (kind: OpKind, inputs: number[], attrs: OpAttrs, names: string[]) =>
-          b.op(kind, inputs, attrs, { names, role: 'activationGrad' }, 'backward', fwd.loc).map((t) => t.id),
-      };
-      const grads = GRAD_RULES[c.kind](ctx, fwd, dy.id);
-      const g = b.build(y.id, 'fp32');
-
-      const values = new Map<number, Float64Array | Int32Array>();
-      c.inputs.forEach((s, k) => values.set(ins[k].id, randomValues(numel(s.shape), 21 + k, s.scale ?? 1).map((v) => v + (s.offset ?? 0))));
-      const dyv = randomValues(numel(y.shape), 77);
-      values.set(dy.id, dyv);
-      interpret(g, values);
-
-      const loss = (vals: Map<number, Float64Array | Int32Array>) => {
-        const m = new Map(vals);
-        interpret(g, m, [g.ops[0]]);
-        const yv = m.get(y.id)!;
-        let s = 0;
-        for (let i = 0; i < yv.length; i++) s += yv[i] * dyv[i];
-        return s;
-      };
-      c.inputs.forEach((_, k) => {
-        const gid = grads[k];
-        expect(gid, `rule gives a gradient for input ${k}`).toBeDefined();
-        const analytic = values.get(gid!) as Float64Array;
-        const x = values.get(ins[k].id) as Float64Array;
-        const fd = new Float64Array(x.length);
-        const h = 1e-6;
-        for (let i = 0; i < x.length; i++) {
-          const plus = new Float64Array(x); plus[i] += h;
-          const minus = new Float64Array(x); minus[i] -= h;
-          fd[i] = (loss(new Map(values).set(ins[k].id, plus)) - loss(new Map(values).set(ins[k].id, minus))) / (2 * h);
-        }
-        expectClose(`${c.name} d${ins[k].name}`, analytic, fd, 1e-7, 1e-6);
-      });
-    });
-  }
+  for (const c of CASES) it(c.name, () => checkGradRule(c));
 
   it('batchNormRunning: PyTorch\'s update (unbiased variance, momentum on the batch statistic)', () => {
     const C = 5, count = 12, momentum = 0.1;

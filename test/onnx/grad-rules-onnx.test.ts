@@ -1,27 +1,25 @@
 // The grad rules of the op kinds added for ONNX import, against central finite
-// differences in float64 on the native kernels (the harness of
-// test/autodiff/grad-rules.test.ts): L(x) = sum(y(x) * dy) for a random dy;
+// differences in float64 on the native kernels (the harness
+// in test/grad-check.ts): L(x) = sum(y(x) * dy) for a random dy;
 // dL/dx from the rule's backward ops must match (L(x+h) - L(x-h)) / 2h.
 import { describe, it, expect } from 'vitest';
 import { GraphBuilder } from '../../compiler/ir/graph.js';
-import type { OpAttrs, OpKind } from '../../compiler/ir/types.js';
-import { numel, UNARY_FNS } from '../../compiler/ir/types.js';
+import { UNARY_FNS } from '../../compiler/ir/types.js';
 import { GRAD_RULES } from '../../compiler/autodiff/rules.js';
-import { interpret, randomValues, expectClose } from '../helpers.js';
+import { checkGradRule, type GradCase, type GradInput } from '../grad-check.js';
+import { interpret } from '../helpers.js';
 
-interface Input { shape: number[]; scale?: number; offset?: number; values?: number[]; noGrad?: boolean }
-interface Case { name: string; kind: OpKind; inputs: Input[]; attrs?: OpAttrs }
 
-const positive = (shape: number[]): Input => ({ shape, scale: 0.5, offset: 1.5 });
+const positive = (shape: number[]): GradInput => ({ shape, scale: 0.5, offset: 1.5 });
 
-const CASES: Case[] = [
+const CASES: GradCase[] = [
   { name: 'sub broadcast', kind: 'sub', inputs: [{ shape: [2, 3, 4] }, { shape: [4] }] },
   { name: 'div broadcast', kind: 'div', inputs: [{ shape: [2, 3, 4] }, positive([3, 4])] },
   { name: 'div same shape', kind: 'div', inputs: [{ shape: [5] }, positive([5])] },
   { name: 'affine', kind: 'affine', inputs: [{ shape: [7] }], attrs: { scale: -2.5, offset: 0.3 } },
   { name: 'powScalar 3', kind: 'powScalar', inputs: [{ shape: [9] }], attrs: { exponent: 3 } },
   { name: 'powScalar 0.5', kind: 'powScalar', inputs: [positive([9])], attrs: { exponent: 0.5 } },
-  ...UNARY_FNS.map((fn): Case => ({ name: `unary ${fn}`, kind: 'unary', inputs: [fn === 'sqrt' || fn === 'log' ? positive([11]) : { shape: [11], scale: 2 }], attrs: { fn } })),
+  ...UNARY_FNS.map((fn): GradCase => ({ name: `unary ${fn}`, kind: 'unary', inputs: [fn === 'sqrt' || fn === 'log' ? positive([11]) : { shape: [11], scale: 2 }], attrs: { fn } })),
   { name: 'where', kind: 'where', inputs: [{ shape: [2, 3], values: [1, 0, 1, 1, 0, 0], noGrad: true }, { shape: [2, 3] }, { shape: [2, 3] }] },
   { name: 'expand', kind: 'expand', inputs: [{ shape: [3, 1] }], attrs: { shape: [2, 3, 4] } },
   { name: 'unbroadcast', kind: 'unbroadcast', inputs: [{ shape: [2, 3, 4] }], attrs: { shape: [3, 1] } },
@@ -35,58 +33,7 @@ const CASES: Case[] = [
 ];
 
 describe('ONNX grad rules vs finite differences (f64)', () => {
-  for (const c of CASES) {
-    it(c.name, () => {
-      const b = new GraphBuilder('fd');
-      const ins = c.inputs.map((s, k) => b.tensor({ name: `x${k}`, shape: s.shape, dtype: 'f32', role: s.noGrad ? 'input' : 'param16', persistent: !s.noGrad }));
-      const [y] = b.op(c.kind, ins.map((t) => t.id), c.attrs ?? {}, { names: ['y'], role: 'activation' }, 'forward', { file: 'test', line: 0, col: 0 });
-      const fwd = b.ops[0];
-      const dy = b.tensor({ name: 'dy', shape: y.shape, dtype: 'f32', role: 'activationGrad' });
-      const ctx = {
-        tensor: (id: number) => b.tensors[id],
-        emit: (kind: OpKind, inputs: number[], attrs: OpAttrs, names: string[]) =>
-          b.op(kind, inputs, attrs, { names, role: 'activationGrad' }, 'backward', fwd.loc).map((t) => t.id),
-      };
-      const grads = GRAD_RULES[c.kind](ctx, fwd, dy.id);
-      const g = b.build(y.id, 'fp32');
-
-      const values = new Map<number, Float64Array | Int32Array>();
-      c.inputs.forEach((s, k) => {
-        const n = numel(s.shape);
-        values.set(ins[k].id, s.values ? Float64Array.from(s.values) : randomValues(n, 11 + k, s.scale ?? 1).map((v) => v + (s.offset ?? 0)));
-      });
-      const dyv = randomValues(numel(y.shape), 99);
-      values.set(dy.id, dyv);
-      interpret(g, values);
-
-      const loss = (vals: Map<number, Float64Array | Int32Array>) => {
-        const m = new Map(vals);
-        interpret(g, m, [g.ops[0]]);
-        const yv = m.get(y.id)!;
-        let s = 0;
-        for (let i = 0; i < yv.length; i++) s += yv[i] * dyv[i];
-        return s;
-      };
-      let checked = 0;
-      c.inputs.forEach((s, k) => {
-        if (s.noGrad) return;
-        const gid = grads[k];
-        expect(gid, `rule gives a gradient for input ${k}`).toBeDefined();
-        const analytic = values.get(gid!) as Float64Array;
-        const x = values.get(ins[k].id) as Float64Array;
-        const fd = new Float64Array(x.length);
-        const h = 1e-6;
-        for (let i = 0; i < x.length; i++) {
-          const plus = new Float64Array(x); plus[i] += h;
-          const minus = new Float64Array(x); minus[i] -= h;
-          fd[i] = (loss(new Map(values).set(ins[k].id, plus)) - loss(new Map(values).set(ins[k].id, minus))) / (2 * h);
-        }
-        expectClose(`${c.name} d${ins[k].name}`, analytic, fd, 1e-7, 1e-6);
-        checked++;
-      });
-      expect(checked).toBeGreaterThan(0);
-    });
-  }
+  for (const c of CASES) it(c.name, () => checkGradRule(c));
 
   it('cast: int32 -> float, no gradient to the integers', () => {
     const b = new GraphBuilder('cast');
