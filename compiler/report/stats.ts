@@ -21,6 +21,8 @@ export interface PlanStats {
   /** The LP's lower bound on the step time (absent in plans made without it). */
   lowerBoundSeconds?: number;
   gapPercent?: number;
+  /** With --dpu: the warm-up length and the steady-state step's prediction and peaks. */
+  dpu?: { warmupSteps: number; stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
   /** Per tier: what occupies it at its peak (bytes per role), and when (instruction id). */
   atPeak: Record<Tier, { at: number; bytes: Partial<Record<Role, number>> }>;
 }
@@ -69,5 +71,12 @@ export function planStats(plan: Plan): PlanStats {
     lambdaSecondsPerByte: p.lambdaSecondsPerByte,
     ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
     atPeak: occupancyAtPeak(plan),
+    ...(plan.dpu ? {
+      dpu: {
+        warmupSteps: plan.dpu.warmupSteps, stepSeconds: plan.dpu.steady.predicted.stepSeconds,
+        tiers: { gpu: { ...plan.dpu.steady.tiers.gpu }, cpu: { ...plan.dpu.steady.tiers.cpu }, nvme: { ...plan.dpu.steady.tiers.nvme } },
+        traffic: { ...plan.dpu.steady.traffic, copies: plan.dpu.steady.instructions.filter((x) => x.kind === 'copy').length },
+      },
+    } : {}),
   };
 }

@@ -43,6 +43,7 @@ export function textReport(s: PlanStats): string {
   L.push(`traffic per step: h2d ${fmtBytes(s.traffic.h2dBytes)}, d2h ${fmtBytes(s.traffic.d2hBytes)}, nvme read ${fmtBytes(s.traffic.nvmeReadBytes)}, nvme write ${fmtBytes(s.traffic.nvmeWriteBytes)} (${s.traffic.copies} copies; data inputs ${fmtBytes(s.traffic.inputBytes)})`);
   L.push(`predicted step: ${fmtSeconds(s.predicted.stepSeconds)} (${s.predicted.tflops.toFixed(3)} TFLOPS); busy: ${STREAMS.filter((k) => s.predicted.streamBusySeconds[k] > 0).map((k) => `${k} ${fmtSeconds(s.predicted.streamBusySeconds[k])}`).join(', ')}`);
   if (s.lowerBoundSeconds !== undefined) L.push(`lower bound (LP): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
+  if (s.dpu) L.push(`delayed parameter update: after ${s.dpu.warmupSteps} warm-up steps, predicted step ${fmtSeconds(s.dpu.stepSeconds)}; gpu peak ${fmtBytes(s.dpu.tiers.gpu.peakBytes)}, cpu peak ${fmtBytes(s.dpu.tiers.cpu.peakBytes)}; h2d ${fmtBytes(s.dpu.traffic.h2dBytes)}, d2h ${fmtBytes(s.dpu.traffic.d2hBytes)} per step`);
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const parts = Object.entries(s.atPeak[t].bytes).filter(([, b]) => b! > 0).sort((a, b) => b[1]! - a[1]!);
     if (parts.length) L.push(`${t} at its peak (instruction ${s.atPeak[t].at}): ${parts.map(([r, b]) => `${r} ${fmtBytes(b!)}`).join(', ')}`);
