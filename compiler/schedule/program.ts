@@ -147,6 +147,8 @@ export function buildProgram(g: Graph, p: Placement): Program {
     const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs });
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
+    // inputs fetched for the rerun are dropped after it (e.g. a master copy staged from NVMe)
+    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t)) valid[t].delete(tier);
     return outs[op.outputs.indexOf(x)];
   }
 

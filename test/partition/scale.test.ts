@@ -40,3 +40,13 @@ describe('capacity bound', () => {
     expect(verifyPlan(plan)).toEqual([]);
   });
 });
+
+describe('NVMe scale', () => {
+  it('a 1T GPT plans on one a100-80g with 2 TB CPU and 28 TB of NVMe', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt-1t', hw: 'a100-80g', nvmeBytes: 28e12, precision: 'fp16' });
+    expect(plan.graph.paramCount).toBeGreaterThan(1e12);
+    for (const t of ['gpu', 'cpu', 'nvme'] as const) expect(plan.tiers[t].peakBytes).toBeLessThanOrEqual(plan.tiers[t].capacityBytes);
+    expect(plan.tiers.nvme.peakBytes).toBeGreaterThan(1e12);
+    expect(verifyPlan(plan)).toEqual([]);
+  });
+});
