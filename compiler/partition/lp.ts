@@ -104,9 +104,8 @@ function segmentsOf(g: Graph, hw: HardwareProfile, K: number): Int32Array {
 export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Promise<LpSolution> {
   // coarse segments first; when they make it infeasible (a segment's working set
   // counts every parameter it uses at once), finer ones before giving up
-  let sol = await solveLpAt(g, hw, opts, opts.segments ?? 48);
-  for (let K = (opts.segments ?? 48) * 8; sol.status === 'infeasible' && opts.segments === undefined && K <= 384 * 8; K *= 8) sol = await solveLpAt(g, hw, opts, Math.min(K, 384));
-  return sol;
+  const sol = await solveLpAt(g, hw, opts, opts.segments ?? 48);
+  return sol.status === 'infeasible' && opts.segments === undefined ? solveLpAt(g, hw, opts, 384) : sol;
 }
 
 async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number): Promise<LpSolution> {
