@@ -30,15 +30,11 @@ Napi::Value ring_attention_js(const Napi::CallbackInfo& info) {
   AttentionShape sh = read_shape(a);
   ThreadedRing ring = read_ring(a, sh);
   const int64_t n = sh.batch * sh.heads * sh.seq;
-  const char* what = "batch*heads*seq*dim";
-  const float* q = a.floats("q", n * sh.dim, what);
-  const float* k = a.floats("k", n * sh.dim, what);
-  const float* v = a.floats("v", n * sh.dim, what);
-  Napi::Float32Array out = Napi::Float32Array::New(env, size_t(n * sh.dim));
-  Napi::Float32Array lse = Napi::Float32Array::New(env, size_t(n));
+  RingInputs in = read_inputs(a, n, sh.dim, "seq", false);
+  Napi::Float32Array out = new_floats(env, n * sh.dim), lse = new_floats(env, n);
   std::vector<RankStats> stats;
   try {
-    ring_forward_threads(sh, ring, q, k, v, out.Data(), lse.Data(), &stats);
+    ring_forward_threads(sh, ring, in.q, in.k, in.v, out.Data(), lse.Data(), &stats);
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("ringAttention: ") + e.what());
   }
@@ -55,19 +51,11 @@ Napi::Value ring_attention_backward_js(const Napi::CallbackInfo& info) {
   AttentionShape sh = read_shape(a);
   ThreadedRing ring = read_ring(a, sh);
   const int64_t n = sh.batch * sh.heads * sh.seq;
-  const char* what = "batch*heads*seq*dim";
-  const float* q = a.floats("q", n * sh.dim, what);
-  const float* k = a.floats("k", n * sh.dim, what);
-  const float* v = a.floats("v", n * sh.dim, what);
-  const float* out = a.floats("out", n * sh.dim, what);
-  const float* lse = a.floats("lse", n, "batch*heads*seq");
-  const float* dout = a.floats("dout", n * sh.dim, what);
-  Napi::Float32Array dq = Napi::Float32Array::New(env, size_t(n * sh.dim));
-  Napi::Float32Array dk = Napi::Float32Array::New(env, size_t(n * sh.dim));
-  Napi::Float32Array dv = Napi::Float32Array::New(env, size_t(n * sh.dim));
+  RingInputs in = read_inputs(a, n, sh.dim, "seq", true);
+  Napi::Float32Array dq = new_floats(env, n * sh.dim), dk = new_floats(env, n * sh.dim), dv = new_floats(env, n * sh.dim);
   std::vector<RankStats> stats;
   try {
-    ring_backward_threads(sh, ring, q, k, v, out, lse, dout, dq.Data(), dk.Data(), dv.Data(), &stats);
+    ring_backward_threads(sh, ring, in.q, in.k, in.v, in.out, in.lse, in.dout, dq.Data(), dk.Data(), dv.Data(), &stats);
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("ringAttentionBackward: ") + e.what());
   }

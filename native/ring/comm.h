@@ -49,6 +49,19 @@ struct Request {
   size_t bytes = 0;
   std::string what;           // for messages: "K/V block of rank 2 (step 1)"
   std::shared_ptr<void> impl;
+
+  // An active request as every backend's isend/irecv starts it.
+  static Request start(bool is_send, int peer, int tag, void* data, size_t bytes, const std::string& what) {
+    Request r;
+    r.active = true;
+    r.is_send = is_send;
+    r.peer = peer;
+    r.tag = tag;
+    r.data = data;
+    r.bytes = bytes;
+    r.what = what;
+    return r;
+  }
 };
 
 class Communicator {

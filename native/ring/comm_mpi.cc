@@ -95,14 +95,7 @@ static void count_type(size_t bytes, int* count, MPI_Datatype* type, const std::
 }
 
 Request MpiComm::isend(const void* data, size_t bytes, int peer, int tag, const std::string& what) {
-  Request r;
-  r.active = true;
-  r.is_send = true;
-  r.peer = peer;
-  r.tag = tag;
-  r.data = const_cast<void*>(data);
-  r.bytes = bytes;
-  r.what = what;
+  Request r = Request::start(true, peer, tag, const_cast<void*>(data), bytes, what);
   auto p = std::make_shared<Pending>();
   int count;
   MPI_Datatype type;
@@ -117,13 +110,7 @@ Request MpiComm::isend(const void* data, size_t bytes, int peer, int tag, const 
 }
 
 Request MpiComm::irecv(void* data, size_t bytes, int peer, int tag, const std::string& what) {
-  Request r;
-  r.active = true;
-  r.peer = peer;
-  r.tag = tag;
-  r.data = data;
-  r.bytes = bytes;
-  r.what = what;
+  Request r = Request::start(false, peer, tag, data, bytes, what);
   auto p = std::make_shared<Pending>();
   int count;
   MPI_Datatype type;

@@ -105,27 +105,13 @@ std::pair<int, std::string> ThreadGroup::failure() {
 }
 
 Request ThreadComm::isend(const void* data, size_t bytes, int peer, int tag, const std::string& what) {
-  Request r;
-  r.active = true;
-  r.is_send = true;
-  r.peer = peer;
-  r.tag = tag;
-  r.data = const_cast<void*>(data);
-  r.bytes = bytes;
-  r.what = what;
+  Request r = Request::start(true, peer, tag, const_cast<void*>(data), bytes, what);
   r.impl = group_->publish(rank_, peer, tag, data, bytes);
   return r;
 }
 
 Request ThreadComm::irecv(void* data, size_t bytes, int peer, int tag, const std::string& what) {
-  Request r;
-  r.active = true;
-  r.peer = peer;
-  r.tag = tag;
-  r.data = data;
-  r.bytes = bytes;
-  r.what = what;
-  return r;
+  return Request::start(false, peer, tag, data, bytes, what);
 }
 
 void ThreadComm::wait(Request& r) {

@@ -77,15 +77,11 @@ static Napi::Value forward_js(const Napi::CallbackInfo& info) {
   Local l = read_local(a);
   const AttentionShape& sh = l.shape;
   const int64_t n = sh.batch * sh.heads * l.rows;
-  const char* what = "batch*heads*shardRows*dim";
-  const float* q = a.floats("q", n * sh.dim, what);
-  const float* k = a.floats("k", n * sh.dim, what);
-  const float* v = a.floats("v", n * sh.dim, what);
-  Napi::Float32Array out = Napi::Float32Array::New(env, size_t(n * sh.dim));
-  Napi::Float32Array lse = Napi::Float32Array::New(env, size_t(n));
+  RingInputs in = read_inputs(a, n, sh.dim, "shardRows", false);
+  Napi::Float32Array out = new_floats(env, n * sh.dim), lse = new_floats(env, n);
   std::vector<RankStats> stats(1);
   try {
-    ring_attention_forward(*g_comm, sh, l.options, q, k, v, out.Data(), lse.Data(), &stats[0]);
+    ring_attention_forward(*g_comm, sh, l.options, in.q, in.k, in.v, out.Data(), lse.Data(), &stats[0]);
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("ringAttention: ") + e.what());
   }
@@ -102,20 +98,12 @@ static Napi::Value backward_js(const Napi::CallbackInfo& info) {
   Local l = read_local(a);
   const AttentionShape& sh = l.shape;
   const int64_t n = sh.batch * sh.heads * l.rows;
-  const char* what = "batch*heads*shardRows*dim";
-  const float* q = a.floats("q", n * sh.dim, what);
-  const float* k = a.floats("k", n * sh.dim, what);
-  const float* v = a.floats("v", n * sh.dim, what);
-  const float* out = a.floats("out", n * sh.dim, what);
-  const float* lse = a.floats("lse", n, "batch*heads*shardRows");
-  const float* dout = a.floats("dout", n * sh.dim, what);
-  Napi::Float32Array dq = Napi::Float32Array::New(env, size_t(n * sh.dim));
-  Napi::Float32Array dk = Napi::Float32Array::New(env, size_t(n * sh.dim));
-  Napi::Float32Array dv = Napi::Float32Array::New(env, size_t(n * sh.dim));
+  RingInputs in = read_inputs(a, n, sh.dim, "shardRows", true);
+  Napi::Float32Array dq = new_floats(env, n * sh.dim), dk = new_floats(env, n * sh.dim), dv = new_floats(env, n * sh.dim);
   std::vector<RankStats> stats(1);
   try {
-    ring_attention_backward(*g_comm, sh, l.options, q, k, v, out, lse, dout, dq.Data(), dk.Data(), dv.Data(),
-                            &stats[0]);
+    ring_attention_backward(*g_comm, sh, l.options, in.q, in.k, in.v, in.out, in.lse, in.dout, dq.Data(), dk.Data(),
+                            dv.Data(), &stats[0]);
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("ringAttentionBackward: ") + e.what());
   }

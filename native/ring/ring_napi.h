@@ -83,6 +83,29 @@ inline AttentionShape read_shape(const RingArgs& a) {
   return s;
 }
 
+// The arrays of one call: n = batch*heads*rows query rows of `dim` each, where
+// `rows` names the row count in messages ("seq", or "shardRows" on one MPI rank).
+struct RingInputs {
+  const float *q = nullptr, *k = nullptr, *v = nullptr;                 // forward and backward
+  const float *out = nullptr, *lse = nullptr, *dout = nullptr;          // backward only
+};
+
+inline RingInputs read_inputs(const RingArgs& a, int64_t n, int64_t dim, const std::string& rows, bool backward) {
+  const std::string what = "batch*heads*" + rows + "*dim", lse_what = "batch*heads*" + rows;
+  RingInputs in;
+  in.q = a.floats("q", n * dim, what.c_str());
+  in.k = a.floats("k", n * dim, what.c_str());
+  in.v = a.floats("v", n * dim, what.c_str());
+  if (backward) {
+    in.out = a.floats("out", n * dim, what.c_str());
+    in.lse = a.floats("lse", n, lse_what.c_str());
+    in.dout = a.floats("dout", n * dim, what.c_str());
+  }
+  return in;
+}
+
+inline Napi::Float32Array new_floats(Napi::Env env, int64_t n) { return Napi::Float32Array::New(env, size_t(n)); }
+
 inline Napi::Object stats_to_js(Napi::Env env, const std::vector<RankStats>& ranks) {
   Napi::Array arr = Napi::Array::New(env, ranks.size());
   for (size_t i = 0; i < ranks.size(); i++) {
