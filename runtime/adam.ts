@@ -6,11 +6,13 @@
 // Sync: blocks the calling thread for the step; the work runs on the native
 // thread pool (all cores unless `threads` says otherwise). Memory bound: an fp32
 // step moves 28 bytes per parameter (+4 for the inf/NaN check pass).
+import type { AdamAttrs } from '../compiler/ir/types.js';
 import { nativeAddon, type AdamIsa, type NativeAdamArgs } from './binding.js';
 
 export type { AdamIsa } from './binding.js';
 
-export interface CpuAdamArgs {
+/** Hyper-parameters as the plan's optimizer (AdamAttrs: lr, beta1, beta2, eps, weightDecay, adamw), plus: */
+export interface CpuAdamArgs extends AdamAttrs {
   /** fp32 master parameters, updated in place. */
   readonly params: Float32Array;
   /** Gradients: Float32Array, or Uint16Array holding fp16 / bf16 bits (gradType). Not modified. */
@@ -22,13 +24,6 @@ export interface CpuAdamArgs {
   readonly expAvgSq: Float32Array;
   /** Step number, counting from 1 (bias corrections use it). */
   readonly step: number;
-  readonly lr: number;
-  readonly beta1: number;
-  readonly beta2: number;
-  readonly eps: number;
-  readonly weightDecay: number;
-  /** false: torch.optim.Adam (L2: g += weightDecay * p); true: torch.optim.AdamW (p *= 1 - lr * weightDecay). */
-  readonly adamw: boolean;
   /** Multiplies the gradient first (loss-scale unscale x clipping coefficient). Default 1. */
   readonly gradScale?: number;
   /** Receives the updated parameters rounded to halfType (nearest, ties to even). */

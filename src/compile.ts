@@ -11,7 +11,8 @@ import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { lowerDpu } from '../compiler/lower/dpu.js';
-import { allGpu, fmtBytes, partitionMinCut } from '../compiler/partition/mincut.js';
+import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
+import { formatBytes as fmtBytes } from './sizes.js';
 import { placementFrom, roundSolution, solveLp, type LpSolution } from '../compiler/partition/lp.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type Traffic } from '../compiler/plan/types.js';
@@ -115,7 +116,7 @@ export interface Placed { placement: Placement; lp: LpSolution }
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
   const bound = () => solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, boundOnly: true });
   const whole = allGpu(g);
-  if (fitsTiers(liveBytesPeak(buildProgram(g, whole)), hw) && assignOffsets(buildProgram(g, whole)).arenaBytes.gpu <= hw.gpu.capacityBytes) return { placement: whole, lp: await bound() };
+  if (fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await bound() };
   const cut = placeMinCut(g, hw);
   if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await bound() };
   const lp = await solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });

@@ -1,4 +1,5 @@
-// Parsing of command-line sizes: `64MB` (10^6), `32GiB` (2^30), or plain bytes (0: no such tier).
+// Sizes in and out: parsing `64MB` (10^6), `32GiB` (2^30) or plain bytes (0: no
+// such tier) from the command line, and formatting byte counts for messages.
 import { diag } from './diagnostics.js';
 
 const UNITS: Record<string, number> = {
@@ -12,4 +13,12 @@ export function parseSize(flag: string, text: string): number {
   const bytes = Math.round(Number(m[1]) * UNITS[unit]);
   if (!Number.isSafeInteger(bytes) || bytes < 0) throw diag.badSize(flag, text);
   return bytes;
+}
+
+/** Bytes in binary units for messages: "1.50 GiB", "512 B". */
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n, u = 0;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+  return `${v.toFixed(u === 0 ? 0 : 2)} ${units[u]}`;
 }

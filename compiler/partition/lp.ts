@@ -18,8 +18,10 @@
 //    before its next use (its producer runs again on the GPU; allowed when the
 //    producer's inputs are parameters, data or saved activations that are
 //    themselves not recomputed);
-//  - loads per segment and resource (gpu, cpu, h2d, d2h, nvme read, nvme write)
-//    in seconds; an epigraph variable T_s >= every load; minimise sum T_s;
+//  - the step's load per resource (gpu, cpu, h2d, d2h, nvme read, nvme write)
+//    in seconds; an epigraph variable T >= every load; minimise T (a bound no
+//    schedule of the placement can beat), then, with T held within 1e-6 of its
+//    optimum, the total load (so the chosen placement wastes no work);
 //  - capacity of every tier in every segment: persistent shares + fetched
 //    copies of the parameters used in the segment + kept activations + the
 //    fixed working set (every other tensor alive in the segment) + staging.
@@ -118,8 +120,8 @@ async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segment
   for (const q of groups) { inGroup.add(q.p16); q.state.forEach((t) => inGroup.add(t)); inGroup.add(q.grad); }
 
   // fixed loads and working set per segment
-  const gpuFixed = new Float64Array(K);
-  for (const op of g.ops) if (op.kind !== 'adam') gpuFixed[seg[op.id]] += opSeconds(g, op, 'gpu', hw);
+  let gpuFixed = 0; // forward and backward: always on the GPU
+  for (const op of g.ops) if (op.kind !== 'adam') gpuFixed += opSeconds(g, op, 'gpu', hw);
   const work = new Float64Array(K);
   const saved: number[] = [];
   const savedSpan: [number, number, number][] = []; // [producer seg, reuse seg, last seg]
@@ -175,12 +177,14 @@ async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segment
   lp.row(persist(PC, 1), 0, 0);
   lp.row(groups.flatMap((q, i): [number, number][] => (half ? [[x2[i][2], q.stateBytes]] : [[x1[i][2], q.p16Bytes], [x2[i][2], q.stateBytes]])), -Infinity, hw.nvme.capacityBytes * share);
 
-  // per-segment loads (seconds) and memory (bytes), as linear terms + constants
+  // loads of the whole step per resource (seconds) and memory per segment
+  // (bytes), each as linear terms plus a constant
   type Terms = [number, number][];
-  const load = Array.from({ length: K }, () => ({ gpu: [] as Terms, cpu: [] as Terms, h2d: [] as Terms, d2h: [] as Terms, nr: [] as Terms, nw: [] as Terms, h2dC: 0, cpuC: 0 }));
-  const memG = Array.from({ length: K }, () => ({ terms: [[PG, 1]] as Terms, c: work[0] * 0 }));
+  const resources = ['gpu', 'cpu', 'h2d', 'd2h', 'nr', 'nw'] as const;
+  const load = Object.fromEntries(resources.map((r) => [r, { terms: [] as Terms, c: 0 }])) as Record<typeof resources[number], { terms: Terms; c: number }>;
+  load.gpu.c = gpuFixed;
+  const memG = Array.from({ length: K }, (_, s) => ({ terms: [[PG, 1]] as Terms, c: work[s] }));
   const memC = Array.from({ length: K }, () => ({ terms: [[PC, 1]] as Terms, c: 0 }));
-  for (let s = 0; s < K; s++) memG[s].c = work[s];
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   groups.forEach((q, i) => {
@@ -188,26 +192,23 @@ async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segment
     const us = seg[u.id];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
     // update: gpu share on the GPU, the rest on the CPU (cpu load = aC * (1 - g2))
-    load[us].gpu.push([x2[i][0], aG]);
-    load[us].cpu.push([x2[i][0], -aC]); load[us].cpuC += aC;
-    load[us].h2d.push([ov[i], h2d(q.p16Bytes)]);
-    load[us].d2h.push([ov2[i], d2h(q.p16Bytes)]);
-    load[us].nr.push([x2[i][2], nr(q.stateBytes)]);
-    load[us].nw.push([x2[i][2], nw(q.stateBytes)]);
-    if (!half) load[us].nw.push([x1[i][2], nw(q.p16Bytes)]);
+    load.gpu.terms.push([x2[i][0], aG]);
+    load.cpu.terms.push([x2[i][0], -aC]); load.cpu.c += aC;
+    load.h2d.terms.push([ov[i], h2d(q.p16Bytes)]);
+    load.d2h.terms.push([ov2[i], d2h(q.p16Bytes)]);
+    load.nr.terms.push([x2[i][2], nr(q.stateBytes)]);
+    load.nw.terms.push([x2[i][2], nw(q.stateBytes)]);
+    if (!half) load.nw.terms.push([x1[i][2], nw(q.p16Bytes)]);
     const castCpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'cpu', hw) : 0;
     memC[us].terms.push([x2[i][2], q.stateBytes]); // NVMe state staged in CPU memory while updated
-    // gradient: made on the GPU; the CPU-updated share goes down once
-    const gs = seg[prod[q.grad]];
-    load[gs].d2h.push([x2[i][0], -d2h(q.gradBytes)]); load[gs].h2dC += 0;
-    memG[gs].c += q.gradBytes;
-    // the d2h constant part: d2h(grad) * (1 - g2)
-    (load[gs] as { d2hC?: number }).d2hC = ((load[gs] as { d2hC?: number }).d2hC ?? 0) + d2h(q.gradBytes);
+    // gradient: made on the GPU; the CPU-updated share goes down once: d2h(grad) * (1 - g2)
+    memG[seg[prod[q.grad]]].c += q.gradBytes;
+    load.d2h.terms.push([x2[i][0], -d2h(q.gradBytes)]); load.d2h.c += d2h(q.gradBytes);
     // uses of p16 by forward/backward ops: fetch the non-resident share into the segment
     const useSegs = new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
     for (const s of useSegs) {
-      load[s].h2d.push([x1[i][0], -h2d(q.p16Bytes)]); load[s].h2dC += h2d(q.p16Bytes);
-      if (half) { load[s].cpu.push([x1[i][2], castCpu]); } else load[s].nr.push([x1[i][2], nr(q.p16Bytes)]);
+      load.h2d.terms.push([x1[i][0], -h2d(q.p16Bytes)]); load.h2d.c += h2d(q.p16Bytes);
+      if (half) load.cpu.terms.push([x1[i][2], castCpu]); else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
       memG[s].terms.push([x1[i][0], -q.p16Bytes]); memG[s].c += q.p16Bytes;
       memC[s].terms.push([x1[i][2], q.p16Bytes]);
     }
@@ -216,27 +217,21 @@ async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segment
     const b = g.tensors[t].sizeBytes;
     const [ps, reuse] = savedSpan[j];
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
-    load[ps].d2h.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); (load[ps] as { d2hC?: number }).d2hC = ((load[ps] as { d2hC?: number }).d2hC ?? 0) + d2h(b);
-    load[reuse].h2d.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load[reuse].h2dC += h2d(b);
+    load.d2h.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); load.d2h.c += d2h(b);
+    load.h2d.terms.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load.h2d.c += h2d(b);
     // recompute share r: the producer runs again before the reuse
-    load[reuse].gpu.push([again[j], opSeconds(g, g.ops[prod[t]], 'gpu', hw)]);
+    load.gpu.terms.push([again[j], opSeconds(g, g.ops[prod[t]], 'gpu', hw)]);
     for (let s = ps + 1; s < reuse; s++) {
       memG[s].terms.push([keep[j], b]);
       memC[s].terms.push([keep[j], -b], [again[j], -b]); memC[s].c += b;
     }
   });
   // every resource serves its whole step's load one item at a time, so the step
-  // takes at least T >= sum over segments of each resource's load: a bound that
-  // holds for any schedule of the placement (the simulator's included)
+  // takes at least T >= each resource's load: a bound that holds for any
+  // schedule of the placement (the simulator's included)
   const secondary = new Float64Array(lp.numCols + 1);
-  for (const r of ['gpu', 'cpu', 'h2d', 'd2h', 'nr', 'nw'] as const) {
-    const terms: Terms = [];
-    let constant = 0;
-    for (let s = 0; s < K; s++) {
-      const L = load[s] as typeof load[number] & { d2hC?: number };
-      terms.push(...L[r]);
-      constant += r === 'gpu' ? gpuFixed[s] : r === 'cpu' ? L.cpuC : r === 'h2d' ? L.h2dC : r === 'd2h' ? (L.d2hC ?? 0) : 0;
-    }
+  for (const r of resources) {
+    const { terms, c: constant } = load[r];
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v])], constant, Infinity);
   }

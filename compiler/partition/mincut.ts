@@ -25,6 +25,7 @@ import type { Graph } from '../ir/types.js';
 import { FlowNetwork } from './dinic.js';
 import type { Placement } from './placement.js';
 import { diag } from '../../src/diagnostics.js';
+import { formatBytes as fmtBytes } from '../../src/sizes.js';
 
 /** Everything on the GPU (the placement when the whole step fits). */
 export function allGpu(g: Graph): Placement {
@@ -105,9 +106,3 @@ export function partitionMinCut(g: Graph, hw: HardwareProfile, opts: MinCutOptio
   return cutAt(g, hw, hi * 1.001);
 }
 
-export function fmtBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n, u = 0;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
-  return `${v.toFixed(u === 0 ? 0 : 2)} ${units[u]}`;
-}

@@ -1,15 +1,13 @@
 // The text report: a person reads the partition at a glance.
 import type { Tier } from '../cost/cost.js';
+import { formatBytes } from '../../src/sizes.js';
 import { ROLES } from '../ir/types.js';
 import type { PlanStats } from './stats.js';
 import { STREAMS } from '../plan/types.js';
 
+/** Bytes for report tables: "0" for nothing, else binary units. */
 export function fmtBytes(n: number): string {
-  if (n === 0) return '0';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n, u = 0;
-  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
-  return `${v.toFixed(u === 0 ? 0 : 2)} ${units[u]}`;
+  return n === 0 ? '0' : formatBytes(n);
 }
 
 function fmtSeconds(s: number): string {
