@@ -41,13 +41,12 @@ export function verifyGraph(g: Graph): string[] {
       writer[t] = i;
     }
     if (op.kind === 'adam') {
-      const [p, grad, m, v] = op.inputs;
+      const [p, , m, v] = op.inputs;
       const sizes = op.inputs.map((t) => numel(g.tensors[t].shape));
       if (op.inputs.length !== 4 || sizes.some((s) => s !== sizes[0])) errors.push(`${where}: adam needs p, g, m, v of one size`);
       if (op.outputs[0] !== p || op.outputs[1] !== m || op.outputs[2] !== v) errors.push(`${where}: adam must update p, m, v in place`);
       if (op.outputs.length === 4 && numel(g.tensors[op.outputs[3]].shape) !== sizes[0]) errors.push(`${where}: adam's half copy has the wrong size`);
       if (![p, m, v].every((t) => g.tensors[t].persistent)) errors.push(`${where}: adam state must be persistent`);
-      void grad;
       continue;
     }
     try {
