@@ -114,11 +114,14 @@ export interface Placed { placement: Placement; lp: LpSolution }
  * over three tiers. The LP runs in every case: its optimum is the plan's lower bound.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
-  const bound = () => solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, boundOnly: true });
+  // the bound's LP solves on a worker thread while this thread searches a placement
+  const bound = solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, boundOnly: true });
+  bound.catch(() => {}); // awaited below; an early throw here must not leave it unhandled
   const whole = allGpu(g);
-  if (fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await bound() };
+  const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
+  if (persistentBytes <= hw.gpu.capacityBytes && fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await bound };
   const cut = placeMinCut(g, hw);
-  if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await bound() };
+  if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await bound };
   const lp = await solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   if (lp.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   if (lp.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${lp.status}); try again with fewer segments or a larger time limit`);

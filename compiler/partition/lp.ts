@@ -30,12 +30,11 @@
 // Keeps true: deterministic (fixed row/column order). Cost: one LP with
 // O(groups + activations) columns and O(K) rows.
 
-import * as highsModule from 'highs';
-import type { Highs } from 'highs';
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
 import { consumers, producers } from '../ir/graph.js';
+import { LpWorker, type HighsModelData } from './highs-worker.js';
 import { LinearProgram } from './lp-model.js';
 import type { Placement } from './placement.js';
 
@@ -74,10 +73,6 @@ export interface LpSolution {
   keepShare: Float64Array;
   recomputeShare: Float64Array;
 }
-
-// highs is CommonJS with an ESM-style default export: take whichever the loader sees
-const loadHighs = ((highsModule as unknown as { default?: unknown }).default ?? highsModule) as () => Promise<Highs>;
-let highsPromise: Promise<Highs> | undefined;
 
 export function paramGroups(g: Graph): ParamGroup[] {
   const half = g.precision !== 'fp32';
@@ -240,35 +235,24 @@ async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segment
     lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * share - memC[s].c);
   }
 
-  const highs = await (highsPromise ??= loadHighs());
+  // HiGHS's infinity is IEEE infinity; the model is built here, solved on a worker thread
+  const data = lp.toHighs(Infinity);
+  const solver = new LpWorker();
   const t0 = performance.now();
-  const c = highs.constants.modelStatus;
-  const statusOf = (code: number) => (code === c.optimal ? 'optimal' : code === c.infeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other') as LpSolution['status'];
-  const solve = (data: ReturnType<LinearProgram['toHighs']>) => {
-    const model = highs.createModel(data);
-    try {
-      model.options.set({ output_flag: false, time_limit: opts.timeLimitSeconds ?? 30 });
-      model.run();
-      const status = statusOf(model.getModelStatus());
-      return { status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x: status === 'optimal' ? model.getSolution().colValue : new Float64Array(lp.numCols) };
-    } finally {
-      model.dispose();
+  const timeLimit = opts.timeLimitSeconds ?? 30;
+  try {
+    // stage 1: the bound; stage 2: among placements within the bound, the least traffic and work
+    const first = await solver.solve(data, timeLimit);
+    let x = first.x;
+    let status = first.status;
+    if (first.status === 'optimal' && !opts.boundOnly) {
+      const cost = Float64Array.from(secondary.subarray(0, lp.numCols), (v) => Math.max(0, v) + 1e-12);
+      cost[T] = 0;
+      const colUpper = Float64Array.from(data.colUpper);
+      colUpper[T] = first.objective * (1 + 1e-6) + 1e-12;
+      const second = await solver.solve({ ...data, colCost: cost, colUpper } as HighsModelData, timeLimit);
+      if (second.status === 'optimal') x = second.x; else status = second.status === 'infeasible' ? 'optimal' : second.status;
     }
-  };
-  // stage 1: the bound; stage 2: among placements within the bound, the least traffic and work
-  const first = solve(lp.toHighs(highs.infinity));
-  let x = first.x;
-  let status = first.status;
-  if (first.status === 'optimal' && !opts.boundOnly) {
-    const data = lp.toHighs(highs.infinity);
-    const cost = Float64Array.from(secondary.subarray(0, lp.numCols), (v) => Math.max(0, v) + 1e-12);
-    cost[T] = 0;
-    const colUpper = Float64Array.from(data.colUpper);
-    colUpper[T] = first.objective * (1 + 1e-6) + 1e-12;
-    const second = solve({ ...data, colCost: cost, colUpper });
-    if (second.status === 'optimal') x = second.x; else status = second.status === 'infeasible' ? 'optimal' : second.status;
-  }
-  {
     return {
       status, lowerBoundSeconds: first.objective, solveSeconds: (performance.now() - t0) / 1e3,
       size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },
@@ -277,6 +261,8 @@ async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segment
       stateShare: x2.map((cols) => Float64Array.from(cols, (col) => x[col])),
       saved, keepShare: Float64Array.from(keep, (col) => x[col]), recomputeShare: Float64Array.from(again, (col) => x[col]),
     };
+  } finally {
+    solver.close();
   }
 }
 

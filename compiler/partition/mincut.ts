@@ -17,7 +17,7 @@
 // by 0.1% so that groups whose costs agree up to rounding move together.
 // Data inputs carry no price (the loader writes them straight to their home).
 // Keeps true: deterministic (fixed edge order; ties go to the GPU). Cost: one
-// Dinic max-flow per bisection step (~40 steps).
+// Dinic max-flow per bisection step (~15 steps).
 
 import type { HardwareProfile } from '../cost/profiles.js';
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
@@ -85,21 +85,29 @@ export function partitionMinCut(g: Graph, hw: HardwareProfile, opts: MinCutOptio
   const fits = (p: Placement) => opts.gpuPeakBytes(p) <= opts.capacityBytes;
   const free = cutAt(g, hw, 0);
   if (fits(free)) return free;
-  // a price high enough to move everything movable: grow until it fits or stops changing
-  let hi = 1e-18;
-  let atHi = cutAt(g, hw, hi);
-  let lastPeak = opts.gpuPeakBytes(atHi);
-  for (let k = 0; !fits(atHi); k++) {
-    hi *= 4;
-    atHi = cutAt(g, hw, hi);
-    const peak = opts.gpuPeakBytes(atHi);
-    if (k > 60 || (hi > 1e-3 && peak >= lastPeak)) {
-      throw diag.doesNotFit(`does not fit: the GPU needs at least ${fmtBytes(peak)} with everything movable on the CPU, capacity is ${fmtBytes(opts.capacityBytes)} (short by ${fmtBytes(peak - opts.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`);
+  // Bracket the price: lo does not fit, hi does. First guess: a byte resident
+  // for the whole step priced like 1/64 of a transfer of it over the host link.
+  let lo = 0;
+  let hi = copySeconds(1e9, 'gpu', 'cpu', hw) / 1e9 / 64;
+  if (fits(cutAt(g, hw, hi))) {
+    for (let k = 0; k < 30 && lo === 0; k++) { const m = hi / 16; if (fits(cutAt(g, hw, m))) hi = m; else lo = m; }
+  } else {
+    // grow until it fits or stops changing (then nothing more can move)
+    let lastPeak = Infinity;
+    for (let k = 0; ; k++) {
+      lo = hi;
+      hi *= 16;
+      const atHi = cutAt(g, hw, hi);
+      if (fits(atHi)) break;
+      const peak = opts.gpuPeakBytes(atHi);
+      if (k > 30 || (hi > 1e-3 && peak >= lastPeak)) {
+        throw diag.doesNotFit(`does not fit: the GPU needs at least ${fmtBytes(peak)} with everything movable on the CPU, capacity is ${fmtBytes(opts.capacityBytes)} (short by ${fmtBytes(peak - opts.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`);
+      }
+      lastPeak = peak;
     }
-    lastPeak = peak;
   }
-  let lo = hi / 4;
-  for (let i = 0; i < 40 && hi / lo > 1 + 1e-4; i++) {
+  // bisect on log(lambda) down to a ratio of 1.001, the step the result is raised by
+  for (let i = 0; i < 40 && lo > 0 && hi / lo > 1.001; i++) {
     const mid = Math.sqrt(lo * hi);
     if (fits(cutAt(g, hw, mid))) hi = mid; else lo = mid;
   }

@@ -40,28 +40,35 @@ export class FreeList {
 }
 
 export class LastOccupant {
-  /** Disjoint [lo, hi, freeInstruction], sorted by lo. */
+  /** Disjoint [lo, hi, freeInstruction], sorted by lo (and so by hi). */
   private parts: [number, number, number][] = [];
+
+  /** Index of the first part ending after `x`. */
+  private firstEndingAfter(x: number): number {
+    let a = 0, b = this.parts.length;
+    while (a < b) { const m = (a + b) >> 1; if (this.parts[m][1] > x) b = m; else a = m + 1; }
+    return a;
+  }
 
   /** The free instructions of the last occupants of [lo, hi); the range is then cleared (a new occupant takes it). */
   take(lo: number, hi: number): number[] {
     const out: number[] = [];
-    const keep: [number, number, number][] = [];
-    for (const p of this.parts) {
-      if (p[1] <= lo || p[0] >= hi) { keep.push(p); continue; }
+    const rest: [number, number, number][] = [];
+    const i = this.firstEndingAfter(lo);
+    let j = i;
+    for (; j < this.parts.length && this.parts[j][0] < hi; j++) {
+      const p = this.parts[j];
       out.push(p[2]);
-      if (p[0] < lo) keep.push([p[0], lo, p[2]]);
-      if (p[1] > hi) keep.push([hi, p[1], p[2]]);
+      if (p[0] < lo) rest.push([p[0], lo, p[2]]);
+      if (p[1] > hi) rest.push([hi, p[1], p[2]]);
     }
-    this.parts = keep.sort((a, b) => a[0] - b[0]);
+    if (j > i) this.parts.splice(i, j - i, ...rest);
     return out;
   }
 
   /** [lo, hi) was freed by instruction `at`. */
   set(lo: number, hi: number, at: number): void {
     this.take(lo, hi);
-    let i = 0;
-    while (i < this.parts.length && this.parts[i][0] < lo) i++;
-    this.parts.splice(i, 0, [lo, hi, at]);
+    this.parts.splice(this.firstEndingAfter(lo), 0, [lo, hi, at]);
   }
 }

@@ -1,0 +1,89 @@
+// HiGHS on a worker thread, so that an LP solves while the main thread goes on
+// (compile starts the bound's LP first and searches the min-cut placement
+// meanwhile; on a machine with two or more cores the solve costs no wall time).
+//
+// Takes LP models in HiGHS's ModelData form (lp-model.ts toHighs) and solver
+// options; gives the model status, the objective and the column values. One
+// worker per LpWorker; models are solved one at a time in the order given;
+// close() ends the thread. The worker is plain JavaScript (a string evaluated
+// by node:worker_threads) because it must run under both the compiled package
+// and the test runner, which loads TypeScript sources; it loads the same
+// `highs` package the main thread resolves.
+
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+export type HighsStatus = 'optimal' | 'infeasible' | 'timeLimit' | 'other';
+
+export interface HighsModelData {
+  numCols: number; numRows: number;
+  colCost: Float64Array; colLower: Float64Array; colUpper: Float64Array;
+  rowLower: Float64Array; rowUpper: Float64Array;
+  matrix: { format: 'csr'; numRows: number; numCols: number; starts: Int32Array; indices: Int32Array; values: Float64Array };
+}
+
+export interface HighsResult { status: HighsStatus; objective: number; x: Float64Array }
+
+// The worker: load highs once, then answer each { id, data, timeLimit } with
+// { id, status, objective, x } or { id, error }.
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const mod = require(workerData.highsPath);
+const highsReady = (mod.default ?? mod)();
+parentPort.on('message', async ({ id, data, timeLimit }) => {
+  try {
+    const highs = await highsReady;
+    const c = highs.constants.modelStatus;
+    const model = highs.createModel(data);
+    try {
+      model.options.set({ output_flag: false, time_limit: timeLimit, presolve: 'off' });
+      model.run();
+      const code = model.getModelStatus();
+      const status = code === c.optimal ? 'optimal' : code === c.infeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
+      const x = status === 'optimal' ? Float64Array.from(model.getSolution().colValue) : new Float64Array(data.numCols);
+      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x }, [x.buffer]);
+    } finally {
+      model.dispose();
+    }
+  } catch (e) {
+    parentPort.postMessage({ id, error: String(e && e.stack || e) });
+  }
+});
+`;
+
+export class LpWorker {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, { resolve(r: HighsResult): void; reject(e: Error): void }>();
+  private nextId = 0;
+
+  constructor() {
+    const highsPath = createRequire(import.meta.url).resolve('highs');
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath } });
+    this.worker.unref(); // a pending solve must not keep a finished process alive
+    this.worker.on('message', (m: { id: number; error?: string } & HighsResult) => {
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
+      else p.resolve({ status: m.status, objective: m.objective, x: m.x });
+    });
+    this.worker.on('error', (e) => this.failAll(e));
+    this.worker.on('exit', (code) => this.failAll(new Error(`internal: the LP solver thread exited (code ${code})`)));
+  }
+
+  solve(data: HighsModelData, timeLimitSeconds: number): Promise<HighsResult> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.ref();
+      this.worker.postMessage({ id, data, timeLimit: timeLimitSeconds });
+    }).finally(() => { if (this.pending.size === 0) this.worker.unref(); }) as Promise<HighsResult>;
+  }
+
+  close(): void { void this.worker.terminate(); }
+
+  private failAll(e: Error): void {
+    for (const p of this.pending.values()) p.reject(e);
+    this.pending.clear();
+  }
+}
