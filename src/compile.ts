@@ -119,6 +119,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   bound.catch(() => {}); // awaited below; an early throw here must not leave it unhandled
   const whole = allGpu(g);
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
+  if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   if (persistentBytes <= hw.gpu.capacityBytes && fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await bound };
   const cut = placeMinCut(g, hw);
   if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await bound };

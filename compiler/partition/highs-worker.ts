@@ -36,10 +36,11 @@ parentPort.on('message', async ({ id, data, timeLimit }) => {
     const c = highs.constants.modelStatus;
     const model = highs.createModel(data);
     try {
-      model.options.set({ output_flag: false, time_limit: timeLimit, presolve: 'off' });
+      model.options.set({ output_flag: false, time_limit: timeLimit });
       model.run();
       const code = model.getModelStatus();
-      const status = code === c.optimal ? 'optimal' : code === c.infeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
+      // every model here is bounded below (it minimises loads >= 0), so "unbounded or infeasible" means infeasible
+      const status = code === c.optimal ? 'optimal' : code === c.infeasible || code === c.unboundedOrInfeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
       const x = status === 'optimal' ? Float64Array.from(model.getSolution().colValue) : new Float64Array(data.numCols);
       parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x }, [x.buffer]);
     } finally {
