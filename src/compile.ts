@@ -13,7 +13,7 @@ import { lowerPrecision } from '../compiler/lower/precision.js';
 import { lowerDpu } from '../compiler/lower/dpu.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
-import { placementFrom, roundSolution, solveLp, type LpSolution } from '../compiler/partition/lp.js';
+import { placementFrom, roundSolution, startLp, type LpSolution } from '../compiler/partition/lp.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type Traffic } from '../compiler/plan/types.js';
 import { assignOffsets } from '../compiler/schedule/arena.js';
@@ -114,19 +114,22 @@ export interface Placed { placement: Placement; lp: LpSolution }
  * over three tiers. The LP runs in every case: its optimum is the plan's lower bound.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
-  // the bound's LP solves on a worker thread while this thread searches a placement
-  const bound = solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, boundOnly: true });
-  bound.catch(() => {}); // awaited below; an early throw here must not leave it unhandled
-  const whole = allGpu(g);
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
-  if (persistentBytes <= hw.gpu.capacityBytes && fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await bound };
-  const cut = placeMinCut(g, hw);
-  if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await bound };
-  const lp = await solveLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
-  if (lp.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
-  if (lp.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${lp.status}); try again with fewer segments or a larger time limit`);
-  return { placement: placeLp(g, hw, lp), lp };
+  // the LP solves on a worker thread while this thread searches a placement
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  try {
+    const whole = allGpu(g);
+    if (persistentBytes <= hw.gpu.capacityBytes && fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await lp.bound };
+    const cut = placeMinCut(g, hw);
+    if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await lp.bound };
+    const sol = await lp.refine();
+    if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+    if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
+    return { placement: placeLp(g, hw, sol), lp: sol };
+  } finally {
+    lp.close();
+  }
 }
 
 function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): string {

@@ -3,7 +3,9 @@
 // by building their training graphs (symbolic, no weights) and compiled from
 // the largest down; then, when the family has a `layers` field, the largest
 // feasible preset is deepened by bisection on its layer count, up to the next
-// preset's size.
+// preset's size. The first layer count tried is a guess from the capacity the
+// best plan leaves free (divided by the state bytes of one layer); from there
+// the search gallops outwards and bisects, so a fit compiles a handful of models.
 
 import { modelPresets } from '../compiler/import/dsl.js';
 import { planStats } from '../compiler/report/stats.js';
@@ -12,7 +14,7 @@ import { UserError } from './diagnostics.js';
 
 export interface FitOptions extends Omit<CompileOptions, 'preset' | 'config'> { minTflops?: number }
 
-interface Trial { preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string; tflops?: number; stepSeconds?: number; modelConfig?: Record<string, unknown> }
+interface Trial { preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string; tflops?: number; stepSeconds?: number; modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number }
 
 export interface FitResult {
   params: number;
@@ -25,7 +27,9 @@ async function attempt(opts: FitOptions, preset: string, config?: Record<string,
   try {
     const plan = await compile({ ...opts, preset, config });
     const s = planStats(plan);
-    const base = { preset, config, params: plan.graph.paramCount, tflops: s.predicted.tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config } };
+    const freeBytes = (['gpu', 'cpu', 'nvme'] as const).reduce((sum, t) => sum + plan.tiers[t].capacityBytes - plan.tiers[t].peakBytes, 0);
+    const stateBytes = plan.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
+    const base = { preset, config, params: plan.graph.paramCount, tflops: s.predicted.tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes };
     if (opts.minTflops !== undefined && s.predicted.tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${s.predicted.tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
     return { ...base, feasible: true };
   } catch (e) {
@@ -54,12 +58,23 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   if (best && layers) {
     // deepen: the most layers that still fit, below the next preset's size
     let lo = layers, hi = Math.max(layers + 1, Math.ceil(layers * (above ? above.params / best.params : 4)));
-    while (hi - lo > 1) {
-      const mid = Math.floor((lo + hi) / 2);
-      const t = await attempt(opts, best.preset, { layers: mid });
+    const probe = async (n: number) => {
+      const t = await attempt(opts, best!.preset, { layers: n });
       tried.push(t);
-      if (t.feasible) { lo = mid; best = t; } else hi = mid;
+      if (t.feasible) { lo = n; best = t; } else hi = n;
+      return t.feasible;
+    };
+    // guess: the free bytes of the best plan over the state bytes of one more layer
+    const deeper = await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } });
+    const layerBytes = deeper.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0) - best.stateBytes!;
+    const guess = layerBytes > 0 ? layers + Math.floor(best.freeBytes! / layerBytes) : lo + 1;
+    if (hi - lo > 1) {
+      const first = Math.min(hi - 1, Math.max(lo + 1, guess));
+      // gallop away from the guess until the answer is bracketed, then bisect
+      if (await probe(first)) { for (let step = 1; hi - lo > 1 && lo + step < hi; step *= 2) if (!(await probe(lo + step))) break; }
+      else { for (let step = 1; hi - lo > 1 && hi - step > lo; step *= 2) if (await probe(hi - step)) break; }
     }
+    while (hi - lo > 1) await probe(Math.floor((lo + hi) / 2));
   }
   if (!best) return { params: 0, model: null, predicted: null, tried };
   return {

@@ -98,14 +98,70 @@ function segmentsOf(g: Graph, hw: HardwareProfile, K: number): Int32Array {
   return seg;
 }
 
-export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Promise<LpSolution> {
-  // coarse segments first; when they make it infeasible (a segment's working set
-  // counts every parameter it uses at once), finer ones before giving up
-  const sol = await solveLpAt(g, hw, opts, opts.segments ?? 48);
-  return sol.status === 'infeasible' && opts.segments === undefined ? solveLpAt(g, hw, opts, 384) : sol;
+/** An LP being solved: stage 1 (the bound) starts at once; stage 2 (a placement within it) on demand. */
+export interface LpRun {
+  /** Stage 1: the bound, with the shares of some optimal solution. */
+  readonly bound: Promise<LpSolution>;
+  /** Stage 2: among placements within the bound, the least traffic and work (stage 1's solution when that fails). */
+  refine(): Promise<LpSolution>;
+  /** Ends the solver thread. */
+  close(): void;
 }
 
-async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number): Promise<LpSolution> {
+/**
+ * Builds the LP now (on this thread) and solves it on a worker thread: coarse
+ * segments first; when they make it infeasible (a segment's working set counts
+ * every parameter it uses at once), finer ones before giving up.
+ */
+export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): LpRun {
+  const solver = new LpWorker();
+  const timeLimit = opts.timeLimitSeconds ?? 30;
+  let model = buildLp(g, hw, opts, opts.segments ?? 48);
+  let first: { status: LpSolution['status']; objective: number; x: Float64Array } | undefined;
+  const t0 = performance.now();
+  const bound = (async () => {
+    first = await solver.solve(model.data, timeLimit);
+    if (first.status === 'infeasible' && opts.segments === undefined) {
+      model = buildLp(g, hw, opts, 384);
+      first = await solver.solve(model.data, timeLimit);
+    }
+    return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
+  })();
+  bound.catch(() => {}); // the caller awaits it, or closes without needing it
+  let refined: Promise<LpSolution> | undefined;
+  const refine = () => (refined ??= (async () => {
+    const sol = await bound;
+    if (first!.status !== 'optimal') return sol;
+    const colUpper = Float64Array.from(model.data.colUpper);
+    colUpper[model.T] = first!.objective * (1 + 1e-6) + 1e-12;
+    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit);
+    if (second.status === 'optimal') return model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3);
+    // stage 2 infeasible within the tolerance: stage 1's solution is optimal anyway
+    return second.status === 'infeasible' ? sol : model.solution(second.status, first!.objective, second.x, (performance.now() - t0) / 1e3);
+  })());
+  return { bound, refine, close: () => solver.close() };
+}
+
+/** Solves to completion (both stages unless boundOnly) and ends the solver thread. */
+export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Promise<LpSolution> {
+  const run = startLp(g, hw, opts);
+  try {
+    return await (opts.boundOnly ? run.bound : run.refine());
+  } finally {
+    run.close();
+  }
+}
+
+interface BuiltLp {
+  data: HighsModelData;
+  /** The T column (the bound). */
+  T: number;
+  /** Stage 2's objective: every load's coefficients (so no work or traffic is wasted), T free. */
+  secondaryCost: Float64Array;
+  solution(status: LpSolution['status'], objective: number, x: Float64Array, solveSeconds: number): LpSolution;
+}
+
+function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number): BuiltLp {
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const share = opts.capacityShare ?? 0.97;
   const seg = segmentsOf(g, hw, K);
@@ -235,35 +291,20 @@ async function solveLpAt(g: Graph, hw: HardwareProfile, opts: LpOptions, segment
     lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * share - memC[s].c);
   }
 
-  // HiGHS's infinity is IEEE infinity; the model is built here, solved on a worker thread
-  const data = lp.toHighs(Infinity);
-  const solver = new LpWorker();
-  const t0 = performance.now();
-  const timeLimit = opts.timeLimitSeconds ?? 30;
-  try {
-    // stage 1: the bound; stage 2: among placements within the bound, the least traffic and work
-    const first = await solver.solve(data, timeLimit);
-    let x = first.x;
-    let status = first.status;
-    if (first.status === 'optimal' && !opts.boundOnly) {
-      const cost = Float64Array.from(secondary.subarray(0, lp.numCols), (v) => Math.max(0, v) + 1e-12);
-      cost[T] = 0;
-      const colUpper = Float64Array.from(data.colUpper);
-      colUpper[T] = first.objective * (1 + 1e-6) + 1e-12;
-      const second = await solver.solve({ ...data, colCost: cost, colUpper } as HighsModelData, timeLimit);
-      if (second.status === 'optimal') x = second.x; else status = second.status === 'infeasible' ? 'optimal' : second.status;
-    }
-    return {
-      status, lowerBoundSeconds: first.objective, solveSeconds: (performance.now() - t0) / 1e3,
+  const secondaryCost = Float64Array.from(secondary.subarray(0, lp.numCols), (v) => Math.max(0, v) + 1e-12);
+  secondaryCost[T] = 0;
+  return {
+    data: lp.toHighs(Infinity), // HiGHS's infinity is IEEE infinity
+    T, secondaryCost,
+    solution: (status, objective, x, solveSeconds) => ({
+      status, lowerBoundSeconds: objective, solveSeconds,
       size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },
       groups,
       p16Share: x1.map((cols) => Float64Array.from(cols, (col) => x[col])),
       stateShare: x2.map((cols) => Float64Array.from(cols, (col) => x[col])),
       saved, keepShare: Float64Array.from(keep, (col) => x[col]), recomputeShare: Float64Array.from(again, (col) => x[col]),
-    };
-  } finally {
-    solver.close();
-  }
+    }),
+  };
 }
 
 const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];
