@@ -21,7 +21,7 @@ import { buildProgram, liveBytesPeak } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
 import { simulate } from '../compiler/simulate/simulate.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
-import { diag } from './diagnostics.js';
+import { diag, UserError } from './diagnostics.js';
 
 export interface CompileOptions {
   model: string;
@@ -62,7 +62,7 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
 const fitsTiers = (a: Record<Tier, number>, hw: HardwareProfile) => a.gpu <= hw.gpu.capacityBytes && a.cpu <= hw.cpu.capacityBytes && a.nvme <= hw.nvme.capacityBytes;
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
-function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
+export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
   // two tiers cannot work when the state alone overflows them
   const state = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (state > hw.gpu.capacityBytes + hw.cpu.capacityBytes) return undefined;
@@ -80,7 +80,7 @@ function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
 }
 
 /** The LP path: three tiers; the rounded plan is repaired until every arena fits. */
-function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placement {
+export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placement {
   const r = roundSolution(g, sol);
   const groups = sol.groups;
   const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
@@ -110,8 +110,10 @@ export interface Placed { placement: Placement; lp: LpSolution }
 
 /**
  * Placement: everything on the GPU when it fits; else the min-cut when two
- * tiers suffice (and parameters may stay where the cut puts them); else the LP
- * over three tiers. The LP runs in every case: its optimum is the plan's lower bound.
+ * tiers suffice and no capacity binds (the cut's price is zero: exact); else
+ * the LP over three tiers, or, when the priced cut also fits, whichever of the
+ * two the simulator finds faster. The LP runs in every case: its optimum is the
+ * plan's lower bound.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
@@ -122,8 +124,23 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     const whole = allGpu(g);
     if (persistentBytes <= hw.gpu.capacityBytes && fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await lp.bound };
     const cut = placeMinCut(g, hw);
-    if (cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'))) return { placement: cut, lp: await lp.bound };
+    const cutOk = cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'));
+    // no capacity binds (the cut's price is zero): the cut is exact for two tiers
+    if (cut && cutOk && cut.lambdaSecondsPerByte === 0) return { placement: cut, lp: await lp.bound };
     const sol = await lp.refine();
+    if (cut && cutOk) {
+      // a capacity binds: the priced cut is a heuristic there; keep the LP's placement when it simulates faster
+      let best = cut;
+      if (sol.status === 'optimal') {
+        try {
+          const alt = placeLp(g, hw, sol);
+          if (predictedSeconds(g, hw, alt) < predictedSeconds(g, hw, cut)) best = alt;
+        } catch (e) {
+          if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit: the cut stands
+        }
+      }
+      return { placement: best, lp: sol };
+    }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
     if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
     return { placement: placeLp(g, hw, sol), lp: sol };
@@ -147,6 +164,11 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
   const short = keepParams ? p16 - hw.gpu.capacityBytes : need - total;
   const head = `does not fit: the model state needs ${fmtBytes(need)} (${fmtBytes(p16)} parameters${keepParams ? ' kept on the GPU' : ''}, ${fmtBytes(state)} optimizer state) plus working memory; gpu ${fmtBytes(hw.gpu.capacityBytes)} + cpu ${fmtBytes(hw.cpu.capacityBytes)} + nvme ${fmtBytes(hw.nvme.capacityBytes)}`;
   return short > 0 ? `${head} is short by at least ${fmtBytes(short)}` : `${head} hold the state but not the working memory beside it at its peak (activations, fetched parameters, staging); raise a capacity or lower --batch/--seq`;
+}
+
+function predictedSeconds(g: Graph, hw: HardwareProfile, p: Placement): number {
+  const arenas = assignOffsets(buildProgram(g, p));
+  return simulate(g, p, arenas.buffers, arenas.instructions, hw).stepSeconds;
 }
 
 export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution): Plan {

@@ -173,6 +173,9 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   // fixed loads and working set per segment
   let gpuFixed = 0; // forward and backward: always on the GPU
   for (const op of g.ops) if (op.kind !== 'adam') gpuFixed += opSeconds(g, op, 'gpu', hw);
+  // T and every time row are in units of the fixed GPU time, so that they are
+  // near 1 whatever the model's size (HiGHS's tolerances are absolute, ~1e-7)
+  const unit = 1 / Math.max(gpuFixed, 1e-12);
   const work = new Float64Array(K);
   const saved: number[] = [];
   const savedSpan: [number, number, number][] = []; // [producer seg, reuse seg, last seg]
@@ -284,20 +287,21 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   for (const r of resources) {
     const { terms, c: constant } = load[r];
     for (const [c, v] of terms) secondary[c] += v;
-    if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v])], constant, Infinity);
+    if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
+  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons);
   for (let s = 0; s < K; s++) {
     lp.row(memG[s].terms, -Infinity, hw.gpu.capacityBytes * share - memG[s].c);
     lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * share - memC[s].c);
   }
 
-  const secondaryCost = Float64Array.from(secondary.subarray(0, lp.numCols), (v) => Math.max(0, v) + 1e-12);
+  const secondaryCost = Float64Array.from({ length: lp.numCols }, (_, c) => Math.max(0, secondary[c] ?? 0) + 1e-12);
   secondaryCost[T] = 0;
   return {
     data: lp.toHighs(Infinity), // HiGHS's infinity is IEEE infinity
     T, secondaryCost,
     solution: (status, objective, x, solveSeconds) => ({
-      status, lowerBoundSeconds: objective, solveSeconds,
+      status, lowerBoundSeconds: objective / unit, solveSeconds,
       size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },
       groups,
       p16Share: x1.map((cols) => Float64Array.from(cols, (col) => x[col])),
@@ -305,6 +309,91 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       saved, keepShare: Float64Array.from(keep, (col) => x[col]), recomputeShare: Float64Array.from(again, (col) => x[col]),
     }),
   };
+}
+
+/**
+ * Longest chains of GPU work (forward and backward ops, which run on the GPU in
+ * every placement of this family, one at a time) through data edges in program
+ * order: before[o] = the least time at which o can end (o and the longest chain
+ * of its producers), after[o] = the least GPU time from o's start to the end of
+ * the step (o and the longest chain of its consumers).
+ */
+function gpuChains(g: Graph, hw: HardwareProfile, prod: Int32Array, cons: number[][]): { before: Float64Array; after: Float64Array } {
+  const n = g.ops.length;
+  const dur = Float64Array.from(g.ops, (op) => (op.phase === 'update' ? 0 : opSeconds(g, op, 'gpu', hw)));
+  const before = new Float64Array(n), after = new Float64Array(n);
+  for (let o = 0; o < n; o++) {
+    let m = 0;
+    for (const t of g.ops[o].inputs) { const p = prod[t]; if (p >= 0 && p < o && before[p] > m) m = before[p]; }
+    before[o] = m + dur[o];
+  }
+  for (let o = n - 1; o >= 0; o--) {
+    let m = 0;
+    for (const t of g.ops[o].outputs) for (const c of cons[t]) if (c > o && after[c] > m) m = after[c];
+    after[o] = m + dur[o];
+  }
+  return { before, after };
+}
+
+/**
+ * Precedence rows: the bound T >= each resource's load ignores when work can
+ * happen. Two facts every schedule of a placement in this family obeys:
+ *  - released work: group i's update (CPU share), its gradient's d2h and its
+ *    NVMe write-back cannot start before the gradient exists, at r_i =
+ *    before[producer of the gradient] (0 for a delayed update, whose gradient
+ *    is the previous step's);
+ *  - work with a tail: the fp16/bf16 copy of a parameter is made anew each step
+ *    (cast where the state is: on the CPU for the state's non-GPU share, then
+ *    h2d; in fp32 a non-GPU parameter is copied in, read from NVMe first when
+ *    it lives there) and must arrive before its first forward or backward
+ *    reader, after whose start at least q_i = max after[reader] of GPU time remains.
+ * On one resource serving jobs one at a time, for every threshold h: the step
+ * >= h + (released work with r >= h), and >= (tailed work with q >= h) + h.
+ * Sorted by r (or q), the sums are suffix sums: one column and one row each.
+ * Plus one chain per group: r_i + d2h(grad) + CPU update, and the cast, h2d
+ * before q_i. Every row is a lower bound on any schedule, so T stays one.
+ */
+function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
+  link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][]): void {
+  const { before, after } = gpuChains(g, hw, prod, cons);
+  const half = g.precision !== 'fp32';
+  // a job: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h
+  type Job = { h: number; c: number; col: number; k: number };
+  const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
+  const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
+  groups.forEach((q, i) => {
+    const gpuShare = x2[i][0], nvmeShare = x2[i][2];
+    const gp = prod[q.grad];
+    const r = gp >= 0 && gp < q.adam ? before[gp] : 0;
+    const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), down = link.d2h(q.gradBytes);
+    released.cpu.push({ h: r, c: aC, col: gpuShare, k: -aC });
+    released.d2h.push({ h: r, c: down, col: gpuShare, k: -down });
+    released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes) });
+    lp.row([[T, 1], [gpuShare, (aC + down) * unit]], (r + aC + down) * unit, Infinity);
+    let tail = -1;
+    for (const c of cons[q.p16]) if (g.ops[c].phase !== 'update' && after[c] > tail) tail = after[c];
+    if (tail < 0) return;
+    const up = link.h2d(q.p16Bytes);
+    const cast = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'cpu', hw) : 0;
+    tailed.h2d.push({ h: tail, c: up, col: gpuShare, k: -up });
+    if (half) tailed.cpu.push({ h: tail, c: cast, col: gpuShare, k: -cast });
+    const masterBytes = g.tensors[q.state[0]].sizeBytes; // fp16: master32 feeds the cast; fp32: the parameter itself
+    tailed.nr.push({ h: tail, c: 0, col: nvmeShare, k: link.nr(masterBytes) });
+    lp.row([[T, 1], [gpuShare, (up + cast) * unit]], (tail + up + cast) * unit, Infinity);
+  });
+  const suffixRows = (jobs: Job[]) => {
+    jobs.sort((a, b) => a.h - b.h);
+    let next = -1; // S_{k+1}
+    for (let k = jobs.length - 1; k >= 0; k--) {
+      const j = jobs[k];
+      // S_k = c_k + k_k x + S_{k+1} (in time units; every job's work is >= 0)
+      const S = lp.col(`pre_${lp.numCols}`);
+      lp.row(next >= 0 ? [[S, 1], [j.col, -j.k * unit], [next, -1]] : [[S, 1], [j.col, -j.k * unit]], j.c * unit, j.c * unit);
+      if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], [S, -1]], j.h * unit, Infinity);
+      next = S;
+    }
+  };
+  for (const jobs of [...Object.values(released), ...Object.values(tailed)]) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(jobs);
 }
 
 const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];

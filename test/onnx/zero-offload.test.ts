@@ -1,24 +1,21 @@
 // ONNX models plan like DSL models: the tiny GPT exported by PyTorch, compiled
 // for a V100 in fp16 with a GPU too small for the whole model state (16 bytes
 // per parameter) but large enough for the fp16 parameters, gradients and
-// activations, gets ZeRO-Offload's placement: 2M bytes host-to-device and 2M
-// bytes device-to-host per step. Also: --freeze keeps matching initializers fixed.
+// activations, gets ZeRO-Offload's placement from the two-tier min-cut: 2M bytes
+// host-to-device and 2M bytes device-to-host per step. Also: --freeze keeps matching initializers fixed.
 import { describe, it, expect } from 'vitest';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Plan } from '../../compiler/plan/types.js';
-import { compile } from '../../src/compile.js';
-
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-onnx-zero-'));
+import { compile, placeMinCut, planFor, trainingGraph } from '../../src/compile.js';
+import { loadProfile } from '../../compiler/cost/profiles.js';
+import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 
 describe('ONNX model, ZeRO-Offload placement', () => {
-  it('tiercut compile gpt-tiny.onnx --hw v100-32g --precision fp16 --gpu-mem 300000', () => {
-    const out = join(dir, 'gpt.plan.json');
-    const r = spawnSync(process.execPath, ['bin/tiercut.js', 'compile', 'fixtures/onnx/gpt-tiny.onnx', '--hw', 'v100-32g', '--precision', 'fp16', '--gpu-mem', '300000', '-o', out], { encoding: 'utf8' });
-    expect(r.status, r.stderr).toBe(0);
-    const plan = JSON.parse(readFileSync(out, 'utf8')) as Plan;
+  it('the two-tier min-cut of gpt-tiny.onnx on v100-32g, fp16, 300000 bytes of GPU', async () => {
+    const opts = { model: 'fixtures/onnx/gpt-tiny.onnx', hw: 'v100-32g', precision: 'fp16' as const, gpuMemBytes: 300000 };
+    const hw = loadProfile(opts.hw, opts);
+    const { graph } = await trainingGraph(opts);
+    const cut = placeMinCut(graph, hw);
+    expect(cut).toBeDefined();
+    const plan = planFor(graph, hw, cut!, { source: opts.model, preset: '', config: {} }, ADAM_DEFAULTS);
     const g = plan.graph, p = plan.placement, M = g.paramCount;
     expect(M).toBe(28032);
     expect(16 * M).toBeGreaterThan(300000); // the whole model state does not fit
