@@ -6,7 +6,7 @@ import { compile } from '../../src/compile.js';
 import type { Plan } from '../../compiler/plan/types.js';
 import { TrainingSession } from '../../runtime/session.js';
 import { SequenceParallelSession } from '../../runtime/sp-session.js';
-import { spFullGraph, syntheticData } from '../../runtime/data.js';
+import { spFullGraph, syntheticData, type StepData } from '../../runtime/data.js';
 
 const STEPS = 6;
 const opts = { seed: 7, optimizer: { lr: 1e-3 } };
@@ -67,4 +67,36 @@ describe('sequence parallelism: the tiny GPT', () => {
       }
     });
   }
+
+  it('a rank that fails stops the others: one error naming the rank, no hang; a rank cannot step alone', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', sp: 4 });
+    const whole = syntheticData(spFullGraph(plan), 1);
+    const targets = plan.sp!.inputs.find((i) => i.name === 'targets')!.tensor;
+    // position 5 lies in zigzag chunk 2 of 8, which rank 2 holds (with chunk 5)
+    const bad: StepData = (k) => {
+      const m = new Map(whole(k));
+      const t = Float64Array.from(m.get(targets)!);
+      t[5] = 999;
+      m.set(targets, t);
+      return m;
+    };
+    const s = new SequenceParallelSession(plan, bad, { seed: 1, ringTimeoutMs: 60_000 });
+    try {
+      const t0 = Date.now();
+      await expect(s.step(1)).rejects.toThrow(/^step 1 failed: rank 2: instruction \d+ \(gpu, run crossEntropy[^)]*\): cross_entropy: target 999/);
+      expect(Date.now() - t0).toBeLessThan(10_000); // the other ranks were stopped, not left to their 60 s timeout
+      await expect(s.step(2)).rejects.toThrow(/rank 2/);
+      await expect(s.ranks[0].step(3, new Map())).rejects.toThrow(/no data|stepGroup/);
+    } finally {
+      s.close();
+    }
+    const ok = new SequenceParallelSession(plan, whole, { seed: 1 });
+    try {
+      const input = ok.ranks[1];
+      const data = new Map(plan.graph.tensors.filter((t) => t.role === 'input').map((t) => [t.id, new Float64Array(t.shape.reduce((a, b) => a * b, 1))]));
+      await expect(input.step(1, data)).rejects.toThrow(/this session is rank 1 of a ring of 4; step all ranks together with stepGroup/);
+    } finally {
+      ok.close();
+    }
+  });
 });
