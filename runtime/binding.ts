@@ -82,6 +82,8 @@ export interface StepStats {
   bytes: { h2d: number; d2h: number; nvmeRead: number; nvmeWrite: number; cpuToCpu: number;
     /** Bytes this rank sent to its ring neighbour in collective ops (ring attention, all-reduce). */
     ringSent: number };
+  /** The largest one collective op's memory outside the arenas this step (0 without collectives). */
+  ringWorkspaceBytes: number;
   /** With step(…, { trace: true }): per instruction (index = id) its start and end in this step, in
    *  seconds of steady_clock since the session began; stepStartSeconds on the same clock. */
   trace?: { stepStartSeconds: number; startSeconds: Float64Array; endSeconds: Float64Array };
@@ -158,12 +160,13 @@ export interface NativeAddon {
   stepGroup(sessions: readonly NativeSession[], step: number, opts?: { trace?: boolean }): Promise<StepStats[]>;
   /** Sync; for tests. One collective op (ringAttention = 55, ringAttentionBackward = 56, allReduce = 57;
    *  native/exec/collective.h) run by inputs.length rank threads, inputs[r] being rank r's operands.
-   *  Returns each rank's outputs and the bytes it sent. Throws the first failing rank's message. */
+   *  Returns each rank's outputs, the bytes it sent and its memory outside any arena. Throws the first
+   *  failing rank's message. */
   runCollective(args: {
     kind: number; iattr: readonly number[]; timeoutMs?: number;
     inputs: readonly (readonly { shape: readonly number[]; data: Float32Array }[])[];
     outputs: readonly { shape: readonly number[] }[];
-  }): { outputs: Float32Array[][]; sentBytes: number[] };
+  }): { outputs: Float32Array[][]; sentBytes: number[]; workspaceBytes: number[] };
   /** Sync; for tests. Runs one kernel via run_op<float|double> on copies of the inputs (ids and
    *  targets as Int32Array); outputs start zeroed. Returns one array per output, of the dtype.
    *  Throws the kernel's message ("cross_entropy: target 99 at position 3 is outside [0, 96)")

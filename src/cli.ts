@@ -240,11 +240,11 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   try {
     const P = plan.sp!.ranks;
     let total = 0;
-    const sent = new Array<number>(P).fill(0);
+    const sent = new Array<number>(P).fill(0), workspace = new Array<number>(P).fill(0);
     for (let k = 1; k <= steps; k++) {
       const r = await session.step(k);
       total += r.seconds;
-      r.stats.forEach((st, i) => { sent[i] += st.bytes.ringSent; });
+      r.stats.forEach((st, i) => { sent[i] += st.bytes.ringSent; workspace[i] = Math.max(workspace[i], st.ringWorkspaceBytes); });
       if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, rankLosses: r.rankLosses, seconds: r.seconds }) + '\n');
       else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms  (ranks ${r.rankLosses.map((l) => l.toFixed(4)).join(' ')})\n`);
     }
@@ -254,6 +254,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
       steps, ranks: P, meanStepSeconds: total / steps, predictedStepSeconds: plan.predicted.stepSeconds, planPeakBytes: plan.predicted.peakBytes,
       perRank: mem.map((m, r) => ({
         rank: r, peakBytes: m.peakBytes, peakLiveBytes: m.peakLiveBytes, ringSentBytesPerStep: sent[r] / steps,
+        ringWorkspaceBytes: workspace[r], plannedRingWorkspaceBytes: plan.sp!.perRank[r].ringWorkspaceBytes,
         plannedRingSentBytesPerStep: plan.sp!.perRank[r].ringSendBytes.attention + plan.sp!.perRank[r].ringSendBytes.allReduce,
       })),
     };

@@ -13,7 +13,7 @@ import { lowerPrecision } from '../compiler/lower/precision.js';
 import { lowerDpu } from '../compiler/lower/dpu.js';
 import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
 import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
-import { ringSendBytes } from '../compiler/ir/ops.js';
+import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { placementFrom, roundSolution, solveLp, type LpSolution } from '../compiler/partition/lp.js';
@@ -212,17 +212,23 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
 
 /**
  * The plan's sequence-parallel section: one step shared by every rank (the
- * rank-local graphs are identical), and per rank the token positions it holds
- * and the bytes it sends over the ring each step.
+ * rank-local graphs are identical), and per rank the token positions it holds,
+ * the bytes it sends over the ring each step and the largest collective's
+ * memory outside the arenas.
  */
 function spSection(g: Graph, s: SpSharding): PlanSp {
   const perRank = Array.from({ length: s.ranks }, (_, rank) => {
-    let attentionBytes = 0, allReduceBytes = 0;
+    let attentionBytes = 0, allReduceBytes = 0, workspace = 0;
     for (const op of g.ops) {
-      const bytes = ringSendBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs, rank);
+      const ins = op.inputs.map((t) => g.tensors[t]);
+      const bytes = ringSendBytes(op.kind, ins, op.attrs, rank);
       if (op.kind === 'allReduce') allReduceBytes += bytes; else attentionBytes += bytes;
+      workspace = Math.max(workspace, ringWorkspaceBytes(op.kind, ins, op.attrs));
     }
-    return { rank, positions: zigzagPositions(s.seq, s.ranks, rank), ringSendBytes: { attention: attentionBytes, allReduce: allReduceBytes } };
+    return {
+      rank, positions: zigzagPositions(s.seq, s.ranks, rank),
+      ringSendBytes: { attention: attentionBytes, allReduce: allReduceBytes }, ringWorkspaceBytes: workspace,
+    };
   });
   return { ranks: s.ranks, seq: s.seq, inputs: s.inputs.map((i) => ({ ...i, fullShape: [...i.fullShape] })), ...(s.positions !== undefined ? { positions: s.positions } : {}), perRank };
 }

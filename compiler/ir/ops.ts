@@ -569,3 +569,29 @@ export function ringSendBytes(kind: OpKind, ins: readonly Operand[], attrs: OpAt
     default: return 0;
   }
 }
+
+/** Tile rows of the native ring kernels (RingOptions::block in native/ring/ring_attention.h). */
+export const RING_BLOCK_ROWS = 64;
+
+/**
+ * Memory one execution of a collective op takes outside the plan's arenas
+ * (native/exec/collective.cc), in bytes. Ring attention with n = B R C:
+ * forward, head-major q, k, v, out (4n) and the kernel's two k/v ring buffers
+ * (4n), running max and sum (2 B NH R), a transposed key block (D R) and a
+ * score tile (block^2); backward, q, k, v, out, dout, dq, dk, dv (8n), two k/v
+ * buffers, two partial and one received dk/dv sum (10n), the row sums
+ * (B NH R), transposed k and v (2 D R) and two tiles. All-reduce: one
+ * received chunk, ceil(n / P) floats.
+ */
+export function ringWorkspaceBytes(kind: OpKind, ins: readonly Operand[], attrs: OpAttrs): number {
+  const P = attrs.ranks ?? 1;
+  switch (kind) {
+    case 'ringAttention': case 'ringAttentionBackward': {
+      const [B, R, C3] = ins[0].shape;
+      const C = C3 / 3, NH = attrs.heads ?? 1, D = C / NH, n = B * R * C, tile = RING_BLOCK_ROWS * RING_BLOCK_ROWS;
+      return 4 * (kind === 'ringAttention' ? 8 * n + 2 * B * NH * R + D * R + tile : 18 * n + B * NH * R + 2 * D * R + 2 * tile);
+    }
+    case 'allReduce': { const n = numel(ins[0].shape); return P > 1 && n > 0 ? 4 * Math.ceil(n / P) : 0; }
+    default: return 0;
+  }
+}

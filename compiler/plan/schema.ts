@@ -90,9 +90,9 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         positions: int(0),
         perRank: {
           type: 'array', items: {
-            type: 'object', required: ['rank', 'positions', 'ringSendBytes'],
+            type: 'object', required: ['rank', 'positions', 'ringSendBytes', 'ringWorkspaceBytes'],
             properties: {
-              rank: int(0), positions: ints,
+              rank: int(0), positions: ints, ringWorkspaceBytes: int(0),
               ringSendBytes: { type: 'object', required: ['attention', 'allReduce'], properties: { attention: int(0), allReduce: int(0) } },
             },
           },

@@ -105,5 +105,7 @@ export interface PlanSp {
     readonly positions: readonly number[];
     /** Bytes this rank sends over the ring per step: ring attention (forward and backward) and the gradient all-reduce. */
     readonly ringSendBytes: { readonly attention: number; readonly allReduce: number };
+    /** The largest one collective op's memory outside the arenas (ring buffers, head-major scratch). */
+    readonly ringWorkspaceBytes: number;
   }[];
 }

@@ -30,7 +30,12 @@ export interface PlanStats {
    */
   sp?: {
     ranks: number; seq: number; tokensPerRank: number;
-    perRank: { rank: number; positions: number[]; peakBytes: Record<Tier, number>; ringSendBytes: { attention: number; allReduce: number; total: number } }[];
+    perRank: {
+      rank: number; positions: number[]; peakBytes: Record<Tier, number>;
+      /** Outside the arenas, in the tier of the collective ops: the largest one's ring buffers and scratch. */
+      ringWorkspaceBytes: number;
+      ringSendBytes: { attention: number; allReduce: number; total: number };
+    }[];
   };
   /** Per tier: what occupies it at its peak (bytes per role), and when (instruction id). */
   atPeak: Record<Tier, { at: number; bytes: Partial<Record<Role, number>> }>;
@@ -86,6 +91,7 @@ export function planStats(plan: Plan): PlanStats {
         perRank: plan.sp.perRank.map((r) => ({
           rank: r.rank, positions: [...r.positions],
           peakBytes: { gpu: plan.tiers.gpu.peakBytes, cpu: plan.tiers.cpu.peakBytes, nvme: plan.tiers.nvme.peakBytes },
+          ringWorkspaceBytes: r.ringWorkspaceBytes,
           ringSendBytes: { ...r.ringSendBytes, total: r.ringSendBytes.attention + r.ringSendBytes.allReduce },
         })),
       },

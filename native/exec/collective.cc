@@ -12,6 +12,7 @@
 // ring kernels allocate their own workspace).
 #include "collective.h"
 
+#include <algorithm>
 #include <climits>
 #include <exception>
 #include <vector>
@@ -88,7 +89,7 @@ void from_heads(const float* x, float* tok, int which, int64_t B, int64_t R, int
       }
 }
 
-bool ring_attention_op(Communicator& comm, const OpCall& c, int64_t* sent, std::string* err) {
+bool ring_attention_op(Communicator& comm, const OpCall& c, CollectiveStats* cs, std::string* err) {
   const bool fwd = c.kind == OP_RING_ATTENTION;
   const char* op = fwd ? "ring_attention" : "ring_attention_backward";
   const TensorView& qkv = c.in[0];
@@ -117,6 +118,7 @@ bool ring_attention_op(Communicator& comm, const OpCall& c, int64_t* sent, std::
     to_heads((const float*)qkv.data, 2, v.data(), B, R, C, NH, 3 * C);
     ring_attention_forward(comm, sh, options, q.data(), k.data(), v.data(), out.data(), (float*)lse.data, &st);
     from_heads(out.data(), (float*)y.data, 0, B, R, C, NH, C);
+    st.peak_bytes += 4 * n * int64_t(sizeof(float));  // q, k, v, out
   } else {
     const TensorView &y = c.in[1], &lse = c.in[2], &dy = c.in[3], &dqkv = c.out[0];
     if (!has_shape(y, {B, R, C}) || !has_shape(dy, {B, R, C}) || !has_shape(lse, {B, NH, R}) || !has_shape(dqkv, {B, R, 3 * C}))
@@ -133,8 +135,10 @@ bool ring_attention_op(Communicator& comm, const OpCall& c, int64_t* sent, std::
     from_heads(dq.data(), (float*)dqkv.data, 0, B, R, C, NH, 3 * C);
     from_heads(dk.data(), (float*)dqkv.data, 1, B, R, C, NH, 3 * C);
     from_heads(dv.data(), (float*)dqkv.data, 2, B, R, C, NH, 3 * C);
+    st.peak_bytes += 8 * n * int64_t(sizeof(float));  // q, k, v, out, dout, dq, dk, dv
   }
-  *sent += st.sent_bytes;
+  cs->sent_bytes += st.sent_bytes;
+  cs->workspace_bytes = std::max(cs->workspace_bytes, st.peak_bytes);
   return true;
 }
 
@@ -143,7 +147,7 @@ bool ring_attention_op(Communicator& comm, const OpCall& c, int64_t* sent, std::
 // received one in) leaves rank r with the whole sum of chunk r+1, which it divides
 // by P; a ring all-gather (P-1 steps) then copies every finished chunk to every
 // rank. Each chunk's sum is computed once, in one order, by one rank.
-bool all_reduce_op(Communicator& comm, const OpCall& c, int64_t* sent, std::string* err) {
+bool all_reduce_op(Communicator& comm, const OpCall& c, CollectiveStats* cs, std::string* err) {
   const TensorView &x = c.in[0], &y = c.out[0];
   const int64_t P = c.iattr[0];
   if (P != comm.size())
@@ -159,13 +163,15 @@ bool all_reduce_op(Communicator& comm, const OpCall& c, int64_t* sent, std::stri
   auto mod = [&](int64_t v) { return int((v % P + P) % P); };
   auto start = [&](int ch) { return ch * n / P; };
   auto length = [&](int ch) { return (ch + 1) * n / P - ch * n / P; };
-  std::vector<float> in((size_t)(n / P + 1));
+  const int64_t max_chunk = (n + P - 1) / P;
+  std::vector<float> in((size_t)max_chunk);
+  cs->workspace_bytes = std::max(cs->workspace_bytes, max_chunk * int64_t(sizeof(float)));
   auto name = [](const char* what, int ch, int64_t s) { return std::string(what) + " chunk " + std::to_string(ch) + " (step " + std::to_string(s) + ")"; };
   for (int64_t s = 0; s + 1 < P; s++) {
     const int sc = mod(r - s), rc = mod(r - s - 1);
     Request send = comm.isend(ys + start(sc), sizeof(float) * length(sc), comm.next(), (int)s, name("all-reduce", sc, s));
     Request recv = comm.irecv(in.data(), sizeof(float) * length(rc), comm.prev(), (int)s, name("all-reduce", rc, s));
-    *sent += int64_t(sizeof(float)) * length(sc);
+    cs->sent_bytes += int64_t(sizeof(float)) * length(sc);
     comm.wait(recv);  // receive first: the threads backend's send completes when the receiver copies
     comm.wait(send);
     float* acc = ys + start(rc);
@@ -177,7 +183,7 @@ bool all_reduce_op(Communicator& comm, const OpCall& c, int64_t* sent, std::stri
     const int sc = mod(r + 1 - s), rc = mod(r - s);
     Request send = comm.isend(ys + start(sc), sizeof(float) * length(sc), comm.next(), int(P + s), name("all-gather", sc, s));
     Request recv = comm.irecv(ys + start(rc), sizeof(float) * length(rc), comm.prev(), int(P + s), name("all-gather", rc, s));
-    *sent += int64_t(sizeof(float)) * length(sc);
+    cs->sent_bytes += int64_t(sizeof(float)) * length(sc);
     comm.wait(recv);
     comm.wait(send);
   }
@@ -192,18 +198,18 @@ bool is_collective(int32_t kind) {
 
 int collective_tag_span(int ranks) { return 2 * ranks + 2; }
 
-bool run_collective(Communicator& comm, const OpCall& call, int tag_base, int64_t* sent_bytes, std::string* err) {
+bool run_collective(Communicator& comm, const OpCall& call, int tag_base, CollectiveStats* stats, std::string* err) {
   try {
     TaggedComm tagged(comm, tag_base);
     if (call.kind == OP_ALL_REDUCE) {
       if (call.n_in != 1 || call.n_out != 1) return fail(err, "all_reduce: takes 1 input and gives 1 output");
-      return all_reduce_op(tagged, call, sent_bytes, err);
+      return all_reduce_op(tagged, call, stats, err);
     }
     if (call.kind == OP_RING_ATTENTION || call.kind == OP_RING_ATTENTION_BACKWARD) {
       const bool fwd = call.kind == OP_RING_ATTENTION;
       if (call.n_in != (fwd ? 1 : 4) || call.n_out != (fwd ? 2 : 1))
         return fail(err, std::string(fwd ? "ring_attention: takes 1 input and gives 2 outputs" : "ring_attention_backward: takes 4 inputs and gives 1 output"));
-      return ring_attention_op(tagged, call, sent_bytes, err);
+      return ring_attention_op(tagged, call, stats, err);
     }
     return fail(err, "run_collective: op kind " + std::to_string(call.kind) + " is not a collective");
   } catch (const std::exception& e) {  // CommError (a timeout names the peer), bad_alloc

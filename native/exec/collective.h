@@ -25,7 +25,14 @@ bool is_collective(int32_t kind);
 // Tags one collective op of a ring of `ranks` may use (ring attention: 2P + 2).
 int collective_tag_span(int ranks);
 
-// *sent_bytes += the bytes this rank sent (what compiler/ir/ops.ts ringSendBytes predicts).
-bool run_collective(ring::Communicator& comm, const OpCall& call, int tag_base, int64_t* sent_bytes, std::string* err);
+// What one collective call measured (compiler/ir/ops.ts predicts both exactly:
+// ringSendBytes, ringWorkspaceBytes).
+struct CollectiveStats {
+  int64_t sent_bytes = 0;       // added to: bytes this rank sent to the next rank
+  int64_t workspace_bytes = 0;  // raised to: this call's memory outside the arenas (head-major
+                                // scratch, the ring kernel's own buffers, the all-reduce's receive chunk)
+};
+
+bool run_collective(ring::Communicator& comm, const OpCall& call, int tag_base, CollectiveStats* stats, std::string* err);
 
 }  // namespace tiercut

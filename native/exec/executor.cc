@@ -145,6 +145,7 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       st.busy_seconds = 0;
       st.count = 0;
       st.ring_bytes = 0;
+      st.ring_workspace = 0;
       for (int k = 0; k < LINK_COUNT; k++) st.link_bytes[k] = 0;
     }
     running_ = (int32_t)active_streams_.size();
@@ -159,6 +160,7 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       stats->stream_instructions[s] = st.count;
       for (int k = 0; k < LINK_COUNT; k++) stats->link_bytes[k] += st.link_bytes[k];
       stats->ring_sent_bytes += st.ring_bytes;
+      stats->ring_workspace_bytes = std::max(stats->ring_workspace_bytes, st.ring_workspace);
     }
     stats->start_seconds = start_;
     stats->end_seconds = end_;
@@ -301,7 +303,11 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     if (!comm_) { *msg = std::string(op_kind_name(call.kind)) + ": no communicator (the session was not made as a rank of a ring)"; return false; }
     const int span = collective_tag_span(comm_->size());
     const int tag_base = (ins.op % (INT32_MAX / span - 1)) * span;  // one tag range per op id
-    if (!run_collective(*comm_, call, tag_base, &st.ring_bytes, msg)) return false;
+    CollectiveStats cs;
+    bool ok = run_collective(*comm_, call, tag_base, &cs, msg);
+    st.ring_bytes += cs.sent_bytes;
+    st.ring_workspace = std::max(st.ring_workspace, cs.workspace_bytes);
+    if (!ok) return false;
   } else if (!run_op<float>(call, msg)) {
     return false;
   }

@@ -53,6 +53,7 @@ struct StepStats {
   std::vector<double> start_seconds, end_seconds;
   double step_start_seconds = 0;                       // when this step began, same clock
   int64_t ring_sent_bytes = 0;                         // bytes this rank sent in collective ops
+  int64_t ring_workspace_bytes = 0;                    // the largest one collective op's memory outside the arenas
 };
 
 struct MemoryStats {
@@ -113,6 +114,7 @@ class Executor {
     int64_t count = 0;
     int64_t link_bytes[LINK_COUNT] = {0};
     int64_t ring_bytes = 0;
+    int64_t ring_workspace = 0;
   };
 
   void stream_main(int32_t s);

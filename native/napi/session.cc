@@ -231,6 +231,7 @@ static Napi::Object stats_to_js(Napi::Env env, const StepStats& stats_, bool tra
     bytes.Set("cpuToCpu", (double)stats_.link_bytes[LINK_CPU_TO_CPU]);
     bytes.Set("ringSent", (double)stats_.ring_sent_bytes);
     o.Set("bytes", bytes);
+    o.Set("ringWorkspaceBytes", (double)stats_.ring_workspace_bytes);
     if (trace_) {
       size_t n = stats_.start_seconds.size();
       Napi::Float64Array start = Napi::Float64Array::New(env, n), end = Napi::Float64Array::New(env, n);

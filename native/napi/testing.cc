@@ -166,7 +166,7 @@ Napi::Value half_widen_js(const Napi::CallbackInfo& info) {
 // runCollective({ kind, iattr, timeoutMs?, inputs, outputs }): inputs[r] holds rank r's
 // operands ({ shape, data: Float32Array }), outputs the output shapes (the same on
 // every rank). Runs the op on inputs.length rank threads; returns { outputs[r][k]:
-// Float32Array, sentBytes[r] }. Throws the first failing rank's message.
+// Float32Array, sentBytes[r], workspaceBytes[r] }. Throws the first failing rank's message.
 Napi::Value run_collective_js(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "runCollective: expected an options object");
@@ -210,16 +210,16 @@ Napi::Value run_collective_js(const Napi::CallbackInfo& info) {
       calls[r].out[j].data = out_data[r][j].data();
     }
   }
-  std::vector<int64_t> sent(P, 0);
+  std::vector<CollectiveStats> cstats(P);
   try {
     ring::run_as_threads(P, timeout_ms, [&](ring::Communicator& comm) {
       std::string err;
-      if (!run_collective(comm, calls[comm.rank()], 0, &sent[comm.rank()], &err)) throw std::runtime_error(err);
+      if (!run_collective(comm, calls[comm.rank()], 0, &cstats[comm.rank()], &err)) throw std::runtime_error(err);
     });
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("runCollective: ") + e.what());
   }
-  Napi::Array res_outs = Napi::Array::New(env, P), res_sent = Napi::Array::New(env, P);
+  Napi::Array res_outs = Napi::Array::New(env, P), res_sent = Napi::Array::New(env, P), res_ws = Napi::Array::New(env, P);
   for (int r = 0; r < P; r++) {
     Napi::Array per = Napi::Array::New(env, out_data[r].size());
     for (size_t j = 0; j < out_data[r].size(); j++) {
@@ -228,11 +228,13 @@ Napi::Value run_collective_js(const Napi::CallbackInfo& info) {
       per.Set((uint32_t)j, a);
     }
     res_outs.Set((uint32_t)r, per);
-    res_sent.Set((uint32_t)r, Napi::Number::New(env, (double)sent[r]));
+    res_sent.Set((uint32_t)r, Napi::Number::New(env, (double)cstats[r].sent_bytes));
+    res_ws.Set((uint32_t)r, Napi::Number::New(env, (double)cstats[r].workspace_bytes));
   }
   Napi::Object res = Napi::Object::New(env);
   res.Set("outputs", res_outs);
   res.Set("sentBytes", res_sent);
+  res.Set("workspaceBytes", res_ws);
   return res;
 }
 

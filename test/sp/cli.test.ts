@@ -94,12 +94,15 @@ describe('report of an --sp plan', () => {
         expect(rank.rank).toBe(k);
         expect(rank.positions.length).toBe(R);
         expect(rank.ringSendBytes).toEqual({ attention, allReduce, total: attention + allReduce });
+        // the largest collective is an attention backward: 18n + B NH R + 2 D R floats (n = B R C) and two 64x64 tiles
+        const NH = 4, D = C / NH, n = B * R * C;
+        expect(rank.ringWorkspaceBytes).toBe(4 * (18 * n + B * NH * R + 2 * D * R + 2 * 64 * 64));
         for (const tier of ['gpu', 'cpu', 'nvme']) expect(rank.peakBytes[tier]).toBe(plan.tiers[tier].peakBytes);
       }
       const text = cli('report', plans[P]);
       expect(text.status).toBe(0);
       expect(text.stdout).toMatch(new RegExp(`sequence parallel: ${P} ranks \\(threads of one process\\), ${R} of 16 tokens each`));
-      expect(text.stdout).toMatch(/rank {2}gpu peak {4}cpu peak {4}nvme peak {3}ring attention {2}all-reduce {2}ring total/);
+      expect(text.stdout).toMatch(/rank {2}gpu peak {4}cpu peak {4}nvme peak {3}ring buffers {2}ring attention {2}all-reduce {2}ring total/);
       expect(text.stdout.split('\n').filter((l) => /^ {3}\d /.test(l)).length).toBe(P);
     });
   }
@@ -113,6 +116,7 @@ describe('report of an --sp plan', () => {
     const { summary } = lines[2];
     for (const rank of summary.perRank) {
       expect(rank.ringSentBytesPerStep).toBe(rank.plannedRingSentBytesPerStep);
+      expect(rank.ringWorkspaceBytes).toBe(rank.plannedRingWorkspaceBytes);
       expect(rank.peakBytes.gpu).toBe(summary.planPeakBytes.gpu);
     }
   });

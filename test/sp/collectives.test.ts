@@ -5,10 +5,11 @@
 //    reference through runOp): y, lse, and the gradient rule's dqkv;
 //  - allReduce: the mean over the ranks, the same bits on every rank, at awkward
 //    sizes (fewer elements than ranks, uneven chunks), and the bytes each rank
-//    sends equal to the closed form the compiler uses.
+//    sends equal to the closed form the compiler uses;
+//  - the memory each op takes outside the arenas, equal to its closed form.
 import { describe, it, expect } from 'vitest';
 import { nativeAddon } from '../../runtime/binding.js';
-import { OP_CODES, allReduceSendBytes, ringSendBytes } from '../../compiler/ir/ops.js';
+import { OP_CODES, allReduceSendBytes, ringSendBytes, ringWorkspaceBytes } from '../../compiler/ir/ops.js';
 import { zigzagPositions } from '../../compiler/lower/sequence-parallel.js';
 import { expectClose, randomValues } from '../helpers.js';
 
@@ -69,6 +70,8 @@ describe('ringAttention vs causalAttention', () => {
         const operand = { shape: [B, R, 3 * C], dtype: 'f32' as const };
         expect(fwd.sentBytes[r]).toBe(ringSendBytes('ringAttention', [operand], { ranks: P }));
         expect(bwd.sentBytes[r]).toBe(ringSendBytes('ringAttentionBackward', [operand], { ranks: P }));
+        expect(fwd.workspaceBytes[r]).toBe(ringWorkspaceBytes('ringAttention', [operand], { ranks: P, heads: NH }));
+        expect(bwd.workspaceBytes[r]).toBe(ringWorkspaceBytes('ringAttentionBackward', [operand], { ranks: P, heads: NH }));
       }
     });
   }
@@ -85,6 +88,7 @@ describe('allReduce', () => {
       for (let r = 0; r < P; r++) {
         expect(Buffer.from(res.outputs[r][0].buffer).equals(Buffer.from(res.outputs[0][0].buffer)), `rank ${r}`).toBe(true);
         expect(res.sentBytes[r]).toBe(allReduceSendBytes(n, P, r));
+        expect(res.workspaceBytes[r]).toBe(ringWorkspaceBytes('allReduce', [{ shape: [n], dtype: 'f32' }], { ranks: P }));
       }
     });
   }

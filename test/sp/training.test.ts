@@ -1,6 +1,7 @@
 // Sequence parallelism end to end: the tiny GPT compiled with --sp P (ring
 // attention over P rank threads, gradients all-reduced) trains like the same
-// model without sharding: the same loss trajectory and the same parameters.
+// model without sharding: the same loss trajectory and the same parameters;
+// measured ring bytes and memory equal the plan's.
 import { describe, it, expect } from 'vitest';
 import { compile } from '../../src/compile.js';
 import type { Plan } from '../../compiler/plan/types.js';
@@ -25,13 +26,14 @@ async function trainSp(plan: Plan) {
   const s = new SequenceParallelSession(plan, syntheticData(spFullGraph(plan), 1), opts);
   try {
     const losses: number[] = [];
-    const sent: number[][] = [];
+    const sent: number[][] = [], workspace: number[][] = [];
     for (let k = 1; k <= STEPS; k++) {
       const r = await s.step(k);
       losses.push(r.loss);
       sent.push(r.stats.map((st) => st.bytes.ringSent));
+      workspace.push(r.stats.map((st) => st.ringWorkspaceBytes));
     }
-    return { losses, params: s.ranks.map((_, r) => s.parameters(r)), sent, memory: s.memory() };
+    return { losses, params: s.ranks.map((_, r) => s.parameters(r)), sent, workspace, memory: s.memory() };
   } finally { s.close(); }
 }
 
@@ -63,6 +65,7 @@ describe('sequence parallelism: the tiny GPT', () => {
       for (let r = 0; r < P; r++) {
         const planned = plan.sp!.perRank[r].ringSendBytes;
         for (const step of sp.sent) expect(step[r]).toBe(planned.attention + planned.allReduce);
+        for (const step of sp.workspace) expect(step[r]).toBe(plan.sp!.perRank[r].ringWorkspaceBytes);
         for (const tier of ['gpu', 'cpu', 'nvme'] as const) expect(sp.memory[r].peakBytes[tier]).toBe(plan.tiers[tier].peakBytes);
       }
     });
