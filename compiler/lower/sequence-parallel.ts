@@ -24,7 +24,7 @@
 // Keeps true: parameters (names, shapes, init) and op locations unchanged;
 // program order; the loss is still one scalar. Cost: O(ops + tensors).
 
-import { GraphBuilder } from '../ir/graph.js';
+import { GraphBuilder, producers } from '../ir/graph.js';
 import { inferOutputs } from '../ir/ops.js';
 import type { Graph, OpKind, Tensor } from '../ir/types.js';
 import { formatLoc, shapeStr } from '../ir/types.js';
@@ -52,11 +52,14 @@ export function zigzagPositions(T: number, P: number, r: number): number[] {
   return [...chunkPositions(T, P, r), ...chunkPositions(T, P, 2 * P - 1 - r)];
 }
 
-/** Ops that act on each token alone (along the last axis at most), so they can run on any subset of tokens. */
+/** Ops that act on each token alone, so they can run on any subset of tokens. */
 const TOKEN_WISE: ReadonlySet<OpKind> = new Set<OpKind>([
   'matmul', 'add', 'mul', 'sub', 'div', 'gelu', 'layerNorm', 'rmsNorm', 'softmax', 'logSoftmax', 'embedding',
   'crossEntropy', 'affine', 'powScalar', 'unary', 'silu', 'where', 'cast',
 ]);
+
+/** Of those, the ones that combine the elements of their first operand's last axis (which must not be the sequence). */
+const ACROSS_LAST_AXIS: ReadonlySet<OpKind> = new Set<OpKind>(['matmul', 'layerNorm', 'rmsNorm', 'softmax', 'logSoftmax', 'crossEntropy']);
 
 /** The P values 2P divides T for (what --sp accepts for this sequence length), up to `limit`. */
 function validRanks(T: number, limit = 64): number[] {
@@ -88,9 +91,9 @@ export function lowerSequenceParallel(g: Graph, P: number, source: string): { gr
   let positions: Tensor | undefined;
 
   // inputs and parameters first, in tensor order (ids of the forward tensors stay in order)
+  const producer = producers(g);
   for (const t of g.tensors) {
-    const produced = g.ops.some((op) => op.outputs.includes(t.id));
-    if (produced) continue;
+    if (producer[t.id] >= 0) continue;
     if (t.role === 'input') {
       if (t.shape.length < 2 || t.shape[1] !== T)
         throw diag.spOp(`${source}: input ${t.name}${shapeStr(t.shape)} has no sequence axis of ${T} tokens at axis 1; --sp cuts every data input along it`);
@@ -120,7 +123,7 @@ export function lowerSequenceParallel(g: Graph, P: number, source: string): { gr
       } else if (TOKEN_WISE.has(op.kind)) {
         const a = g.tensors[op.inputs[0]];
         if (seqAxis[a.id] < 0) throw diag.spOp(`${where}: its first operand ${a.name}${shapeStr(a.shape)} holds every position while another is cut along the sequence (it mixes sequence positions)`);
-        if (axis >= a.shape.length - 1 && op.kind !== 'embedding' && op.kind !== 'cast')
+        if (axis >= a.shape.length - 1 && ACROSS_LAST_AXIS.has(op.kind))
           throw diag.spOp(`${where} along the sequence axis ${axis} of ${a.name}${shapeStr(a.shape)}: it works across the last axis (it mixes sequence positions)`);
         ins = op.inputs.map((t, k) => {
           if (k === 0 || seqAxis[t] >= 0) {
@@ -152,7 +155,7 @@ export function lowerSequenceParallel(g: Graph, P: number, source: string): { gr
     b.opWith(kind, ins, outs.map((t) => t.id), attrs, op.phase, op.loc);
   }
 
-  const lossOp = g.ops.find((op) => op.outputs.includes(g.loss));
+  const lossOp = producer[g.loss] >= 0 ? g.ops[producer[g.loss]] : undefined;
   if (!lossOp || lossOp.kind !== 'crossEntropy' || !lossOp.inputs.every((t) => seqAxis[t] >= 0))
     throw diag.spOp(`${lossOp ? formatLoc(lossOp.loc) : source}: --sp needs the loss to be a crossEntropy over the sequence (the mean over each rank's tokens), got ${lossOp?.kind ?? 'no op'}`);
   const graph = b.build(map[g.loss], g.precision);
