@@ -71,6 +71,15 @@ describe('sequence parallelism: the tiny GPT', () => {
     });
   }
 
+  it('fp16 storage: --sp 2 follows --sp 1 (to half-precision rounding); ranks keep identical parameters', async () => {
+    const half = { model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' as const, gpuMemBytes: 300_000 };
+    const a = await trainPlain(await compile(half));
+    const b = await trainSp(await compile({ ...half, sp: 2 }));
+    console.log(`fp16 --sp 2: ${b.losses.map((l) => l.toFixed(5)).join(' ')}\nfp16 --sp 1: ${a.losses.map((l) => l.toFixed(5)).join(' ')}`);
+    for (let i = 0; i < STEPS; i++) expect(Math.abs(b.losses[i] - a.losses[i]), `step ${i + 1}`).toBeLessThanOrEqual(2e-3);
+    for (const [name, v] of b.params[0]) expect(Buffer.from(b.params[1].get(name)!.buffer).equals(Buffer.from(v.buffer)), name).toBe(true);
+  });
+
   it('a rank that fails stops the others: one error naming the rank, no hang; a rank cannot step alone', async () => {
     const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', sp: 4 });
     const whole = syntheticData(spFullGraph(plan), 1);
