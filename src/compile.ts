@@ -197,17 +197,49 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
   const { graph, preset, config, sharding } = await trainingGraph(opts);
-  const { placement, lp } = await place(graph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
+  const { placement, lp } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
   const model = { source: opts.model, preset, config };
   const plan = planFor(graph, hw, placement, model, optimizer, lp);
-  if (sharding) return { ...plan, sp: spSection(graph, sharding) };
+  if (sharding) {
+    checkRingWorkspace(plan);
+    return { ...plan, sp: spSection(graph, sharding) };
+  }
   if (opts.dpuWarmupSteps === undefined) return plan;
   const steadyGraph = lowerDpu(graph);
   assertGraph(steadyGraph, 'dpu lowering');
   const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp);
   return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
+}
+
+/** The profile with the largest collective op's ring buffers taken off the GPU and CPU capacities (placement only). */
+function withoutRingBuffers(g: Graph, hw: HardwareProfile): HardwareProfile {
+  let most = 0;
+  for (const op of g.ops) most = Math.max(most, ringWorkspaceBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs));
+  for (const tier of ['gpu', 'cpu'] as const) {
+    if (hw[tier].capacityBytes <= most)
+      throw diag.doesNotFit(`does not fit: the ring buffers of one attention call need ${fmtBytes(most)}, the ${tier} tier holds ${fmtBytes(hw[tier].capacityBytes)}; raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
+  }
+  return { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes - most }, cpu: { ...hw.cpu, capacityBytes: hw.cpu.capacityBytes - most } };
+}
+
+/**
+ * A collective op's ring buffers and scratch live beside its tier's arena, not
+ * in it (the ring kernels allocate them per call): the arena plus the largest
+ * of them must still fit the tier, or the plan would run out of memory that its
+ * peaks do not show.
+ */
+function checkRingWorkspace(plan: Plan): void {
+  const g = plan.graph;
+  for (const tier of ['gpu', 'cpu'] as const) {
+    let most = 0;
+    for (const op of g.ops) if (plan.placement.opTier[op.id] === tier) most = Math.max(most, ringWorkspaceBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs));
+    const { peakBytes, capacityBytes } = plan.tiers[tier];
+    if (peakBytes + most > capacityBytes)
+      throw diag.doesNotFit(`does not fit: the ${tier} tier needs ${fmtBytes(peakBytes)} for the step plus ${fmtBytes(most)} of ring buffers beside it, capacity is ${fmtBytes(capacityBytes)} (short by ${fmtBytes(peakBytes + most - capacityBytes)}); raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
+  }
 }
 
 /**

@@ -51,6 +51,9 @@ describe('compile --sp: bad input', () => {
     expectUserError(cli('compile', model, '--sp', '2', '-o', out), /mixer\.ts:8:\d+: --sp cannot shard transpose: it mixes sequence positions .*\[TC603\]/);
     expect(cli('compile', model, '-o', out).status).toBe(0); // fine without --sp
   });
+  it('ring buffers that do not fit beside the arenas', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '--gpu-mem', '100000', '-o', out), /does not fit: the ring buffers of one attention call need 105\.00 KiB, the gpu tier holds 97\.66 KiB.*\[TC301\]/);
+  });
   it('--sp with --dpu', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '--dpu', '--precision', 'fp16', '-o', out), /--sp and --dpu together are not supported yet/);
   });
