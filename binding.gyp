@@ -18,6 +18,7 @@
         "native/tiers/nvme_store.cc",
         "native/napi/calibrate.cc",
         "native/exec/executor.cc",
+        "native/exec/collective.cc",
         "native/kernels/matmul.cc",
         "native/kernels/elementwise.cc",
         "native/kernels/layernorm.cc",

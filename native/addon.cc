@@ -7,6 +7,9 @@
 static Napi::Object init(Napi::Env env, Napi::Object exports) {
   tiercut::init_session_class(env);
   exports.Set("createSession", Napi::Function::New(env, tiercut::create_session, "createSession"));
+  exports.Set("createRingGroup", Napi::Function::New(env, tiercut::create_ring_group, "createRingGroup"));
+  exports.Set("stepGroup", Napi::Function::New(env, tiercut::step_group, "stepGroup"));
+  exports.Set("runCollective", Napi::Function::New(env, tiercut::run_collective_js, "runCollective"));
   exports.Set("runOp", Napi::Function::New(env, tiercut::run_op_js, "runOp"));
   exports.Set("halfRound", Napi::Function::New(env, tiercut::half_round_js, "halfRound"));
   exports.Set("halfWiden", Napi::Function::New(env, tiercut::half_widen_js, "halfWiden"));

@@ -79,7 +79,11 @@ export interface StepStats {
   streamInstructions: number[];
   /** Bytes copied per link: cpu->gpu = h2d, gpu->cpu = d2h, nvme->gpu|cpu = nvmeRead,
    *  gpu|cpu->nvme = nvmeWrite, cpu->cpu = cpuToCpu (gpu->gpu copies are counted nowhere). */
-  bytes: { h2d: number; d2h: number; nvmeRead: number; nvmeWrite: number; cpuToCpu: number };
+  bytes: { h2d: number; d2h: number; nvmeRead: number; nvmeWrite: number; cpuToCpu: number;
+    /** Bytes this rank sent to its ring neighbour in collective ops (ring attention, all-reduce). */
+    ringSent: number };
+  /** The largest one collective op's memory outside the arenas this step (0 without collectives). */
+  ringWorkspaceBytes: number;
   /** With step(…, { trace: true }): per instruction (index = id) its start and end in this step, in
    *  seconds of steady_clock since the session began; stepStartSeconds on the same clock. */
   trace?: { stepStartSeconds: number; startSeconds: Float64Array; endSeconds: Float64Array };
@@ -129,6 +133,9 @@ export interface NativeSession {
   close(): void;
 }
 
+/** A ring of P ranks as threads of this process (createRingGroup). Opaque. */
+export interface NativeRingGroup { readonly ranks: number; readonly timeoutMs: number; readonly handle: unknown }
+
 export type OpInput = { shape: readonly number[]; data: Float32Array | Float64Array | Int32Array };
 
 export interface NativeAddon {
@@ -138,7 +145,28 @@ export interface NativeAddon {
    *  "program.tiers[0]: arena 20000 bytes exceeds capacity 16384 bytes",
    *  "program.buffers[7]: offset 4096 + size 512 exceeds the gpu arena (4352 bytes)",
    *  "program.instructions[12].waits[0]: 99 is not an earlier instruction". */
-  createSession(program: NativeProgram): NativeSession;
+  createSession(program: NativeProgram, ring?: { group: NativeRingGroup; rank: number }): NativeSession;
+  /** Sync. The ThreadGroup the P ranks of one ring share (native/ring/comm_threads.h); every wait on a
+   *  neighbour times out after timeoutMs (default 120000) with a message naming the peer. Pass it with a
+   *  rank to createSession: that session's collective ops (ring attention, all-reduce) talk to the other
+   *  ranks' sessions. Throws RangeError for ranks outside 1..1024. */
+  createRingGroup(ranks: number, timeoutMs?: number): NativeRingGroup;
+  /** Async. One step of every rank of a ring together: sessions[r] must be rank r of one group (all P of
+   *  them, each open and idle). One AsyncWorker runs the P executors' steps on P threads of its own (never
+   *  P slots of the libuv pool, which would deadlock with P >= the pool size). Resolves with each rank's
+   *  stats; rejects with one message: the first rank that failed ("rank 1: instruction 40 (gpu, run
+   *  ringAttention …): …"), the others having been stopped through the group (no hang). A group that
+   *  failed stays failed: later steps reject at once. Throws synchronously on bad arguments. */
+  stepGroup(sessions: readonly NativeSession[], step: number, opts?: { trace?: boolean }): Promise<StepStats[]>;
+  /** Sync; for tests. One collective op (ringAttention = 55, ringAttentionBackward = 56, allReduce = 57;
+   *  native/exec/collective.h) run by inputs.length rank threads, inputs[r] being rank r's operands.
+   *  Returns each rank's outputs, the bytes it sent and its memory outside any arena. Throws the first
+   *  failing rank's message. */
+  runCollective(args: {
+    kind: number; iattr: readonly number[]; timeoutMs?: number;
+    inputs: readonly (readonly { shape: readonly number[]; data: Float32Array }[])[];
+    outputs: readonly { shape: readonly number[] }[];
+  }): { outputs: Float32Array[][]; sentBytes: number[]; workspaceBytes: number[] };
   /** Sync; for tests. Runs one kernel via run_op<float|double> on copies of the inputs (ids and
    *  targets as Int32Array); outputs start zeroed. Returns one array per output, of the dtype.
    *  Throws the kernel's message ("cross_entropy: target 99 at position 3 is outside [0, 96)")

@@ -5,6 +5,7 @@
 // so a model can learn the next token) or features with a learnable label.
 
 import type { Graph, Tensor } from '../compiler/ir/types.js';
+import type { Plan } from '../compiler/plan/types.js';
 import { numel, shapeStr } from '../compiler/ir/types.js';
 import { diag } from '../src/diagnostics.js';
 import { Rng } from './init.js';
@@ -77,5 +78,45 @@ export function fileData(g: Graph, file: string): StepData {
       m.set(id, data.subarray(k * n, (k + 1) * n));
     }
     return m;
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Sequence parallelism (plan.sp): every rank's graph is the rank-local one; the
+// data is made (or read) at the whole sequence's shapes, then each rank gets its
+// zigzag positions of it.
+
+/** The plan's graph with its cut inputs at their whole shapes and the positions input hidden (what the data sources see). */
+export function spFullGraph(plan: Plan): Graph {
+  const sp = plan.sp!;
+  const full = new Map(sp.inputs.map((i) => [i.tensor, i.fullShape]));
+  const tensors = plan.graph.tensors.map((t): Tensor => {
+    const shape = full.get(t.id);
+    if (shape) return { ...t, shape, sizeBytes: (t.sizeBytes / numel(t.shape)) * numel(shape) };
+    return t.id === sp.positions ? { ...t, role: 'activation' } : t;
+  });
+  return { ...plan.graph, tensors };
+}
+
+/** Each rank's data: its positions along the sequence axis of every cut input, and its positions input. */
+export function spRankData(plan: Plan, whole: StepData): (step: number) => Map<number, Float64Array>[] {
+  const sp = plan.sp!;
+  return (step) => {
+    const data = whole(step);
+    return sp.perRank.map((rank) => {
+      const m = new Map<number, Float64Array>();
+      for (const input of sp.inputs) {
+        const v = data.get(input.tensor)!;
+        const shape = input.fullShape;
+        const outer = numel(shape.slice(0, input.axis)), T = shape[input.axis], inner = numel(shape.slice(input.axis + 1));
+        const R = rank.positions.length;
+        const out = new Float64Array(outer * R * inner);
+        for (let o = 0; o < outer; o++)
+          for (let i = 0; i < R; i++) out.set(v.subarray((o * T + rank.positions[i]) * inner, (o * T + rank.positions[i] + 1) * inner), (o * R + i) * inner);
+        m.set(input.tensor, out);
+      }
+      if (sp.positions !== undefined) m.set(sp.positions, Float64Array.from(rank.positions));
+      return m;
+    });
   };
 }

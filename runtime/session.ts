@@ -10,7 +10,7 @@ import { numel, shapeStr } from '../compiler/ir/types.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { STREAMS } from '../compiler/plan/types.js';
 import { diag, UserError } from '../src/diagnostics.js';
-import { nativeAddon, type NativeProgram, type NativeSession, type NativeSessionInfo, type StepStats } from './binding.js';
+import { nativeAddon, type NativeProgram, type NativeRingGroup, type NativeSession, type NativeSessionInfo, type StepStats } from './binding.js';
 import { initValues } from './init.js';
 import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
@@ -37,6 +37,8 @@ export interface SessionOptions {
   nvme?: NvmeOptions;
   /** Record every instruction's start and end in each step's stats (for `run --trace`). */
   trace?: boolean;
+  /** Sequence parallelism: this session is rank `rank` of the ring `group` (runtime/sp-session.ts steps them together). */
+  ring?: { group: NativeRingGroup; rank: number };
 }
 
 export interface NvmeOptions { queueDepth?: number; blockBytes?: number; direct?: boolean }
@@ -77,7 +79,7 @@ function encode(t: Tensor, values: Float64Array | Float32Array): ArrayBufferView
 /** A plan bound to a native session: where each tensor rests between steps. */
 interface Bound { plan: Plan; native: NativeSession; homeOf: Map<number, number>; lossBuffer: number }
 
-function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOptions): Bound {
+function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOptions, ring?: SessionOptions['ring']): Bound {
   const homeOf = new Map<number, number>();
   for (const b of plan.buffers) {
     const t = plan.graph.tensors[b.tensor];
@@ -86,7 +88,7 @@ function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOpt
   const lossBuffer = homeOf.get(plan.graph.loss);
   if (lossBuffer === undefined) throw diag.planInvalid(plan.model.source, 'no buffer keeps the loss after the step');
   try {
-    return { plan, native: nativeAddon().createSession(nativeProgram(plan, optimizer, spillDir, nvme)), homeOf, lossBuffer };
+    return { plan, native: nativeAddon().createSession(nativeProgram(plan, optimizer, spillDir, nvme), ring), homeOf, lossBuffer };
   } catch (e) {
     throw diag.runtime(`cannot start the runtime: ${(e as Error).message}`);
   }
@@ -104,7 +106,7 @@ export class TrainingSession {
 
   constructor(readonly plan: Plan, private readonly opts: SessionOptions = {}) {
     this.optimizer = { ...plan.optimizer, ...opts.optimizer };
-    this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir(), opts.nvme);
+    this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir(), opts.nvme, opts.ring);
     try {
       this.initState();
     } catch (e) {
@@ -190,22 +192,33 @@ export class TrainingSession {
       skipUpdate = step === dpu.warmupSteps + 1;
       adamStep = Math.max(1, step - 1);
     }
-    const g = this.bound.plan.graph;
-    for (const t of g.tensors) {
-      if (t.role !== 'input') continue;
-      const v = data.get(t.id);
-      if (!v || v.length !== numel(t.shape)) throw diag.runtime(`step ${step}: no data of ${numel(t.shape)} values for input ${t.name}${shapeStr(t.shape)}`);
-      this.native.write(this.homeOf.get(t.id)!, encode(t, v));
-    }
+    this.writeInputs(step, data);
     let stats: StepStats;
     try {
       stats = await this.native.step(adamStep, { ...(lr !== undefined ? { lr } : {}), ...(skipUpdate ? { skipUpdate } : {}), ...(this.opts.trace ? { trace: true } : {}) });
     } catch (e) {
       throw e instanceof UserError ? e : diag.runtime(`step ${step} failed: ${(e as Error).message}`);
     }
-    const loss = new Float32Array(this.native.read(this.bound.lossBuffer).buffer.slice(0))[0];
-    return { step, loss, seconds: stats.seconds, stats };
+    return { step, loss: this.loss(), seconds: stats.seconds, stats };
   }
+
+  /** Writes one step's data inputs (tensor id -> values) into their buffers. */
+  writeInputs(step: number, data: Map<number, Float64Array>): void {
+    for (const t of this.bound.plan.graph.tensors) {
+      if (t.role !== 'input') continue;
+      const v = data.get(t.id);
+      if (!v || v.length !== numel(t.shape)) throw diag.runtime(`step ${step}: no data of ${numel(t.shape)} values for input ${t.name}${shapeStr(t.shape)}`);
+      this.native.write(this.homeOf.get(t.id)!, encode(t, v));
+    }
+  }
+
+  /** The loss the last step left. */
+  loss(): number {
+    return new Float32Array(this.native.read(this.bound.lossBuffer).buffer.slice(0))[0];
+  }
+
+  /** The native session (runtime/sp-session.ts steps the ranks' sessions together). */
+  get nativeSession(): NativeSession { return this.native; }
 
   /** How the nvme tier is served now (file, O_DIRECT or buffered, queue depth, block size). */
   info(): NativeSessionInfo { return this.native.info(); }

@@ -9,6 +9,9 @@ import { planStats } from '../compiler/report/stats.js';
 import { textReport, fmtBytes } from '../compiler/report/text.js';
 import { fileData, syntheticData } from '../runtime/data.js';
 import { TrainingSession } from '../runtime/session.js';
+import { SequenceParallelSession } from '../runtime/sp-session.js';
+import { spFullGraph } from '../runtime/data.js';
+import type { Plan } from '../compiler/plan/types.js';
 import { compile, type CompileOptions } from './compile.js';
 import { calibrate } from './calibrate.js';
 import { simulate } from '../compiler/simulate/simulate.js';
@@ -20,7 +23,7 @@ import { parseSize } from './sizes.js';
 const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
                   [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--dpu [--dpu-warmup N]] [--freeze REGEX (ONNX initializers kept fixed)]
-                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] -o PLAN [--trace FILE.json]
+                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] [--sp P] -o PLAN [--trace FILE.json]
   tiercut report PLAN [--json]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
                   [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]
@@ -133,12 +136,22 @@ function freezeFlag(args: Args): RegExp | undefined {
   try { return new RegExp(v); } catch (e) { throw diag.usage(`--freeze: '${v}' is not a regular expression (${(e as Error).message})`); }
 }
 
+/** --sp P: sequence parallelism over P ranks (1: none). */
+function spFlag(args: Args): number | undefined {
+  const v = args.flags.get('--sp');
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isInteger(n) || n < 1) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got '${v}'`);
+  return n;
+}
+
 async function cmdCompile(args: Args): Promise<void> {
-  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', '--trace', ...MACHINE_FLAGS, ...OPT_FLAGS]);
+  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', '--trace', '--sp', ...MACHINE_FLAGS, ...OPT_FLAGS]);
   const model = args.positional[0];
   const out = args.flags.get('-o');
+  const sp = spFlag(args);
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
-  const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args) });
+  const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}) });
   writePlan(out, plan);
   const traceFile = args.flags.get('--trace');
   if (traceFile !== undefined) {
@@ -147,7 +160,8 @@ async function cmdCompile(args: Args): Promise<void> {
       { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }));
   }
   const s = planStats(plan);
-  process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(s.tiers.gpu.peakBytes)} of ${fmtBytes(s.tiers.gpu.capacityBytes)}, predicted step ${(s.predicted.stepSeconds * 1e3).toFixed(3)} ms\n`);
+  const spNote = plan.sp ? `; sequence parallel: ${plan.sp.ranks} ranks of ${plan.sp.seq / plan.sp.ranks} tokens (per rank)` : '';
+  process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(s.tiers.gpu.peakBytes)} of ${fmtBytes(s.tiers.gpu.capacityBytes)}, predicted step ${(s.predicted.stepSeconds * 1e3).toFixed(3)} ms${spNote}\n`);
 }
 
 function cmdReport(args: Args): void {
@@ -166,6 +180,7 @@ async function cmdRun(args: Args): Promise<void> {
   const seed = num(args, '--seed', { integer: true, min: 0 }) ?? 0;
   const json = args.flags.has('--json');
   const plan = readPlan(file);
+  if (plan.sp) return runSequenceParallel(args, file, plan, steps, seed, json);
   const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!) : syntheticData(plan.graph, seed);
   const traceFile = args.flags.get('--trace');
   const blockBytes = args.flags.has('--nvme-block-size') ? parseSize('--nvme-block-size', args.flags.get('--nvme-block-size')!) : undefined;
@@ -206,6 +221,45 @@ async function cmdRun(args: Args): Promise<void> {
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
     else process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
+  } finally {
+    session.close();
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+}
+
+/** `run` on a plan made with --sp: P rank sessions (threads) stepped together; the loss is the mean of the ranks'. */
+async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: number, seed: number, json: boolean): Promise<void> {
+  for (const f of ['--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered']) if (args.flags.has(f)) throw diag.usage(`${f} is not supported with a sequence-parallel plan yet`);
+  const full = spFullGraph(plan);
+  const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
+  const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
+  const stop = () => { session.close(); process.exit(130); };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    const P = plan.sp!.ranks;
+    let total = 0;
+    const sent = new Array<number>(P).fill(0), workspace = new Array<number>(P).fill(0);
+    for (let k = 1; k <= steps; k++) {
+      const r = await session.step(k);
+      total += r.seconds;
+      r.stats.forEach((st, i) => { sent[i] += st.bytes.ringSent; workspace[i] = Math.max(workspace[i], st.ringWorkspaceBytes); });
+      if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, rankLosses: r.rankLosses, seconds: r.seconds }) + '\n');
+      else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms  (ranks ${r.rankLosses.map((l) => l.toFixed(4)).join(' ')})\n`);
+    }
+    if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
+    const mem = session.memory();
+    const summary = {
+      steps, ranks: P, meanStepSeconds: total / steps, predictedStepSeconds: plan.predicted.stepSeconds, planPeakBytes: plan.predicted.peakBytes,
+      perRank: mem.map((m, r) => ({
+        rank: r, peakBytes: m.peakBytes, peakLiveBytes: m.peakLiveBytes, ringSentBytesPerStep: sent[r] / steps,
+        ringWorkspaceBytes: workspace[r], plannedRingWorkspaceBytes: plan.sp!.perRank[r].ringWorkspaceBytes,
+        plannedRingSentBytesPerStep: plan.sp!.perRank[r].ringSendBytes.attention + plan.sp!.perRank[r].ringSendBytes.allReduce,
+      })),
+    };
+    if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
+    else process.stdout.write(`${P} ranks; per rank peak bytes: gpu ${fmtBytes(mem[0].peakBytes.gpu)} (plan ${fmtBytes(plan.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem[0].peakBytes.cpu)} (plan ${fmtBytes(plan.predicted.peakBytes.cpu)}); ring sent per step ${fmtBytes(summary.perRank[0].ringSentBytesPerStep)} (plan ${fmtBytes(summary.perRank[0].plannedRingSentBytesPerStep)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
   } finally {
     session.close();
     process.off('SIGINT', stop);

@@ -11,11 +11,14 @@ import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { lowerDpu } from '../compiler/lower/dpu.js';
+import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
+import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
+import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { placementFrom, roundSolution, startLp, type LpSolution } from '../compiler/partition/lp.js';
 import type { Placement } from '../compiler/partition/placement.js';
-import { FORMAT_VERSION, type Plan, type Traffic } from '../compiler/plan/types.js';
+import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
 import { assignOffsets } from '../compiler/schedule/arena.js';
 import { buildProgram, liveBytesPeak } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
@@ -42,21 +45,35 @@ export interface CompileOptions {
   dpuWarmupSteps?: number;
   /** ONNX models: initializers whose name matches stay fixed (no gradient, no update). */
   freeze?: RegExp;
+  /** Sequence parallelism over this many ranks (1 or absent: none). */
+  sp?: number;
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
-export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Graph; preset: string; config: Record<string, unknown> }> {
+export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Graph; preset: string; config: Record<string, unknown>; sharding?: SpSharding }> {
+  const P = opts.sp ?? 1;
+  if (!(Number.isInteger(P) && P >= 1)) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got ${P}`);
+  if (P > 1 && opts.dpuWarmupSteps !== undefined) throw diag.usage('--sp and --dpu together are not supported yet');
   const imported = /\.onnx$/i.test(opts.model)
     ? importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
     : await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
   assertGraph(imported.graph, 'import');
-  const withGrad = autodiff(imported.graph);
+  let forward = imported.graph, sharding: SpSharding | undefined;
+  if (P > 1) {
+    ({ graph: forward, sharding } = lowerSequenceParallel(forward, P, opts.model));
+    assertGraph(forward, 'sequence-parallel lowering');
+  }
+  let withGrad = autodiff(forward);
   assertGraph(withGrad, 'autodiff');
+  if (P > 1) {
+    withGrad = insertGradAllReduce(withGrad, P);
+    assertGraph(withGrad, 'gradient all-reduce');
+  }
   const lowered = lowerPrecision(withGrad, opts.precision ?? 'fp32');
   assertGraph(lowered, 'precision lowering');
   const step = lowerOptimizer(lowered, { ...ADAM_DEFAULTS, ...opts.optimizer });
   assertGraph(step, 'optimizer lowering');
-  return { graph: step, preset: imported.preset, config: imported.config };
+  return { graph: step, preset: imported.preset, config: imported.config, ...(sharding ? { sharding } : {}) };
 }
 
 const fitsTiers = (a: Record<Tier, number>, hw: HardwareProfile) => a.gpu <= hw.gpu.capacityBytes && a.cpu <= hw.cpu.capacityBytes && a.nvme <= hw.nvme.capacityBytes;
@@ -208,15 +225,71 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
 
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
-  const { graph, preset, config } = await trainingGraph(opts);
-  const { placement, lp } = await place(graph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  const { graph, preset, config, sharding } = await trainingGraph(opts);
+  // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
+  const { placement, lp } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
   const model = { source: opts.model, preset, config };
   const plan = planFor(graph, hw, placement, model, optimizer, lp);
+  if (sharding) {
+    checkRingWorkspace(plan);
+    return { ...plan, sp: spSection(graph, sharding) };
+  }
   if (opts.dpuWarmupSteps === undefined) return plan;
   const steadyGraph = lowerDpu(graph);
   assertGraph(steadyGraph, 'dpu lowering');
   const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
   const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp);
   return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
+}
+
+/** The profile with the largest collective op's ring buffers taken off the GPU and CPU capacities (placement only). */
+function withoutRingBuffers(g: Graph, hw: HardwareProfile): HardwareProfile {
+  let most = 0;
+  for (const op of g.ops) most = Math.max(most, ringWorkspaceBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs));
+  for (const tier of ['gpu', 'cpu'] as const) {
+    if (hw[tier].capacityBytes <= most)
+      throw diag.doesNotFit(`does not fit: the ring buffers of one attention call need ${fmtBytes(most)}, the ${tier} tier holds ${fmtBytes(hw[tier].capacityBytes)}; raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
+  }
+  return { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes - most }, cpu: { ...hw.cpu, capacityBytes: hw.cpu.capacityBytes - most } };
+}
+
+/**
+ * A collective op's ring buffers and scratch live beside its tier's arena, not
+ * in it (the ring kernels allocate them per call): the arena plus the largest
+ * of them must still fit the tier, or the plan would run out of memory that its
+ * peaks do not show.
+ */
+function checkRingWorkspace(plan: Plan): void {
+  const g = plan.graph;
+  for (const tier of ['gpu', 'cpu'] as const) {
+    let most = 0;
+    for (const op of g.ops) if (plan.placement.opTier[op.id] === tier) most = Math.max(most, ringWorkspaceBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs));
+    const { peakBytes, capacityBytes } = plan.tiers[tier];
+    if (peakBytes + most > capacityBytes)
+      throw diag.doesNotFit(`does not fit: the ${tier} tier needs ${fmtBytes(peakBytes)} for the step plus ${fmtBytes(most)} of ring buffers beside it, capacity is ${fmtBytes(capacityBytes)} (short by ${fmtBytes(peakBytes + most - capacityBytes)}); raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
+  }
+}
+
+/**
+ * The plan's sequence-parallel section: one step shared by every rank (the
+ * rank-local graphs are identical), and per rank the token positions it holds,
+ * the bytes it sends over the ring each step and the largest collective's
+ * memory outside the arenas.
+ */
+function spSection(g: Graph, s: SpSharding): PlanSp {
+  const perRank = Array.from({ length: s.ranks }, (_, rank) => {
+    let attentionBytes = 0, allReduceBytes = 0, workspace = 0;
+    for (const op of g.ops) {
+      const ins = op.inputs.map((t) => g.tensors[t]);
+      const bytes = ringSendBytes(op.kind, ins, op.attrs, rank);
+      if (op.kind === 'allReduce') allReduceBytes += bytes; else attentionBytes += bytes;
+      workspace = Math.max(workspace, ringWorkspaceBytes(op.kind, ins, op.attrs));
+    }
+    return {
+      rank, positions: zigzagPositions(s.seq, s.ranks, rank),
+      ringSendBytes: { attention: attentionBytes, allReduce: allReduceBytes }, ringWorkspaceBytes: workspace,
+    };
+  });
+  return { ranks: s.ranks, seq: s.seq, inputs: s.inputs.map((i) => ({ ...i, fullShape: [...i.fullShape] })), ...(s.positions !== undefined ? { positions: s.positions } : {}), perRank };
 }

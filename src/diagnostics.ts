@@ -46,4 +46,9 @@ export const diag = {
   // running (5xx)
   runtime: make('TC501'),
   data: (file: string, msg: string) => new UserError('TC502', `${file}: ${msg}`),
+  // sequence parallelism, compile --sp (6xx)
+  spRanks: make('TC601'),             // P < 1, or the sequence does not cut into 2P equal zigzag chunks
+  spModel: make('TC602'),             // no attention op that --sp can shard
+  spOp: make('TC603'),                // an op (or input, or loss) that mixes sequence positions: file:line:col
+  ringFailed: make('TC604'),          // a rank failed during a step; the others were stopped
 };

@@ -4,7 +4,8 @@ export { readPlan, writePlan, parsePlan, serializePlan } from '../compiler/plan/
 export { planStats, type PlanStats } from '../compiler/report/stats.js';
 export { textReport } from '../compiler/report/text.js';
 export { TrainingSession, type SessionOptions, type StepResult } from '../runtime/session.js';
-export { syntheticData, fileData } from '../runtime/data.js';
+export { syntheticData, fileData, spFullGraph, spRankData } from '../runtime/data.js';
+export { SequenceParallelSession, type SpStepResult } from '../runtime/sp-session.js';
 export { readSafetensors, writeSafetensors } from '../runtime/safetensors.js';
 export { BUILTIN_PROFILES, loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 export { UserError } from './diagnostics.js';

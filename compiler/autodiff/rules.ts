@@ -120,6 +120,13 @@ export const GRAD_RULES: Readonly<Record<OpKind, GradRule>> = {
     const [y, lse] = op.outputs;
     return ctx.emit('attentionBackward', [q, k, v, y, lse, dy], op.attrs, [d(ctx, q), d(ctx, k), d(ctx, v)]);
   },
+  // ring attention's backward recomputes the probabilities from q, k and lse (never stored);
+  // dq, dk, dv come back into one dqkv, as causalAttention's
+  ringAttention: (ctx, op, dy) => {
+    const [qkv] = op.inputs;
+    const [y, lse] = op.outputs;
+    return [ctx.emit('ringAttentionBackward', [qkv, y, lse, dy], op.attrs, [d(ctx, qkv)])[0]];
+  },
   conv2d: (ctx, op, dy) => {
     const [x, w, b] = op.inputs;
     const geom = { strides: op.attrs.strides, pads: op.attrs.pads, dilations: op.attrs.dilations };
@@ -144,4 +151,6 @@ export const GRAD_RULES: Readonly<Record<OpKind, GradRule>> = {
   matmulGradA: noGrad, matmulGradB: noGrad, sumToShape: noGrad, geluBackward: noGrad,
   layerNormBackward: noGrad, softmaxBackward: noGrad, causalAttentionBackward: noGrad,
   embeddingBackward: noGrad, crossEntropyBackward: noGrad, fill: noGrad, adam: noGrad,
+  // inserted after autodiff (compiler/lower/grad-allreduce.ts)
+  ringAttentionBackward: noGrad, allReduce: noGrad,
 };

@@ -4,7 +4,11 @@
 // memory bandwidth); time(transfer) = bytes / link bandwidth. Pure functions of
 // the IR and the profile: no latency terms, so costs scale exactly with size
 // (which is what lets the min-cut treat every parameter alike).
+// Collective ops (ring attention, all-reduce) also move their ring traffic
+// through the tier's memory: the ranks are threads of one process, so a send is
+// a copy between two ranks' buffers (ringSendBytes, compiler/ir/ops.ts).
 
+import { ringSendBytes } from '../ir/ops.js';
 import type { DType, Graph, Op } from '../ir/types.js';
 import type { HardwareProfile } from './profiles.js';
 
@@ -23,7 +27,8 @@ export function opSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwarePro
   const dev = hw[tier];
   const dt = computeDtype(g, op);
   const peak = dt === 'f16' ? dev.peakFlops.f16 : dt === 'bf16' ? dev.peakFlops.bf16 : dev.peakFlops.f32;
-  return Math.max(op.flops / peak, op.bytesTouched / dev.memBandwidthBytesPerSec);
+  const ring = ringSendBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs);
+  return Math.max(op.flops / peak, (op.bytesTouched + ring) / dev.memBandwidthBytesPerSec);
 }
 
 export function copySeconds(bytes: number, from: Tier, to: Tier, hw: HardwareProfile): number {

@@ -19,6 +19,7 @@ export const OP_CODES: Readonly<Record<OpKind, number>> = {
   rmsNorm: 38, rmsNormBackward: 39, silu: 40, siluBackward: 41, rope: 42, attention: 43, attentionBackward: 44,
   conv2d: 45, conv2dGradInput: 46, conv2dGradWeight: 47, batchNorm: 48, batchNormBackward: 49, batchNormRunning: 50,
   maxPool2d: 51, maxPool2dBackward: 52, avgPool2d: 53, avgPool2dBackward: 54,
+  ringAttention: 55, ringAttentionBackward: 56, allReduce: 57,
 };
 
 export const OP_KINDS = Object.keys(OP_CODES) as OpKind[];
@@ -397,6 +398,32 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
       expectFloat(kind, 'x', ins[0]);
       return [{ shape: poolOut(kind, ins[0].shape, attrs), dtype: ins[0].dtype }];
     }
+    case 'ringAttention': case 'ringAttentionBackward': {
+      // rank-local rows R of a sequence of R * P tokens: this rank's two zigzag chunks of R / 2
+      expectCount(kind, ins, kind === 'ringAttention' ? 1 : 4);
+      const [qkv] = ins;
+      expectFloat(kind, 'qkv', qkv);
+      const heads = attrs.heads ?? 0, P = attrs.ranks ?? 0;
+      if (qkv.shape.length !== 3 || last(qkv.shape) % 3 !== 0) fail(kind, `qkv must be [B,R,3C], got ${shapeStr(qkv.shape)}`);
+      const [B, R, C3] = qkv.shape;
+      const C = C3 / 3;
+      if (!(heads > 0) || C % heads !== 0) fail(kind, `${heads} heads do not divide ${C} channels`);
+      if (!(Number.isInteger(P) && P >= 1)) fail(kind, `ranks must be a positive integer, got ${attrs.ranks}`);
+      if (R % 2 !== 0) fail(kind, `a rank's ${R} rows must be two zigzag chunks of equal length`);
+      const y = [B, R, C], lse = [B, heads, R];
+      if (kind === 'ringAttention') return [{ shape: y, dtype: qkv.dtype }, { shape: lse, dtype: 'f32' }];
+      const [, yy, l, dy] = ins;
+      if (!sameDims(yy.shape, y) || !sameDims(l.shape, lse) || !sameDims(dy.shape, y))
+        fail(kind, `needs y${shapeStr(y)}, lse${shapeStr(lse)} and dy${shapeStr(y)} for qkv${shapeStr(qkv.shape)}, got y${shapeStr(yy.shape)} lse${shapeStr(l.shape)} dy${shapeStr(dy.shape)}`);
+      return [{ shape: qkv.shape, dtype: dy.dtype }];
+    }
+    case 'allReduce': {
+      expectCount(kind, ins, 1);
+      expectFloat(kind, 'x', ins[0]);
+      const P = attrs.ranks ?? 0;
+      if (!(Number.isInteger(P) && P >= 1)) fail(kind, `ranks must be a positive integer, got ${attrs.ranks}`);
+      return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
+    }
     case 'maxPool2dBackward': case 'avgPool2dBackward': {
       expectCount(kind, ins, kind === 'maxPool2dBackward' ? 2 : 1);
       const x = kind === 'maxPool2dBackward' ? ins[0].shape : attrs.shape ?? [];
@@ -447,6 +474,13 @@ export function opFlops(kind: OpKind, ins: readonly Operand[], outs: readonly Op
     case 'maxPool2d': case 'avgPool2d': return n(outs[0]) * numel(attrs.kernel ?? [1]);
     case 'maxPool2dBackward': return n(ins[1]) * numel(attrs.kernel ?? [1]);
     case 'avgPool2dBackward': return n(ins[0]) * numel(attrs.kernel ?? [1]);
+    case 'ringAttention': case 'ringAttentionBackward': {
+      // this rank's R query rows against all R * P keys, causal half: 1/P of causalAttention's work
+      const [B, R, C3] = ins[0].shape;
+      const f = 2 * B * R * R * (attrs.ranks ?? 1) * (C3 / 3);
+      return kind === 'ringAttention' ? f : 2 * f;
+    }
+    case 'allReduce': return n(ins[0]);
     default: return 0;
   }
 }
@@ -459,6 +493,8 @@ export function encodeAttrs(kind: OpKind, attrs: OpAttrs): { iattr: number[]; fa
     case 'matmul': case 'matmulGradA': case 'matmulGradB': return { iattr: [attrs.transB ? 1 : 0], fattr: [] };
     case 'layerNorm': return { iattr: [], fattr: [attrs.eps ?? 1e-5] };
     case 'causalAttention': case 'causalAttentionBackward': return { iattr: [attrs.heads ?? 0], fattr: [] };
+    case 'ringAttention': case 'ringAttentionBackward': return { iattr: [attrs.heads ?? 0, attrs.ranks ?? 0], fattr: [] };
+    case 'allReduce': return { iattr: [attrs.ranks ?? 0], fattr: [] };
     case 'transpose': return { iattr: [...(attrs.perm ?? [])], fattr: [] };
     case 'fill': return { iattr: [], fattr: [attrs.value ?? 0] };
     case 'affine': return { iattr: [], fattr: [attrs.scale ?? 1, attrs.offset ?? 0] };
@@ -488,5 +524,74 @@ export function encodeAttrs(kind: OpKind, attrs: OpAttrs): { iattr: number[]; fa
       return { iattr: [a.adamw ? 1 : 0, 1], fattr: [a.lr, a.beta1, a.beta2, a.eps, a.weightDecay] };
     }
     default: return { iattr: [], fattr: [] };
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Ring traffic of the collective kinds (what one rank sends per execution).
+// The native kernels move float32 whatever the storage dtype (the executor
+// widens fp16/bf16 operands first), so every element is 4 bytes on the ring.
+
+/** Chunk c of the P chunks the all-reduce cuts n elements into: [floor(c n / P), floor((c+1) n / P)). */
+export function ringChunk(n: number, P: number, c: number): { start: number; length: number } {
+  const start = Math.floor((c * n) / P);
+  return { start, length: Math.floor(((c + 1) * n) / P) - start };
+}
+
+/**
+ * Bytes rank r sends in one all-reduce of n elements over P ranks (ring
+ * reduce-scatter then all-gather, native/exec/collective.cc): at step s of
+ * the reduce-scatter it sends chunk (r - s) mod P, at step s of the
+ * all-gather chunk (r + 1 - s) mod P, for s = 0 .. P-2.
+ */
+export function allReduceSendBytes(n: number, P: number, r: number): number {
+  let elems = 0;
+  const mod = (x: number) => ((x % P) + P) % P;
+  for (let s = 0; s + 1 < P; s++) elems += ringChunk(n, P, mod(r - s)).length + ringChunk(n, P, mod(r + 1 - s)).length;
+  return 4 * elems;
+}
+
+/**
+ * Bytes one rank sends per execution of a collective op (0 for every other
+ * kind). Ring attention over P ranks with R local rows of C channels: the
+ * forward pass passes its k/v block (2 B R C floats) on P - 1 times; the
+ * backward pass the k/v block P - 1 times and the running dk/dv sum P times.
+ */
+export function ringSendBytes(kind: OpKind, ins: readonly Operand[], attrs: OpAttrs, rank = 0): number {
+  const P = attrs.ranks ?? 1;
+  switch (kind) {
+    case 'ringAttention': case 'ringAttentionBackward': {
+      const [B, R, C3] = ins[0].shape;
+      const block = 4 * 2 * B * R * (C3 / 3);
+      return (kind === 'ringAttention' ? P - 1 : 2 * P - 1) * block;
+    }
+    case 'allReduce': return allReduceSendBytes(numel(ins[0].shape), P, rank);
+    default: return 0;
+  }
+}
+
+/** Tile rows of the native ring kernels (RingOptions::block in native/ring/ring_attention.h). */
+export const RING_BLOCK_ROWS = 64;
+
+/**
+ * Memory one execution of a collective op takes outside the plan's arenas
+ * (native/exec/collective.cc), in bytes. Ring attention with n = B R C:
+ * forward, head-major q, k, v, out (4n) and the kernel's two k/v ring buffers
+ * (4n), running max and sum (2 B NH R), a transposed key block (D R) and a
+ * score tile (block^2); backward, q, k, v, out, dout, dq, dk, dv (8n), two k/v
+ * buffers, two partial and one received dk/dv sum (10n), the row sums
+ * (B NH R), transposed k and v (2 D R) and two tiles. All-reduce: one
+ * received chunk, ceil(n / P) floats.
+ */
+export function ringWorkspaceBytes(kind: OpKind, ins: readonly Operand[], attrs: OpAttrs): number {
+  const P = attrs.ranks ?? 1;
+  switch (kind) {
+    case 'ringAttention': case 'ringAttentionBackward': {
+      const [B, R, C3] = ins[0].shape;
+      const C = C3 / 3, NH = attrs.heads ?? 1, D = C / NH, n = B * R * C, tile = RING_BLOCK_ROWS * RING_BLOCK_ROWS;
+      return 4 * (kind === 'ringAttention' ? 8 * n + 2 * B * NH * R + D * R + tile : 18 * n + B * NH * R + 2 * D * R + 2 * tile);
+    }
+    case 'allReduce': { const n = numel(ins[0].shape); return P > 1 && n > 0 ? 4 * Math.ceil(n / P) : 0; }
+    default: return 0;
   }
 }

@@ -68,7 +68,9 @@ export type OpKind =
   | 'rmsNorm' | 'rmsNormBackward' | 'silu' | 'siluBackward' | 'rope' | 'attention' | 'attentionBackward'
   // added for CNNs from ONNX (codes 45..; dispatch.h)
   | 'conv2d' | 'conv2dGradInput' | 'conv2dGradWeight' | 'batchNorm' | 'batchNormBackward' | 'batchNormRunning'
-  | 'maxPool2d' | 'maxPool2dBackward' | 'avgPool2d' | 'avgPool2dBackward';
+  | 'maxPool2d' | 'maxPool2dBackward' | 'avgPool2d' | 'avgPool2dBackward'
+  // added for sequence parallelism (codes 55..; dispatch.h): collectives over the ranks' communicator
+  | 'ringAttention' | 'ringAttentionBackward' | 'allReduce';
 
 /** Elementwise functions of the `unary` kind (iattr[0] = index in this list). */
 export const UNARY_FNS = ['tanh', 'erf', 'sqrt', 'relu', 'exp', 'log', 'sigmoid'] as const;
@@ -131,6 +133,8 @@ export interface OpAttrs {
   readonly momentum?: number;
   /** batchNormRunning: elements per channel in the batch (the unbiased variance is var * count / (count - 1)) */
   readonly count?: number;
+  /** ringAttention(Backward), allReduce: the ranks P of the ring (sequence parallelism) */
+  readonly ranks?: number;
 }
 
 export type Phase = 'forward' | 'backward' | 'update';

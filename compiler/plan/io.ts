@@ -41,7 +41,33 @@ export function parsePlan(text: string, file: string): Plan {
     const steadyErrors = verifyPlan(d.steady as Plan);
     if (steadyErrors.length) throw diag.planInvalid(file, `dpu.steady: ${steadyErrors[0]}`);
   }
+  if (plan.sp !== undefined) {
+    const problem = spProblem(plan);
+    if (problem) throw diag.planInvalid(file, `sp: ${problem}`);
+  }
   return plan;
+}
+
+/** What the schema cannot say about the sp section: one section per rank, in order, each holding seq / ranks positions; the inputs it names exist. */
+function spProblem(plan: Plan): string | undefined {
+  const sp = plan.sp!, g = plan.graph;
+  if (sp.seq % (2 * sp.ranks) !== 0) return `seq ${sp.seq} is not a multiple of 2 * ranks (${2 * sp.ranks})`;
+  const R = sp.seq / sp.ranks;
+  if (sp.perRank.length !== sp.ranks) return `perRank has ${sp.perRank.length} sections for ${sp.ranks} ranks`;
+  for (const [i, r] of sp.perRank.entries()) {
+    if (r.rank !== i) return `perRank[${i}].rank is ${r.rank}, expected ${i}`;
+    if (r.positions.length !== R || r.positions.some((p) => p >= sp.seq)) return `perRank[${i}].positions must be ${R} positions below ${sp.seq}`;
+  }
+  for (const [i, input] of sp.inputs.entries()) {
+    const t = g.tensors[input.tensor];
+    if (!t || t.role !== 'input' || input.axis >= input.fullShape.length || t.shape[input.axis] !== R || input.fullShape[input.axis] !== sp.seq)
+      return `inputs[${i}]: tensor ${input.tensor} is not a data input cut from ${sp.seq} to ${R} along axis ${input.axis}`;
+  }
+  if (sp.positions !== undefined) {
+    const t = g.tensors[sp.positions];
+    if (!t || t.role !== 'input' || t.dtype !== 'i32' || t.shape.length !== 1 || t.shape[0] !== R) return `positions: tensor ${sp.positions} is not an i32 input [${R}]`;
+  }
+  return undefined;
 }
 
 export function readPlan(file: string): Plan {

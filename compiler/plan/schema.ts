@@ -81,6 +81,24 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
       description: 'delayed parameter update: after warmupSteps steps of this plan, the runtime switches to steady (a whole plan, validated the same way)',
       properties: { warmupSteps: int(0), steady: { type: 'object' } },
     },
+    sp: {
+      type: 'object', required: ['ranks', 'seq', 'inputs', 'perRank'],
+      description: 'sequence parallelism: the step every one of `ranks` ranks runs, and per rank its positions and ring traffic',
+      properties: {
+        ranks: int(2), seq: int(1),
+        inputs: { type: 'array', items: { type: 'object', required: ['tensor', 'name', 'axis', 'fullShape'], properties: { tensor: int(0), name: { type: 'string' }, axis: int(0), fullShape: { type: 'array', items: int(1) } } } },
+        positions: int(0),
+        perRank: {
+          type: 'array', items: {
+            type: 'object', required: ['rank', 'positions', 'ringSendBytes', 'ringWorkspaceBytes'],
+            properties: {
+              rank: int(0), positions: ints, ringWorkspaceBytes: int(0),
+              ringSendBytes: { type: 'object', required: ['attention', 'allReduce'], properties: { attention: int(0), allReduce: int(0) } },
+            },
+          },
+        },
+      },
+    },
     bound: {
       type: 'object', required: ['lowerBoundSeconds', 'gapPercent', 'lp'],
       description: "the LP's lower bound on the step time and how far the plan's prediction is above it",

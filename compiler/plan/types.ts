@@ -76,10 +76,36 @@ export interface Plan {
    * of step t+1.
    */
   readonly dpu?: { readonly warmupSteps: number; readonly steady: Plan };
+  /**
+   * Sequence parallelism (`compile --sp P`): this plan is the step of every one
+   * of P ranks (their rank-local graphs are identical); the ranks differ only in
+   * the data they hold (the sections in perRank) and in their communicator rank.
+   */
+  readonly sp?: PlanSp;
   /** The LP's proven lower bound on the step time and how far the plan is above it. */
   readonly bound?: {
     readonly lowerBoundSeconds: number;
     readonly gapPercent: number;
     readonly lp: { readonly rows: number; readonly cols: number; readonly nonzeros: number; readonly status: string };
   };
+}
+
+export interface PlanSp {
+  /** P, the ranks of the ring. */
+  readonly ranks: number;
+  /** T, the whole sequence (each rank holds T / P tokens: zigzag chunks r and 2P-1-r of 2P). */
+  readonly seq: number;
+  /** Data inputs cut along `axis`: the loader slices each rank's positions out of the full tensor. */
+  readonly inputs: readonly { readonly tensor: number; readonly name: string; readonly axis: number; readonly fullShape: readonly number[] }[];
+  /** The i32 input [T/P] the runtime fills with the rank's positions (a gather of a [T,C] parameter). */
+  readonly positions?: number;
+  readonly perRank: readonly {
+    readonly rank: number;
+    /** The sequence positions this rank holds, in its local order. */
+    readonly positions: readonly number[];
+    /** Bytes this rank sends over the ring per step: ring attention (forward and backward) and the gradient all-reduce. */
+    readonly ringSendBytes: { readonly attention: number; readonly allReduce: number };
+    /** The largest one collective op's memory outside the arenas (ring buffers, head-major scratch). */
+    readonly ringWorkspaceBytes: number;
+  }[];
 }

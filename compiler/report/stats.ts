@@ -23,6 +23,20 @@ export interface PlanStats {
   gapPercent?: number;
   /** With --dpu: the warm-up length and the steady-state step's prediction and peaks. */
   dpu?: { warmupSteps: number; stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
+  /**
+   * Sequence parallelism: per rank, its tokens, its peak bytes per tier (every
+   * rank runs the same step, so the plan's arenas) and the bytes it sends over
+   * the ring per step (ring attention forward + backward, gradient all-reduce).
+   */
+  sp?: {
+    ranks: number; seq: number; tokensPerRank: number;
+    perRank: {
+      rank: number; positions: number[]; peakBytes: Record<Tier, number>;
+      /** Outside the arenas, in the tier of the collective ops: the largest one's ring buffers and scratch. */
+      ringWorkspaceBytes: number;
+      ringSendBytes: { attention: number; allReduce: number; total: number };
+    }[];
+  };
   /** Per tier: what occupies it at its peak (bytes per role), and when (instruction id). */
   atPeak: Record<Tier, { at: number; bytes: Partial<Record<Role, number>> }>;
 }
@@ -71,6 +85,17 @@ export function planStats(plan: Plan): PlanStats {
     lambdaSecondsPerByte: p.lambdaSecondsPerByte,
     ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
     atPeak: occupancyAtPeak(plan),
+    ...(plan.sp ? {
+      sp: {
+        ranks: plan.sp.ranks, seq: plan.sp.seq, tokensPerRank: plan.sp.seq / plan.sp.ranks,
+        perRank: plan.sp.perRank.map((r) => ({
+          rank: r.rank, positions: [...r.positions],
+          peakBytes: { gpu: plan.tiers.gpu.peakBytes, cpu: plan.tiers.cpu.peakBytes, nvme: plan.tiers.nvme.peakBytes },
+          ringWorkspaceBytes: r.ringWorkspaceBytes,
+          ringSendBytes: { ...r.ringSendBytes, total: r.ringSendBytes.attention + r.ringSendBytes.allReduce },
+        })),
+      },
+    } : {}),
     ...(plan.dpu ? {
       dpu: {
         warmupSteps: plan.dpu.warmupSteps, stepSeconds: plan.dpu.steady.predicted.stepSeconds,

@@ -46,5 +46,14 @@ export function textReport(s: PlanStats): string {
     const parts = Object.entries(s.atPeak[t].bytes).filter(([, b]) => b! > 0).sort((a, b) => b[1]! - a[1]!);
     if (parts.length) L.push(`${t} at its peak (instruction ${s.atPeak[t].at}): ${parts.map(([r, b]) => `${r} ${fmtBytes(b!)}`).join(', ')}`);
   }
+  if (s.sp) {
+    L.push('');
+    L.push(`sequence parallel: ${s.sp.ranks} ranks (threads of one process), ${s.sp.tokensPerRank} of ${s.sp.seq} tokens each (zigzag chunks)`);
+    L.push('rank  gpu peak    cpu peak    nvme peak   ring buffers  ring attention  all-reduce  ring total');
+    for (const r of s.sp.perRank) {
+      L.push(`${lpad(String(r.rank), 4)}  ${lpad(fmtBytes(r.peakBytes.gpu), 10)}  ${lpad(fmtBytes(r.peakBytes.cpu), 10)}  ${lpad(fmtBytes(r.peakBytes.nvme), 10)}  ${lpad(fmtBytes(r.ringWorkspaceBytes), 12)}  ${lpad(fmtBytes(r.ringSendBytes.attention), 14)}  ${lpad(fmtBytes(r.ringSendBytes.allReduce), 10)}  ${lpad(fmtBytes(r.ringSendBytes.total), 10)}`);
+    }
+    L.push('(peaks: the plan\'s arenas, the same step on every rank; ring buffers: the largest collective op\'s memory outside them; ring columns: bytes each rank sends per step)');
+  }
   return L.join('\n');
 }

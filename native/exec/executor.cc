@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 
 #include "../adam/cpu_adam.h"
+#include "collective.h"
 #include "half.h"
 
 namespace tiercut {
@@ -50,7 +52,8 @@ static bool fused_adam_types(const Program& p, const Instruction& ins, int32_t* 
   return true;
 }
 
-Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(arenas), epoch_(Clock::now()) {
+Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* comm)
+    : p_(p), arenas_(arenas), comm_(comm), epoch_(Clock::now()) {
   size_t n = p.instructions.size();
   start_.assign(n, 0);
   end_.assign(n, 0);
@@ -141,6 +144,8 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       StreamState& st = streams_[s];
       st.busy_seconds = 0;
       st.count = 0;
+      st.ring_bytes = 0;
+      st.ring_workspace = 0;
       for (int k = 0; k < LINK_COUNT; k++) st.link_bytes[k] = 0;
     }
     running_ = (int32_t)active_streams_.size();
@@ -154,6 +159,8 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       stats->stream_busy_seconds[s] = st.busy_seconds;
       stats->stream_instructions[s] = st.count;
       for (int k = 0; k < LINK_COUNT; k++) stats->link_bytes[k] += st.link_bytes[k];
+      stats->ring_sent_bytes += st.ring_bytes;
+      stats->ring_workspace_bytes = std::max(stats->ring_workspace_bytes, st.ring_workspace);
     }
     stats->start_seconds = start_;
     stats->end_seconds = end_;
@@ -208,6 +215,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
     start_[id] = seconds_between(epoch_, t0);
     end_[id] = seconds_between(epoch_, t1);
     if (ok) st.count++;
+    std::string first_error;  // set when this instruction is the step's first failure
     {
       std::lock_guard<std::mutex> lk(mu_);
       const Instruction& ins = p_.instructions[id];
@@ -221,9 +229,12 @@ void Executor::run_stream(int32_t s, int64_t gen) {
       } else if (!abort_) {
         abort_ = true;
         error_ = describe(id) + ": " + msg;
+        first_error = error_;
       }
     }
     done_cv_.notify_all();
+    // the other ranks would wait for this rank's messages until their timeout: stop them now
+    if (!first_error.empty() && comm_ && comm_->size() > 1) comm_->abort("rank " + std::to_string(comm_->rank()) + ": " + first_error);
     if (!ok) return;
   }
 }
@@ -288,7 +299,18 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     call.iattr[1] = step_number_;  // step_number_, has_lr_, lr_ are fixed for the whole step
     if (has_lr_) call.fattr[0] = lr_;
   }
-  if (!run_op<float>(call, msg)) return false;
+  if (is_collective(call.kind)) {
+    if (!comm_) { *msg = std::string(op_kind_name(call.kind)) + ": no communicator (the session was not made as a rank of a ring)"; return false; }
+    const int span = collective_tag_span(comm_->size());
+    const int tag_base = (ins.op % (INT32_MAX / span - 1)) * span;  // one tag range per op id
+    CollectiveStats cs;
+    bool ok = run_collective(*comm_, call, tag_base, &cs, msg);
+    st.ring_bytes += cs.sent_bytes;
+    st.ring_workspace = std::max(st.ring_workspace, cs.workspace_bytes);
+    if (!ok) return false;
+  } else if (!run_op<float>(call, msg)) {
+    return false;
+  }
   for (const HalfOperand& h : pr.halves) {
     if (!h.narrow) continue;
     const BufferSpec& b = p_.buffers[h.buffer];

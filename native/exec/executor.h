@@ -18,7 +18,11 @@
 //     step starts clean.
 //   - every instruction's start and end (steady_clock) are recorded in the
 //     step's StepStats, for traces.
-// Never calls N-API; touches only the Program, the Arenas and its own state.
+//   - collective ops (ring attention, all-reduce; exec/collective.h) run with the
+//     rank's Communicator; the first error of a step also aborts the
+//     communicator's group, so the other ranks stop at once instead of waiting
+//     for messages that will never come.
+// Never calls N-API; touches only the Program, the Arenas, the Communicator and its own state.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include "../plan/program.h"
+#include "../ring/comm.h"
 #include "../tiers/arena.h"
 
 namespace tiercut {
@@ -47,6 +52,8 @@ struct StepStats {
   // seconds since the executor was made (steady_clock); for traces
   std::vector<double> start_seconds, end_seconds;
   double step_start_seconds = 0;                       // when this step began, same clock
+  int64_t ring_sent_bytes = 0;                         // bytes this rank sent in collective ops
+  int64_t ring_workspace_bytes = 0;                    // the largest one collective op's memory outside the arenas
 };
 
 struct MemoryStats {
@@ -56,7 +63,9 @@ struct MemoryStats {
 
 class Executor {
  public:
-  Executor(const Program& p, const Arenas& arenas);
+  // comm: this rank's communicator for collective ops (may be null: a program
+  // without collectives); outlives the Executor.
+  Executor(const Program& p, const Arenas& arenas, ring::Communicator* comm = nullptr);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -104,6 +113,8 @@ class Executor {
     double busy_seconds = 0;
     int64_t count = 0;
     int64_t link_bytes[LINK_COUNT] = {0};
+    int64_t ring_bytes = 0;
+    int64_t ring_workspace = 0;
   };
 
   void stream_main(int32_t s);
@@ -118,6 +129,7 @@ class Executor {
 
   const Program& p_;
   const Arenas& arenas_;
+  ring::Communicator* comm_;
   std::chrono::steady_clock::time_point epoch_;       // construction; the trace clock's zero
   std::vector<double> start_, end_;                   // per instruction, this step (written by its stream)
   std::vector<Prepared> prepared_;

@@ -88,6 +88,9 @@ const KindInfo kKinds[OP_KIND_COUNT] = {
     {"maxpool2d_backward", 2, 1, {"x", "dy"}, {"dx"}},
     {"avgpool2d", 1, 1, {"x"}, {"y"}},
     {"avgpool2d_backward", 1, 1, {"dy"}, {"dx"}},
+    {"ring_attention", 1, 2, {"qkv"}, {"y", "lse"}},
+    {"ring_attention_backward", 4, 1, {"qkv", "y", "lse", "dy"}, {"dqkv"}},
+    {"all_reduce", 1, 1, {"x"}, {"y"}},
 };
 
 bool fail(std::string* err, const std::string& msg) {
@@ -973,6 +976,10 @@ bool run_cnn_kinds(const OpCall& c, const KindInfo& k, std::string* err) {
       avgpool2d_backward<T>(data<T>(dx), data<T>(dy), s, c.fattr[0] == 1);
       return true;
     }
+    case OP_RING_ATTENTION:
+    case OP_RING_ATTENTION_BACKWARD:
+    case OP_ALL_REDUCE:
+      return fail(err, std::string(op) + ": a collective over the ranks of a ring; the executor runs it with its communicator (native/exec/collective.h)");
     default:
       return fail(err, "run_op: unknown op kind " + std::to_string(c.kind));
   }

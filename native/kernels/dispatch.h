@@ -73,7 +73,12 @@ enum OpKind : int32_t {
   OP_MAXPOOL2D_BACKWARD = 52,    // in: x, dy                                   out: dx
   OP_AVGPOOL2D = 53,             // in: x[N,C,H,W]                              out: y[N,C,OH,OW]
   OP_AVGPOOL2D_BACKWARD = 54,    // in: dy[N,C,OH,OW]                           out: dx[N,C,H,W]
-  OP_KIND_COUNT = 55
+  // added for sequence parallelism: collectives, run by the executor with its
+  // communicator (native/exec/collective.h), never by run_op
+  OP_RING_ATTENTION = 55,        // in: qkv[B,R,3C] (this rank's R rows)        out: y[B,R,C], lse[B,NH,R]
+  OP_RING_ATTENTION_BACKWARD = 56, // in: qkv, y, lse, dy                       out: dqkv
+  OP_ALL_REDUCE = 57,            // in: x                                       out: y = mean of x over the ranks
+  OP_KIND_COUNT = 58
 };
 
 enum DType : int32_t { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_I32 = 3, DT_I64 = 4, DT_F64 = 5 };
@@ -109,6 +114,8 @@ struct TensorView {
 //                                         iattr = [kH, kW, sH, sW, pT, pL, pB, pR] (pads < window);
 //                                         OH is the floor or the ceil-mode size (PyTorch's rule)
 //   AVGPOOL2D(_BACKWARD):                 fattr[0] = count_include_pad (0|1)
+//   RING_ATTENTION(_BACKWARD):            iattr[0] = heads NH, iattr[1] = ranks P (the sequence is R * P)
+//   ALL_REDUCE:                           iattr[0] = ranks P
 //   ADAM: fattr[0] = lr, [1] = beta1, [2] = beta2, [3] = eps, [4] = weightDecay
 //         iattr[0] = adamw (0: L2 added to the gradient, torch.optim.Adam;
 //                           1: decoupled, torch.optim.AdamW), iattr[1] = step (>= 1)

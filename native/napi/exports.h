@@ -9,6 +9,8 @@ namespace tiercut {
 // session.cc
 Napi::Value create_session(const Napi::CallbackInfo& info);   // createSession(program)
 void init_session_class(Napi::Env env);                       // once, from addon.cc
+Napi::Value create_ring_group(const Napi::CallbackInfo& info); // createRingGroup(ranks, timeoutMs)
+Napi::Value step_group(const Napi::CallbackInfo& info);        // stepGroup(sessions, step, opts)
 
 // testing.cc
 Napi::Value run_op_js(const Napi::CallbackInfo& info);        // runOp(kind, dtype, iattr, fattr, inputs, outputs)
@@ -18,6 +20,7 @@ Napi::Value half_widen_js(const Napi::CallbackInfo& info);    // halfWiden(bits,
 // ring.cc
 Napi::Value ring_attention_js(const Napi::CallbackInfo& info);           // ringAttention(options)
 Napi::Value ring_attention_backward_js(const Napi::CallbackInfo& info);  // ringAttentionBackward(options)
+Napi::Value run_collective_js(const Napi::CallbackInfo& info);           // runCollective(kind, iattr, ranks, outputs)
 
 // adam.cc
 Napi::Value adam_step_js(const Napi::CallbackInfo& info);        // adamStep(options)

@@ -6,6 +6,14 @@
 //     touches only the SessionCore; the JS stats object is built in OnOK on the
 //     main thread;
 //   - every other method is synchronous on the main thread.
+// Sequence parallelism: createRingGroup(ranks, timeoutMs) makes a ThreadGroup;
+// createSession(program, { group, rank }) makes one rank of it (its executor
+// gets a ThreadComm; without a group, a ring of one). The ranks of a group step
+// together through stepGroup(sessions, step, opts): one AsyncWorker whose
+// Execute() runs the P executors' steps on P threads of their own, so P
+// collective steps never wait for slots of the libuv pool (4 threads by
+// default: with P >= 4 ranks each stepped by its own AsyncWorker, queued ranks
+// would leave the running ones waiting for messages until their timeout).
 // Lifetime: SessionCore is shared by the JS wrapper and any queued step, so a
 // step never outlives its state. close() (explicit, by garbage collection, or
 // at environment teardown through a cleanup hook) waits for a running step,
@@ -15,9 +23,11 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "../exec/executor.h"
 #include "../plan/program.h"
+#include "../ring/comm_threads.h"
 #include "../tiers/arena.h"
 #include "exports.h"
 
@@ -29,6 +39,8 @@ namespace tiercut {
 struct SessionCore {
   Program program;
   Arenas arenas;
+  std::shared_ptr<ring::ThreadGroup> group;  // the ring this session is a rank of (a ring of one by default)
+  std::unique_ptr<ring::ThreadComm> comm;    // outlives executor (declared before it)
   std::unique_ptr<Executor> executor;
   MemoryStats final_memory;  // memory stats frozen by close(), so stats() still answers
   std::mutex step_mu;        // held for a whole step; close() takes it, so it waits for the step
@@ -79,6 +91,10 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
   ~SessionWrap() override { shut(Env()); }
 
   void step_settled() { steps_in_flight_--; }
+  void step_queued() { steps_in_flight_++; }
+  const CoreHandle& core() const { return core_; }
+  // for stepGroup: throws like step() on a closed or busy session
+  void check_steppable(const char* method) { check_open(method); check_idle(method); }
 
  private:
   void shut(Napi::Env env) {
@@ -196,6 +212,40 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
 // ---------------------------------------------------------------------------
 // step(step, opts): the only asynchronous method
 
+// A step's stats as the JS object runtime/binding.ts declares (StepStats).
+static Napi::Object stats_to_js(Napi::Env env, const StepStats& stats_, bool trace_) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("seconds", stats_.seconds);
+    Napi::Array busy = Napi::Array::New(env, kStreamCount), count = Napi::Array::New(env, kStreamCount);
+    for (uint32_t s = 0; s < kStreamCount; s++) {
+      busy.Set(s, Napi::Number::New(env, stats_.stream_busy_seconds[s]));
+      count.Set(s, Napi::Number::New(env, (double)stats_.stream_instructions[s]));
+    }
+    o.Set("streamBusySeconds", busy);
+    o.Set("streamInstructions", count);
+    Napi::Object bytes = Napi::Object::New(env);
+    bytes.Set("h2d", (double)stats_.link_bytes[LINK_H2D]);
+    bytes.Set("d2h", (double)stats_.link_bytes[LINK_D2H]);
+    bytes.Set("nvmeRead", (double)stats_.link_bytes[LINK_NVME_READ]);
+    bytes.Set("nvmeWrite", (double)stats_.link_bytes[LINK_NVME_WRITE]);
+    bytes.Set("cpuToCpu", (double)stats_.link_bytes[LINK_CPU_TO_CPU]);
+    bytes.Set("ringSent", (double)stats_.ring_sent_bytes);
+    o.Set("bytes", bytes);
+    o.Set("ringWorkspaceBytes", (double)stats_.ring_workspace_bytes);
+    if (trace_) {
+      size_t n = stats_.start_seconds.size();
+      Napi::Float64Array start = Napi::Float64Array::New(env, n), end = Napi::Float64Array::New(env, n);
+      for (size_t i = 0; i < n; i++) { start[i] = stats_.start_seconds[i]; end[i] = stats_.end_seconds[i]; }
+      Napi::Object t = Napi::Object::New(env);
+      t.Set("stepStartSeconds", stats_.step_start_seconds);
+      t.Set("startSeconds", start);
+      t.Set("endSeconds", end);
+      o.Set("trace", t);
+    }
+    return o;
+}
+
+
 class StepWorker : public Napi::AsyncWorker {
  public:
   StepWorker(Napi::Env env, SessionWrap* owner, Napi::Object self, CoreHandle core, int64_t step, bool has_lr, double lr, bool skip_update)
@@ -220,34 +270,7 @@ class StepWorker : public Napi::AsyncWorker {
 
   void OnOK() override {
     owner_->step_settled();
-    Napi::Env env = Env();
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("seconds", stats_.seconds);
-    Napi::Array busy = Napi::Array::New(env, kStreamCount), count = Napi::Array::New(env, kStreamCount);
-    for (uint32_t s = 0; s < kStreamCount; s++) {
-      busy.Set(s, Napi::Number::New(env, stats_.stream_busy_seconds[s]));
-      count.Set(s, Napi::Number::New(env, (double)stats_.stream_instructions[s]));
-    }
-    o.Set("streamBusySeconds", busy);
-    o.Set("streamInstructions", count);
-    Napi::Object bytes = Napi::Object::New(env);
-    bytes.Set("h2d", (double)stats_.link_bytes[LINK_H2D]);
-    bytes.Set("d2h", (double)stats_.link_bytes[LINK_D2H]);
-    bytes.Set("nvmeRead", (double)stats_.link_bytes[LINK_NVME_READ]);
-    bytes.Set("nvmeWrite", (double)stats_.link_bytes[LINK_NVME_WRITE]);
-    bytes.Set("cpuToCpu", (double)stats_.link_bytes[LINK_CPU_TO_CPU]);
-    o.Set("bytes", bytes);
-    if (trace_) {
-      size_t n = stats_.start_seconds.size();
-      Napi::Float64Array start = Napi::Float64Array::New(env, n), end = Napi::Float64Array::New(env, n);
-      for (size_t i = 0; i < n; i++) { start[i] = stats_.start_seconds[i]; end[i] = stats_.end_seconds[i]; }
-      Napi::Object t = Napi::Object::New(env);
-      t.Set("stepStartSeconds", stats_.step_start_seconds);
-      t.Set("startSeconds", start);
-      t.Set("endSeconds", end);
-      o.Set("trace", t);
-    }
-    deferred_.Resolve(o);
+    deferred_.Resolve(stats_to_js(Env(), stats_, trace_));
   }
 
   void OnError(const Napi::Error& e) override {
@@ -270,6 +293,9 @@ class StepWorker : public Napi::AsyncWorker {
 
 Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
   check_open("session.step");
+  if (core_->group->size() > 1)
+    throw Napi::Error::New(Env(), "session.step: this session is rank " + std::to_string(core_->comm->rank()) + " of a ring of " +
+                                      std::to_string(core_->group->size()) + "; step all ranks together with stepGroup");
   int64_t step = read_int(info[0], "session.step: step", 1, 9007199254740991LL);
   bool has_lr = false, skip_update = false, trace = false;
   double lr = 0;
@@ -318,12 +344,136 @@ Napi::Value create_session(const Napi::CallbackInfo& info) {
   parse_program(info[0], &core->program);
   std::string err;
   if (!validate_program(&core->program, &err)) throw Napi::Error::New(env, err);
+  int rank = 0;
+  core->group = std::make_shared<ring::ThreadGroup>(1, 120000);
+  if (info.Length() > 1 && !info[1].IsUndefined()) {
+    if (!info[1].IsObject()) throw Napi::TypeError::New(env, "ring: expected { group, rank } or undefined, got " + describe_value(info[1]));
+    Napi::Object r = info[1].As<Napi::Object>();
+    Napi::Value h = r.Get("group");
+    if (!h.IsObject() || !h.As<Napi::Object>().Get("handle").IsExternal())
+      throw Napi::TypeError::New(env, "ring.group: expected a group from createRingGroup, got " + describe_value(h));
+    core->group = *h.As<Napi::Object>().Get("handle").As<Napi::External<std::shared_ptr<ring::ThreadGroup>>>().Data();
+    rank = (int)read_int(r.Get("rank"), "ring.rank", 0, core->group->size() - 1);
+  }
+  core->comm = std::make_unique<ring::ThreadComm>(core->group, rank);
   if (!core->arenas.open(core->program, &err)) throw Napi::Error::New(env, err);
-  core->executor = std::make_unique<Executor>(core->program, core->arenas);
+  core->executor = std::make_unique<Executor>(core->program, core->arenas, core->comm.get());
   // hand the core to a new wrapper; the External deletes its holder when collected
   Napi::External<CoreHandle> ext = Napi::External<CoreHandle>::New(
       env, new CoreHandle(core), [](Napi::Env, CoreHandle* h) { delete h; });
   return session_ctor(env)->New({ext});
+}
+
+// ---------------------------------------------------------------------------
+// createRingGroup(ranks, timeoutMs): the ThreadGroup the ranks of one ring share
+
+Napi::Value create_ring_group(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int ranks = (int)read_int(info[0], "createRingGroup: ranks", 1, 1024);
+  int timeout_ms = info.Length() > 1 && !info[1].IsUndefined() ? (int)read_int(info[1], "createRingGroup: timeoutMs", 1, 1 << 30) : 120000;
+  auto* holder = new std::shared_ptr<ring::ThreadGroup>(std::make_shared<ring::ThreadGroup>(ranks, timeout_ms));
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ranks", ranks);
+  o.Set("timeoutMs", timeout_ms);
+  o.Set("handle", Napi::External<std::shared_ptr<ring::ThreadGroup>>::New(
+                      env, holder, [](Napi::Env, std::shared_ptr<ring::ThreadGroup>* h) { delete h; }));
+  return o;
+}
+
+// ---------------------------------------------------------------------------
+// stepGroup(sessions, step, opts): one step of every rank of a ring, together
+
+class GroupStepWorker : public Napi::AsyncWorker {
+ public:
+  GroupStepWorker(Napi::Env env, std::vector<SessionWrap*> owners, std::vector<CoreHandle> cores, int64_t step, bool trace)
+      : Napi::AsyncWorker(env, "tiercut.stepGroup"), deferred_(Napi::Promise::Deferred::New(env)), owners_(std::move(owners)),
+        cores_(std::move(cores)), step_(step), trace_(trace), stats_(cores_.size()) {
+    for (SessionWrap* w : owners_) refs_.push_back(Napi::Persistent(w->Value()));
+  }
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  // libuv thread: P threads run the P executors' steps at once (no N-API here)
+  void Execute() override {
+    const size_t P = cores_.size();
+    std::vector<std::unique_lock<std::mutex>> locks;
+    for (const CoreHandle& c : cores_) locks.emplace_back(c->step_mu);  // sessions are distinct: no lock-order cycle
+    for (size_t r = 0; r < P; r++)
+      if (cores_[r]->closed) { SetError("stepGroup: rank " + std::to_string(r) + "'s session was closed before step " + std::to_string(step_) + " ran"); return; }
+    std::vector<std::string> errs(P);
+    std::vector<char> ok(P, 1);
+    auto run = [&](size_t r) { ok[r] = cores_[r]->executor->step(step_, false, 0, &stats_[r], &errs[r]); };
+    std::vector<std::thread> threads;
+    for (size_t r = 1; r < P; r++) threads.emplace_back(run, r);
+    run(0);
+    for (std::thread& t : threads) t.join();
+    // the cause, not the follow-on failures: the first rank that aborted the group
+    auto [rank, why] = cores_[0]->group->failure();
+    if (rank >= 0) { SetError(why); return; }
+    for (size_t r = 0; r < P; r++)
+      if (!ok[r]) { SetError("rank " + std::to_string(r) + ": " + errs[r]); return; }
+  }
+
+  void OnOK() override {
+    for (SessionWrap* w : owners_) w->step_settled();
+    Napi::Env env = Env();
+    Napi::Array out = Napi::Array::New(env, stats_.size());
+    for (size_t r = 0; r < stats_.size(); r++) out.Set((uint32_t)r, stats_to_js(env, stats_[r], trace_));
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& e) override {
+    for (SessionWrap* w : owners_) w->step_settled();
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::vector<SessionWrap*> owners_;
+  std::vector<Napi::ObjectReference> refs_;  // keep every session object alive until we settle
+  std::vector<CoreHandle> cores_;
+  int64_t step_;
+  bool trace_;
+  std::vector<StepStats> stats_;
+};
+
+Napi::Value step_group(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsArray()) throw Napi::TypeError::New(env, "stepGroup: sessions: expected an array of sessions, one per rank in rank order");
+  Napi::Array arr = info[0].As<Napi::Array>();
+  const uint32_t P = arr.Length();
+  if (P < 1) throw Napi::RangeError::New(env, "stepGroup: sessions: expected at least one session");
+  Napi::FunctionReference* ctor = session_ctor(env);
+  std::vector<SessionWrap*> owners;
+  std::vector<CoreHandle> cores;
+  for (uint32_t r = 0; r < P; r++) {
+    Napi::Value v = arr.Get(r);
+    std::string field = "stepGroup: sessions[" + std::to_string(r) + "]";
+    if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(ctor->Value())) throw Napi::TypeError::New(env, field + ": expected a session from createSession, got " + describe_value(v));
+    SessionWrap* w = SessionWrap::Unwrap(v.As<Napi::Object>());
+    w->check_steppable(field.c_str());
+    const CoreHandle& c = w->core();
+    if (!cores.empty() && c->group != cores[0]->group) throw Napi::Error::New(env, field + ": belongs to another ring group than sessions[0]");
+    if (c->comm->rank() != (int)r) throw Napi::Error::New(env, field + ": is rank " + std::to_string(c->comm->rank()) + ", expected rank " + std::to_string(r) + " (sessions in rank order)");
+    owners.push_back(w);
+    cores.push_back(c);
+  }
+  if ((int)P != cores[0]->group->size())
+    throw Napi::RangeError::New(env, "stepGroup: sessions: the ring has " + std::to_string(cores[0]->group->size()) + " ranks, got " + std::to_string(P) + " sessions");
+  int64_t step = read_int(info[1], "stepGroup: step", 1, 9007199254740991LL);
+  bool trace = false;
+  if (info.Length() > 2 && !info[2].IsUndefined()) {
+    if (!info[2].IsObject()) throw Napi::TypeError::New(env, "stepGroup: opts: expected an object or undefined, got " + describe_value(info[2]));
+    Napi::Value tv = info[2].As<Napi::Object>().Get("trace");
+    if (!tv.IsUndefined()) {
+      if (!tv.IsBoolean()) throw Napi::TypeError::New(env, "stepGroup: opts.trace: expected a boolean, got " + describe_value(tv));
+      trace = tv.As<Napi::Boolean>().Value();
+    }
+  }
+  GroupStepWorker* w = new GroupStepWorker(env, owners, cores, step, trace);
+  Napi::Promise p = w->promise();
+  w->Queue();
+  for (SessionWrap* o : owners) o->step_queued();
+  return p;
 }
 
 }  // namespace tiercut

@@ -2,12 +2,18 @@
 //   runOp      one kernel through run_op<float|double>, on copies of the inputs
 //   halfRound  float -> fp16/bf16 bits, the executor's own conversion
 //   halfWiden  fp16/bf16 bits -> float
-// All synchronous, main thread, no arenas, no threads.
+//   runCollective  one collective op (exec/collective.h) on P rank threads of a ThreadGroup
+// All synchronous, main thread, no arenas; only runCollective starts threads (and joins them).
 #define TIERCUT_WITH_NAPI 1
 #include <cstring>
 #include <vector>
 
+#include <exception>
+#include <stdexcept>
+
+#include "../exec/collective.h"
 #include "../exec/half.h"
+#include "../ring/comm_threads.h"
 #include "../kernels/dispatch.h"
 #include "../plan/program.h"
 #include "exports.h"
@@ -155,6 +161,81 @@ Napi::Value half_widen_js(const Napi::CallbackInfo& info) {
   Napi::Float32Array out = Napi::Float32Array::New(info.Env(), src.ElementLength());
   half_widen(src.Data(), out.Data(), (int64_t)src.ElementLength(), bf16);
   return out;
+}
+
+// runCollective({ kind, iattr, timeoutMs?, inputs, outputs }): inputs[r] holds rank r's
+// operands ({ shape, data: Float32Array }), outputs the output shapes (the same on
+// every rank). Runs the op on inputs.length rank threads; returns { outputs[r][k]:
+// Float32Array, sentBytes[r], workspaceBytes[r] }. Throws the first failing rank's message.
+Napi::Value run_collective_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "runCollective: expected an options object");
+  Napi::Object o = info[0].As<Napi::Object>();
+  const int32_t kind = (int32_t)read_int(o.Get("kind"), "runCollective: kind", 0, OP_KIND_COUNT - 1);
+  if (!is_collective(kind)) throw Napi::RangeError::New(env, "runCollective: kind " + std::to_string(kind) + " is not a collective");
+  Napi::Array iattr = read_list(o.Get("iattr"), "runCollective: iattr", 8);
+  const int timeout_ms = o.Get("timeoutMs").IsUndefined() ? 120000 : (int)read_int(o.Get("timeoutMs"), "runCollective: timeoutMs", 1, 1 << 30);
+  Napi::Array ranks_in = read_list(o.Get("inputs"), "runCollective: inputs", 1024);
+  Napi::Array outs = read_list(o.Get("outputs"), "runCollective: outputs", kMaxOperands);
+  const int P = (int)ranks_in.Length();
+  if (P < 1) throw Napi::RangeError::New(env, "runCollective: inputs: expected one operand list per rank");
+  std::vector<std::vector<std::vector<float>>> in_data(P);
+  std::vector<OpCall> calls(P);
+  for (int r = 0; r < P; r++) {
+    std::string field = "runCollective: inputs[" + std::to_string(r) + "]";
+    Napi::Array ops = read_list(ranks_in.Get(r), field, kMaxOperands);
+    OpCall& c = calls[r];
+    c.kind = kind;
+    c.n_in = (int32_t)ops.Length();
+    c.n_out = (int32_t)outs.Length();
+    for (uint32_t j = 0; j < iattr.Length(); j++) c.iattr[j] = read_int(iattr.Get(j), "runCollective: iattr[" + std::to_string(j) + "]", INT32_MIN, INT32_MAX);
+    for (int j = 0; j < c.n_in; j++) {
+      std::string f = field + "[" + std::to_string(j) + "]";
+      read_shape(ops.Get(j), f, &c.in[j]);
+      Napi::Value d = ops.Get(j).As<Napi::Object>().Get("data");
+      if (!d.IsTypedArray() || d.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+        throw Napi::TypeError::New(env, f + ".data: expected a Float32Array, got " + describe_array(d));
+      Napi::Float32Array a = d.As<Napi::Float32Array>();
+      if ((int64_t)a.ElementLength() != c.in[j].numel())
+        throw Napi::RangeError::New(env, f + ".data: expected " + std::to_string(c.in[j].numel()) + " elements, got " + std::to_string(a.ElementLength()));
+      in_data[r].emplace_back(a.Data(), a.Data() + a.ElementLength());
+    }
+    for (int j = 0; j < c.n_out; j++) read_shape(outs.Get(j), "runCollective: outputs[" + std::to_string(j) + "]", &c.out[j]);
+  }
+  std::vector<std::vector<std::vector<float>>> out_data(P);
+  for (int r = 0; r < P; r++) {
+    for (int j = 0; j < calls[r].n_in; j++) calls[r].in[j].data = in_data[r][j].data();
+    for (int j = 0; j < calls[r].n_out; j++) {
+      out_data[r].emplace_back((size_t)calls[r].out[j].numel());
+      calls[r].out[j].data = out_data[r][j].data();
+    }
+  }
+  std::vector<CollectiveStats> cstats(P);
+  try {
+    ring::run_as_threads(P, timeout_ms, [&](ring::Communicator& comm) {
+      std::string err;
+      if (!run_collective(comm, calls[comm.rank()], 0, &cstats[comm.rank()], &err)) throw std::runtime_error(err);
+    });
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, std::string("runCollective: ") + e.what());
+  }
+  Napi::Array res_outs = Napi::Array::New(env, P), res_sent = Napi::Array::New(env, P), res_ws = Napi::Array::New(env, P);
+  for (int r = 0; r < P; r++) {
+    Napi::Array per = Napi::Array::New(env, out_data[r].size());
+    for (size_t j = 0; j < out_data[r].size(); j++) {
+      Napi::Float32Array a = Napi::Float32Array::New(env, out_data[r][j].size());
+      std::memcpy(a.Data(), out_data[r][j].data(), sizeof(float) * out_data[r][j].size());
+      per.Set((uint32_t)j, a);
+    }
+    res_outs.Set((uint32_t)r, per);
+    res_sent.Set((uint32_t)r, Napi::Number::New(env, (double)cstats[r].sent_bytes));
+    res_ws.Set((uint32_t)r, Napi::Number::New(env, (double)cstats[r].workspace_bytes));
+  }
+  Napi::Object res = Napi::Object::New(env);
+  res.Set("outputs", res_outs);
+  res.Set("sentBytes", res_sent);
+  res.Set("workspaceBytes", res_ws);
+  return res;
 }
 
 }  // namespace tiercut

@@ -40,7 +40,9 @@ const char* op_kind_name(int32_t kind) {
       "rmsNorm", "rmsNormBackward", "silu", "siluBackward", "rope", "attention", "attentionBackward",
       // added for CNNs
       "conv2d", "conv2dGradInput", "conv2dGradWeight", "batchNorm", "batchNormBackward", "batchNormRunning",
-      "maxPool2d", "maxPool2dBackward", "avgPool2d", "avgPool2dBackward"};
+      "maxPool2d", "maxPool2dBackward", "avgPool2d", "avgPool2dBackward",
+      // added for sequence parallelism
+      "ringAttention", "ringAttentionBackward", "allReduce"};
   static_assert(sizeof(names) / sizeof(names[0]) == OP_KIND_COUNT, "one name per op kind");
   return (kind >= 0 && kind < OP_KIND_COUNT) ? names[kind] : "?";
 }
@@ -130,6 +132,10 @@ static const OpSignature kSignatures[OP_KIND_COUNT] = {
     {2, 1, 1, 0},      // maxPool2dBackward: x, dy -> dx
     {1, 1, 1, 0},      // avgPool2d
     {1, 1, 1, 0},      // avgPool2dBackward: dy -> dx
+    // added for sequence parallelism (collectives: the executor runs them with its communicator)
+    {1, 2, 2, 0},      // ringAttention: qkv -> y, lse
+    {4, 1, 1, 0},      // ringAttentionBackward: qkv, y, lse, dy -> dqkv
+    {1, 1, 1, 0},      // allReduce: x -> mean over the ranks
 };
 
 // ---------------------------------------------------------------------------

@@ -104,7 +104,7 @@ describe('executor', () => {
       const st = await s.step(step);
       expect(Array.from(f32(s.read(Zc)))).toEqual(Array.from(want));
       expect(st.streamInstructions).toEqual([2, 1, 1, 1, 0, 0]);
-      expect(st.bytes).toEqual({ h2d: N * M * 4, d2h: N * M * 4, nvmeRead: 0, nvmeWrite: 0, cpuToCpu: 0 });
+      expect(st.bytes).toEqual({ h2d: N * M * 4, d2h: N * M * 4, nvmeRead: 0, nvmeWrite: 0, cpuToCpu: 0, ringSent: 0 });
       expect(st.seconds).toBeGreaterThan(0);
       expect(st.streamBusySeconds[STREAM.cpu]).toBeGreaterThan(0);
     }
@@ -248,7 +248,7 @@ describe('nvme tier', () => {
     const st = await s.step(1);
     expect(f32(s.read(xg))).toEqual(data);
     expect(f32(s.read(xn))).toEqual(data);  // pread straight from the file
-    expect(st.bytes).toEqual({ h2d: 0, d2h: 0, nvmeRead: 400, nvmeWrite: 400, cpuToCpu: 0 });
+    expect(st.bytes).toEqual({ h2d: 0, d2h: 0, nvmeRead: 400, nvmeWrite: 400, cpuToCpu: 0, ringSent: 0 });
     expect(st.streamInstructions).toEqual([0, 0, 0, 0, 1, 1]);
     s.write(xn, new Float32Array(100).fill(2));  // session.write on nvme is a pwrite
     expect(f32(s.read(xn))[99]).toBe(2);
