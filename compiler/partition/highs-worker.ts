@@ -38,7 +38,9 @@ parentPort.on('message', async ({ id, data, timeLimit }) => {
     try {
       model.options.set({ output_flag: false, time_limit: timeLimit });
       model.run();
-      const code = model.getModelStatus();
+      let code = model.getModelStatus();
+      // HiGHS can end 'unknown' on a badly scaled model; its strongest scaling often solves it
+      if (code === c.unknown) { model.options.set({ simplex_scale_strategy: 4 }); model.run(); code = model.getModelStatus(); }
       // every model here is bounded below (it minimises loads >= 0), so "unbounded or infeasible" means infeasible
       const status = code === c.optimal ? 'optimal' : code === c.infeasible || code === c.unboundedOrInfeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
       const x = status === 'optimal' ? Float64Array.from(model.getSolution().colValue) : new Float64Array(data.numCols);

@@ -135,9 +135,9 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const colUpper = Float64Array.from(model.data.colUpper);
     colUpper[model.T] = first!.objective * (1 + 1e-6) + 1e-12;
     const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit);
-    if (second.status === 'optimal') return model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3);
-    // stage 2 infeasible within the tolerance: stage 1's solution is optimal anyway
-    return second.status === 'infeasible' ? sol : model.solution(second.status, first!.objective, second.x, (performance.now() - t0) / 1e3);
+    // stage 2 only refines: when it fails (infeasible within the tolerance, or
+    // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
+    return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
   })());
   return { bound, refine, close: () => solver.close() };
 }
