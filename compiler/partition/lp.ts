@@ -19,16 +19,20 @@
 //    producer's inputs are parameters, data or saved activations that are
 //    themselves not recomputed);
 //  - the step's load per resource (gpu, cpu, h2d, d2h, nvme read, nvme write)
-//    in seconds; an epigraph variable T >= every load; minimise T (a bound no
-//    schedule of the placement can beat), then, with T held within 1e-6 of its
-//    optimum, the total load (so the chosen placement wastes no work);
+//    in seconds; an epigraph variable T >= every load and >= every precedence
+//    row (precedenceRows: work released by a gradient, work due before a
+//    parameter's first reader); minimise T (a bound no schedule of the
+//    placement can beat), then, with T held within 1e-6 of its optimum, the
+//    total load (so the chosen placement wastes no work); times are in units
+//    of the fixed GPU time, so the model is well scaled at every size;
 //  - capacity of every tier in every segment: persistent shares + fetched
 //    copies of the parameters used in the segment + kept activations + the
 //    fixed working set (every other tensor alive in the segment) + staging.
 // Rounding: each share to its largest tier, each activation kept when k >= 1/2;
 // the caller verifies the rounded plan with the scheduler and simulator.
 // Keeps true: deterministic (fixed row/column order). Cost: one LP with
-// O(groups + activations) columns and O(K) rows.
+// O(groups + activations) columns and O(K + groups) rows, solved on a worker
+// thread (highs-worker.ts) while compile searches the min-cut.
 
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
