@@ -11,7 +11,9 @@
 //    is copied in (a prefetch: the copy stream runs ahead as far as its waits
 //    allow), a result homed elsewhere is copied home (an eviction);
 //  - a copy on a non-home tier serves the consumers that follow closely and is
-//    dropped across a long gap (REFETCH_GAP ops), then fetched again;
+//    dropped across a long gap (REFETCH_GAP ops), then fetched again; an
+//    activation fetched back from its home stays until its last use (as the
+//    LP's memory rows count it: one fetch before its reuse);
 //  - a free follows the last access of every transient buffer;
 //  - a rematerialised tensor (Placement.remat) has no home: when it is needed
 //    and no copy is valid, its producer runs again (e.g. param16 cast from
@@ -121,6 +123,8 @@ export function buildProgram(g: Graph, p: Placement): Program {
     return i;
   };
 
+  // activations fetched back from their home (for the backward pass) stay until their last use
+  const fetchedBack = new Uint8Array(g.tensors.length);
   /** A buffer holding x's current value on `tier`, copying it there if needed (NVMe <-> GPU through CPU staging). */
   function fetch(x: number, tier: Tier): number {
     const have = valid[x].get(tier);
@@ -134,6 +138,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
     const b = newBuffer(x, tier, false, false);
     copy(src, b);
     valid[x].set(tier, b);
+    if (g.tensors[x].role === 'activation' && bufs[src].tier === p.home[x] && !remat(x)) fetchedBack[x] = 1;
     if (staged) valid[x].delete('cpu'); // the staging copy is dropped once passed on
     if (remat(x) && bufs[src].tier !== tier) valid[x].delete(bufs[src].tier); // so is a rematerialised source
     return b;
@@ -148,7 +153,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
     // inputs fetched for the rerun are dropped after it (e.g. a master copy staged from NVMe)
-    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t)) valid[t].delete(tier);
+    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid[t].delete(tier);
     return outs[op.outputs.indexOf(x)];
   }
 
@@ -164,6 +169,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
 
   const retireIfGap = (x: number, tier: Tier, opId: number) => {
     if (tier === p.home[x] && !remat(x)) return;
+    if (fetchedBack[x]) return;
     if (nextUse(x, tier, opId) - opId > REFETCH_GAP) valid[x].delete(tier);
   };
 
