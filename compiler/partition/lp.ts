@@ -138,7 +138,9 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (first!.status !== 'optimal') return sol;
     const colUpper = Float64Array.from(model.data.colUpper);
     colUpper[model.T] = first!.objective * (1 + 1e-6) + 1e-12;
-    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit);
+    // stage 2 can be far harder than stage 1 (degenerate at the optimum): it gets 1.5 times stage 1's time
+    const secondLimit = Math.min(timeLimit, Math.max(0.5, 1.5 * (performance.now() - t0) / 1e3));
+    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, secondLimit);
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
     return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
