@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // npm run bench:compile — compile time of large plans on this machine, and what
 // the partitioner finds. One process, models built symbolically (no weights).
-// Prints a table; paste it into docs/BENCHMARKS.md with the command.
+// Prints two tables (the large cases, then the gap grid of presets x profiles);
+// paste them into docs/BENCHMARKS.md with the command.
 import { compile } from '../../dist/src/compile.js';
 import { planStats } from '../../dist/compiler/report/stats.js';
 
@@ -18,4 +19,16 @@ for (const c of cases) {
   const seconds = (performance.now() - t0) / 1e3;
   const s = planStats(plan);
   console.log(`| ${c.name} | ${seconds.toFixed(1)} | ${plan.graph.ops.length} | ${s.method} | ${fmt(s.tiers.gpu.peakBytes)} | ${fmt(s.tiers.cpu.peakBytes)} | ${fmt(s.tiers.nvme.peakBytes)} | ${s.predicted.stepSeconds.toFixed(2)} | ${s.lowerBoundSeconds?.toFixed(2)} | ${s.gapPercent?.toFixed(0)} |`);
+}
+
+// the gap grid: presets x profiles at their default capacities (fp16, batch 1)
+console.log('\n| preset | profile | method | predicted step s | LP bound s | gap % | compile s |');
+console.log('|---|---|---|---|---|---|---|');
+for (const preset of ['gpt2-124m', 'gpt2-1.5b', 'gpt3-6.7b', 'gpt3-13b']) {
+  for (const hw of ['v100-32g', 'a100-80g', 'h100-80g', 'h200-141g']) {
+    const t0 = performance.now();
+    const plan = await compile({ model: 'models/gpt.ts', preset, hw, precision: 'fp16' });
+    const seconds = (performance.now() - t0) / 1e3;
+    console.log(`| ${preset} | ${hw} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${seconds.toFixed(1)} |`);
+  }
 }
