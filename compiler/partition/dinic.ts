@@ -24,9 +24,16 @@ export class FlowNetwork {
     const cap = new Float64Array(n); cap.set(this.cap); this.cap = cap;
   }
 
-  /** Directed edge u -> v with capacity c (plus its residual twin). Zero capacities are skipped. */
-  addEdge(u: number, v: number, c: number): void {
-    if (!(c > 0)) return;
+  /** Number of edges added (each with its residual twin). */
+  get edgeCount(): number { return this.edges / 2; }
+
+  /**
+   * Directed edge u -> v with capacity c (plus its residual twin). Zero
+   * capacities are skipped unless `keep` (an edge whose capacity setCapacities
+   * will give later).
+   */
+  addEdge(u: number, v: number, c: number, keep = false): void {
+    if (!(c > 0) && !keep) return;
     if (this.edges + 2 > this.next.length) this.grow();
     const e = this.edges;
     this.to[e] = v; this.cap[e] = c; this.next[e] = this.head[u]; this.head[u] = e;
@@ -34,7 +41,12 @@ export class FlowNetwork {
     this.edges += 2;
   }
 
-  /** Runs max-flow; returns the flow value and, per node, true when it is on the sink side of the cut. */
+  /** New capacities for the edges in the order they were added (residual twins reset to 0): the network, flow-free, again. */
+  setCapacities(c: Float64Array): void {
+    for (let k = 0; k < this.edges / 2; k++) { this.cap[2 * k] = c[k] > 0 ? c[k] : 0; this.cap[2 * k + 1] = 0; }
+  }
+
+  /** Runs max-flow (consuming the capacities); returns the flow value and, per node, true when it is on the sink side of the cut. */
   minCut(s: number, t: number): { flow: number; sinkSide: Uint8Array } {
     const n = this.nodes, head = this.head, next = this.next, to = this.to, cap = this.cap;
     const level = new Int32Array(n);

@@ -16,8 +16,9 @@
 // bisection: the smallest price at which the GPU peak fits the capacity, raised
 // by 0.1% so that groups whose costs agree up to rounding move together.
 // Data inputs carry no price (the loader writes them straight to their home).
-// Keeps true: deterministic (fixed edge order; ties go to the GPU). Cost: one
-// Dinic max-flow per bisection step (~15 steps).
+// Keeps true: deterministic (fixed edge order; ties go to the GPU). Cost: the
+// network is built once (CutNetwork); each bisection step (~15) resets its
+// capacities and runs one Dinic max-flow.
 
 import type { HardwareProfile } from '../cost/profiles.js';
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
@@ -34,43 +35,76 @@ export function allGpu(g: Graph): Placement {
 
 const NS = 1e9; // capacities in nanoseconds keep the numbers well scaled
 
-export function cutAt(g: Graph, hw: HardwareProfile, lambda: number): Placement {
-  const nOps = g.ops.length, nT = g.tensors.length;
-  const s = nOps + nT, t = s + 1;
-  const net = new FlowNetwork(nOps + nT + 2, 4 * (nOps + nT));
-  const tensorNode = (x: number) => nOps + x;
-  const w = lifetimeShare(g);
-  let base = 0;
-  for (const op of g.ops) {
-    net.addEdge(s, op.id, opSeconds(g, op, 'cpu', hw) * NS);
-    net.addEdge(op.id, t, opSeconds(g, op, 'gpu', hw) * NS);
-    for (const x of op.inputs) {
-      const b = g.tensors[x].sizeBytes;
-      net.addEdge(tensorNode(x), op.id, copySeconds(b, 'gpu', 'cpu', hw) * NS);
-      const resident = (g.tensors[x].persistent && g.tensors[x].role !== 'input') || g.tensors[x].role === 'param16' ? lambda * b * w[x] : 0;
-      net.addEdge(op.id, tensorNode(x), (copySeconds(b, 'cpu', 'gpu', hw) + resident) * NS);
+/**
+ * The cut network of a graph, built once: every edge's capacity is
+ * base + lambda * price, so each bisection step only resets capacities.
+ */
+export class CutNetwork {
+  private readonly net: FlowNetwork;
+  private readonly base: number[] = [];
+  private readonly price: number[] = [];
+  private readonly caps: Float64Array;
+  private readonly cpuSeconds: Float64Array;
+  private readonly gpuSeconds: Float64Array;
+  private readonly s: number;
+  private readonly t: number;
+
+  constructor(private readonly g: Graph, private readonly hw: HardwareProfile) {
+    const nOps = g.ops.length, nT = g.tensors.length;
+    this.s = nOps + nT; this.t = this.s + 1;
+    this.net = new FlowNetwork(nOps + nT + 2, 4 * (nOps + nT));
+    this.cpuSeconds = Float64Array.from(g.ops, (op) => opSeconds(g, op, 'cpu', hw));
+    this.gpuSeconds = Float64Array.from(g.ops, (op) => opSeconds(g, op, 'gpu', hw));
+    const node = (x: number) => nOps + x;
+    const w = lifetimeShare(g);
+    const edge = (u: number, v: number, base: number, price: number) => {
+      if (!(base > 0) && !(price > 0)) return;
+      this.net.addEdge(u, v, base, true);
+      this.base.push(base * NS); this.price.push(price * NS);
+    };
+    for (const op of g.ops) {
+      edge(this.s, op.id, this.cpuSeconds[op.id], 0);
+      edge(op.id, this.t, this.gpuSeconds[op.id], 0);
+      for (const x of op.inputs) {
+        const tx = g.tensors[x], b = tx.sizeBytes;
+        edge(node(x), op.id, copySeconds(b, 'gpu', 'cpu', hw), 0);
+        const resident = (tx.persistent && tx.role !== 'input') || tx.role === 'param16' ? b * w[x] : 0;
+        edge(op.id, node(x), copySeconds(b, 'cpu', 'gpu', hw), resident);
+      }
+      for (const x of op.outputs) {
+        const b = g.tensors[x].sizeBytes;
+        edge(op.id, node(x), copySeconds(b, 'gpu', 'cpu', hw), 0);
+        edge(node(x), op.id, copySeconds(b, 'cpu', 'gpu', hw), 0);
+      }
     }
-    for (const x of op.outputs) {
-      const b = g.tensors[x].sizeBytes;
-      net.addEdge(op.id, tensorNode(x), copySeconds(b, 'gpu', 'cpu', hw) * NS);
-      net.addEdge(tensorNode(x), op.id, copySeconds(b, 'cpu', 'gpu', hw) * NS);
+    for (const x of g.tensors) if (x.role !== 'input') edge(node(x.id), this.t, 0, x.sizeBytes * w[x.id]);
+    this.caps = new Float64Array(this.base.length);
+  }
+
+  /** The minimum cut at price lambda (seconds per byte resident on the GPU for the whole step). */
+  at(lambda: number): Placement {
+    const { g, hw } = this;
+    for (let k = 0; k < this.caps.length; k++) this.caps[k] = this.base[k] + lambda * this.price[k];
+    this.net.setCapacities(this.caps);
+    const { sinkSide } = this.net.minCut(this.s, this.t);
+    const nOps = g.ops.length;
+    const opTier = g.ops.map((op) => (sinkSide[op.id] ? 'cpu' : 'gpu') as 'gpu' | 'cpu');
+    const home = g.tensors.map((x) => (sinkSide[nOps + x.id] ? 'cpu' : 'gpu') as Tier);
+    let base = 0;
+    for (const op of g.ops) {
+      base += opTier[op.id] === 'cpu' ? this.cpuSeconds[op.id] : this.gpuSeconds[op.id];
+      for (const x of op.inputs) if (home[x] !== opTier[op.id]) base += copySeconds(g.tensors[x].sizeBytes, home[x], opTier[op.id], hw);
+      for (const x of op.outputs) if (home[x] !== opTier[op.id]) base += copySeconds(g.tensors[x].sizeBytes, home[x], opTier[op.id], hw);
     }
+    return { opTier, home, method: 'mincut', lambdaSecondsPerByte: lambda, cutSeconds: base };
   }
-  for (const x of g.tensors) if (x.role !== 'input') net.addEdge(tensorNode(x.id), t, lambda * x.sizeBytes * w[x.id] * NS);
-  const { sinkSide } = net.minCut(s, t);
-  const opTier = g.ops.map((op) => (sinkSide[op.id] ? 'cpu' : 'gpu') as 'gpu' | 'cpu');
-  const home = g.tensors.map((x) => (sinkSide[tensorNode(x.id)] ? 'cpu' : 'gpu') as Tier);
-  for (const op of g.ops) base += opSeconds(g, op, opTier[op.id], hw);
-  for (const op of g.ops) {
-    for (const x of [...op.inputs, ...op.outputs]) if (home[x] !== opTier[op.id]) base += copySeconds(g.tensors[x].sizeBytes, home[x], opTier[op.id], hw);
-  }
-  return { opTier, home, method: 'mincut', lambdaSecondsPerByte: lambda, cutSeconds: base };
 }
 
 /** Per tensor: the share of the step (in program order) it is alive; 1 for persistent state. */
 function lifetimeShare(g: Graph): Float64Array {
   const first = new Int32Array(g.tensors.length).fill(-1), last = new Int32Array(g.tensors.length).fill(-1);
-  for (const op of g.ops) for (const x of [...op.outputs, ...op.inputs]) { if (first[x] < 0) first[x] = op.id; last[x] = op.id; }
+  const touch = (x: number, at: number) => { if (first[x] < 0) first[x] = at; last[x] = at; };
+  for (const op of g.ops) { for (const x of op.outputs) touch(x, op.id); for (const x of op.inputs) touch(x, op.id); }
   return Float64Array.from(g.tensors, (x) => (x.persistent ? 1 : (last[x.id] - first[x.id] + 1) / g.ops.length));
 }
 
@@ -82,22 +116,23 @@ export interface MinCutOptions {
 }
 
 export function partitionMinCut(g: Graph, hw: HardwareProfile, opts: MinCutOptions): Placement {
+  const net = new CutNetwork(g, hw);
   const fits = (p: Placement) => opts.gpuPeakBytes(p) <= opts.capacityBytes;
-  const free = cutAt(g, hw, 0);
+  const free = net.at(0);
   if (fits(free)) return free;
   // Bracket the price: lo does not fit, hi does. First guess: a byte resident
   // for the whole step priced like 1/64 of a transfer of it over the host link.
   let lo = 0;
   let hi = copySeconds(1e9, 'gpu', 'cpu', hw) / 1e9 / 64;
-  if (fits(cutAt(g, hw, hi))) {
-    for (let k = 0; k < 30 && lo === 0; k++) { const m = hi / 16; if (fits(cutAt(g, hw, m))) hi = m; else lo = m; }
+  if (fits(net.at(hi))) {
+    for (let k = 0; k < 30 && lo === 0; k++) { const m = hi / 16; if (fits(net.at(m))) hi = m; else lo = m; }
   } else {
     // grow until it fits or stops changing (then nothing more can move)
     let lastPeak = Infinity;
     for (let k = 0; ; k++) {
       lo = hi;
       hi *= 16;
-      const atHi = cutAt(g, hw, hi);
+      const atHi = net.at(hi);
       if (fits(atHi)) break;
       const peak = opts.gpuPeakBytes(atHi);
       if (k > 30 || (hi > 1e-3 && peak >= lastPeak)) {
@@ -109,8 +144,8 @@ export function partitionMinCut(g: Graph, hw: HardwareProfile, opts: MinCutOptio
   // bisect on log(lambda) down to a ratio of 1.001, the step the result is raised by
   for (let i = 0; i < 40 && lo > 0 && hi / lo > 1.001; i++) {
     const mid = Math.sqrt(lo * hi);
-    if (fits(cutAt(g, hw, mid))) hi = mid; else lo = mid;
+    if (fits(net.at(mid))) hi = mid; else lo = mid;
   }
-  return cutAt(g, hw, hi * 1.001);
+  return net.at(hi * 1.001);
 }
 
