@@ -1,22 +1,12 @@
 // Bad input gets one clear line naming the file and the problem, exit code 2,
 // no stack trace, and never a crash inside the addon.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { cli, expectUserError } from '../cli-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-bad-'));
-const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 60_000 });
-
-function expectUserError(r: ReturnType<typeof cli>, pattern: RegExp) {
-  expect(r.status, r.stderr + r.stdout).toBe(2);
-  const lines = r.stderr.trim().split('\n');
-  expect(lines.length, r.stderr).toBe(1);
-  expect(lines[0]).toMatch(/^tiercut: /);
-  expect(lines[0]).toMatch(pattern);
-  expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
-}
 
 let good: string;
 beforeAll(() => {

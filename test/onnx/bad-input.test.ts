@@ -9,10 +9,10 @@
 // feeds 1,200 mutated copies of the fixtures through the importer: each
 // imports or fails with a UserError line.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, symlinkSync, writeFileSync, ftruncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { cli, expectUserError } from '../cli-helpers.js';
 import { onnx, type ModelProto } from '../../compiler/import/onnx-decode.js';
 import { importOnnx } from '../../compiler/import/onnx.js';
 import { UserError } from '../../src/diagnostics.js';
@@ -22,17 +22,11 @@ import { fileData } from '../../runtime/data.js';
 
 const GPT = 'fixtures/onnx/gpt-tiny.onnx';
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-onnx-bad-'));
-const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 60_000 });
 
 function expectCliError(file: string, pattern: RegExp, code: string) {
   const r = cli('compile', file, '-o', join(dir, 'out.plan.json'));
-  expect(r.status, r.stderr + r.stdout).toBe(2);
-  const lines = r.stderr.trim().split('\n');
-  expect(lines.length, r.stderr).toBe(1);
-  expect(lines[0]).toMatch(/^tiercut: /);
-  expect(lines[0]).toMatch(pattern);
-  expect(lines[0]).toContain(`[${code}]`);
-  expect(r.stderr).not.toMatch(/\n\s+at /);
+  expectUserError(r, pattern);
+  expect(r.stderr).toContain(`[${code}]`);
 }
 
 function expectImportError(file: string, pattern: RegExp, code: string) {

@@ -1,21 +1,12 @@
 // compile --sp from the command line: bad input is one line and exit code 2;
 // the report shows each rank's memory and ring traffic, equal to the closed form.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { cli, expectUserError } from '../cli-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-sp-'));
-const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 60_000 });
-
-function expectUserError(r: ReturnType<typeof cli>, pattern: RegExp) {
-  expect(r.status, r.stderr + r.stdout).toBe(2);
-  const lines = r.stderr.trim().split('\n');
-  expect(lines.length, r.stderr).toBe(1);
-  expect(lines[0]).toMatch(/^tiercut: /);
-  expect(lines[0]).toMatch(pattern);
-}
 
 describe('compile --sp: bad input', () => {
   const out = join(dir, 'x.json');
