@@ -22,21 +22,22 @@ export interface HighsModelData {
   matrix: { format: 'csr'; numRows: number; numCols: number; starts: Int32Array; indices: Int32Array; values: Float64Array };
 }
 
-export interface HighsResult { status: HighsStatus; objective: number; x: Float64Array }
+export interface HighsResult { status: HighsStatus; objective: number; x: Float64Array; /** simplex iterations it took */ iterations: number }
 
-// The worker: load highs once, then answer each { id, data, timeLimit } with
-// { id, status, objective, x } or { id, error }.
+// The worker: load highs once, then answer each { id, data, timeLimit,
+// iterationLimit? } with { id, status, objective, x, iterations } or { id, error }.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const mod = require(workerData.highsPath);
 const highsReady = (mod.default ?? mod)();
-parentPort.on('message', async ({ id, data, timeLimit }) => {
+parentPort.on('message', async ({ id, data, timeLimit, iterationLimit }) => {
   try {
     const highs = await highsReady;
     const c = highs.constants.modelStatus;
     const model = highs.createModel(data);
     try {
       model.options.set({ output_flag: false, time_limit: timeLimit });
+      if (iterationLimit !== undefined) model.options.set({ simplex_iteration_limit: iterationLimit });
       model.run();
       let code = model.getModelStatus();
       // HiGHS can end 'unknown' on a badly scaled model; its strongest scaling often solves it
@@ -44,7 +45,8 @@ parentPort.on('message', async ({ id, data, timeLimit }) => {
       // every model here is bounded below (it minimises loads >= 0), so "unbounded or infeasible" means infeasible
       const status = code === c.optimal ? 'optimal' : code === c.infeasible || code === c.unboundedOrInfeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
       const x = status === 'optimal' ? Float64Array.from(model.getSolution().colValue) : new Float64Array(data.numCols);
-      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x }, [x.buffer]);
+      const iterations = Number(model.info.get('simplex_iteration_count'));
+      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations }, [x.buffer]);
     } finally {
       model.dispose();
     }
@@ -68,18 +70,19 @@ export class LpWorker {
       if (!p) return;
       this.pending.delete(m.id);
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
-      else p.resolve({ status: m.status, objective: m.objective, x: m.x });
+      else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations });
     });
     this.worker.on('error', (e) => this.failAll(e));
     this.worker.on('exit', (code) => this.failAll(new Error(`internal: the LP solver thread exited (code ${code})`)));
   }
 
-  solve(data: HighsModelData, timeLimitSeconds: number): Promise<HighsResult> {
+  /** Solves one model; an iteration limit (deterministic, unlike the time limit) ends it with status 'other'. */
+  solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number): Promise<HighsResult> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.ref();
-      this.worker.postMessage({ id, data, timeLimit: timeLimitSeconds });
+      this.worker.postMessage({ id, data, timeLimit: timeLimitSeconds, iterationLimit });
     }).finally(() => { if (this.pending.size === 0) this.worker.unref(); }) as Promise<HighsResult>;
   }
 

@@ -121,7 +121,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const solver = new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? 30;
   let model = buildLp(g, hw, opts, opts.segments ?? 48);
-  let first: { status: LpSolution['status']; objective: number; x: Float64Array } | undefined;
+  let first: { status: LpSolution['status']; objective: number; x: Float64Array; iterations: number } | undefined;
   const t0 = performance.now();
   const bound = (async () => {
     first = await solver.solve(model.data, timeLimit);
@@ -138,9 +138,9 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (first!.status !== 'optimal') return sol;
     const colUpper = Float64Array.from(model.data.colUpper);
     colUpper[model.T] = first!.objective * (1 + 1e-6) + 1e-12;
-    // stage 2 can be far harder than stage 1 (degenerate at the optimum): it gets 1.5 times stage 1's time
-    const secondLimit = Math.min(timeLimit, Math.max(0.5, 1.5 * (performance.now() - t0) / 1e3));
-    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, secondLimit);
+    // stage 2 can be far harder than stage 1 (degenerate at the optimum): it gets
+    // twice stage 1's simplex iterations (a count, so the plan stays deterministic)
+    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit, 2 * first!.iterations + 1000);
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
     return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
