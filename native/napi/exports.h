@@ -29,5 +29,6 @@ Napi::Value adam_half_round_js(const Napi::CallbackInfo& info);  // adamHalfRoun
 // calibrate.cc
 Napi::Value host_bandwidth_js(const Napi::CallbackInfo& info);  // hostBandwidth(options)
 Napi::Value nvme_bench_js(const Napi::CallbackInfo& info);      // nvmeBench(options)
+Napi::Value nvme_backends_js(const Napi::CallbackInfo& info);   // nvmeBackends()
 
 }  // namespace tiercut
