@@ -9,16 +9,25 @@
 //                       (28 bytes per parameter, the IR's bytesTouched of an fp32 adam)
 //   memcpy host->host   hostBandwidth, one thread         -> h2dBytesPerSec, d2hBytesPerSec
 //   nvme store          nvmeBench in the spill directory  -> nvme.read/writeBytesPerSec
+//                       (64 MiB requests, queue depth 8, 1 MiB blocks: the store's
+//                       settings, also written as nvme.queueDepth / blockBytes)
+//   nvme request        nvmeBench with 4 KiB requests     -> nvme.read/writeLatencySeconds
+//                       (time per request - 4 KiB / bandwidth)
+//   kernels             src/calibrate-kernels.ts          -> kernels (per op kind)
+//   executor            src/calibrate-executor.ts         -> executor (per instruction,
+//                                                            wake-up, step)
 // Capacities: gpu as the built-in `local` profile (override with --gpu-mem at
 // compile time), cpu = physical memory, nvme = free bytes of the spill directory.
 
-import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
+import { mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILTIN_PROFILES, type HardwareProfile } from '../compiler/cost/profiles.js';
+import { BUILTIN_PROFILES, type ExecutorOverheads, type HardwareProfile, type KernelCost } from '../compiler/cost/profiles.js';
 import { OP_CODES } from '../compiler/ir/ops.js';
 import { cpuAdamStep } from '../runtime/adam.js';
 import { nativeAddon } from '../runtime/binding.js';
+import { measureExecutorOverheads } from './calibrate-executor.js';
+import { measureKernels } from './calibrate-kernels.js';
 import { diag } from './diagnostics.js';
 
 export interface CalibrateOptions {
@@ -33,7 +42,9 @@ export interface Calibration {
   measured: {
     matmulFlops: number; triadBytesPerSec: number; copyBytesPerSec: number;
     adamParamsPerSec: number; adamBytesPerSec: number;
-    nvmeReadBytesPerSec: number; nvmeWriteBytesPerSec: number; nvmeDirect: boolean; nvmeNote: string;
+    nvmeReadBytesPerSec: number; nvmeWriteBytesPerSec: number; nvmeDirect: boolean; nvmeNote: string; nvmeBackend: string;
+    nvmeReadLatencySeconds: number; nvmeWriteLatencySeconds: number;
+    executor: ExecutorOverheads; kernels: Record<string, KernelCost>; kernelSamples: Record<string, number>; kernelWorkloads: string[];
   };
 }
 
@@ -59,7 +70,9 @@ function adamParamsPerSec(): number {
   return n / best(3, () => seconds(run));
 }
 
-export function calibrate(opts: CalibrateOptions = {}): Calibration {
+const NVME_QUEUE_DEPTH = 8, NVME_BLOCK_BYTES = 1 << 20;
+
+export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibration> {
   const addon = nativeAddon();
   const host = addon.hostBandwidth({ bytes: 64 << 20, repeats: 5 });
   const flops = matmulFlops();
@@ -71,10 +84,11 @@ export function calibrate(opts: CalibrateOptions = {}): Calibration {
   } catch (e) {
     throw diag.runtime(`nvme tier: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
   }
-  let nvme: ReturnType<typeof addon.nvmeBench>;
+  let nvme: ReturnType<typeof addon.nvmeBench>, small: ReturnType<typeof addon.nvmeBench>;
   let freeBytes: number;
   try {
-    nvme = addon.nvmeBench({ dir, bytes: opts.nvmeBytes ?? 256 << 20 });
+    nvme = addon.nvmeBench({ dir, bytes: opts.nvmeBytes ?? 256 << 20, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
+    small = addon.nvmeBench({ dir, bytes: 4 << 20, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
     const fs = statfsSync(dir);
     freeBytes = Number(fs.bavail) * Number(fs.bsize);
   } catch (e) {
@@ -82,24 +96,44 @@ export function calibrate(opts: CalibrateOptions = {}): Calibration {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  const latency = (rate: number, bandwidth: number) => Math.max(0, 4096 / rate - 4096 / bandwidth);
+  const readLatencySeconds = latency(small.readBytesPerSec, nvme.readBytesPerSec);
+  const writeLatencySeconds = latency(small.writeBytesPerSec, nvme.writeBytesPerSec);
   const peak = { f32: flops, f16: flops, bf16: flops };
   const local = BUILTIN_PROFILES.local;
-  const profile: HardwareProfile = {
+  const base: HardwareProfile = {
     name: 'calibrated',
     description: `this machine as measured by tiercut hw calibrate on ${new Date().toISOString().slice(0, 10)} (${cpus().length} cores, ${cpus()[0]?.model ?? 'unknown CPU'}); GPU tier emulated`,
     emulatedGpu: true,
     gpu: { capacityBytes: local.gpu.capacityBytes, memBandwidthBytesPerSec: host.triadBytesPerSec, peakFlops: peak },
     cpu: { capacityBytes: totalmem(), memBandwidthBytesPerSec: adam * 28, peakFlops: peak },
-    nvme: { capacityBytes: Math.max(1, freeBytes), readBytesPerSec: nvme.readBytesPerSec, writeBytesPerSec: nvme.writeBytesPerSec },
+    nvme: {
+      capacityBytes: Math.max(1, freeBytes), readBytesPerSec: nvme.readBytesPerSec, writeBytesPerSec: nvme.writeBytesPerSec,
+      readLatencySeconds, writeLatencySeconds, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES,
+    },
     h2dBytesPerSec: host.copyBytesPerSec,
     d2hBytesPerSec: host.copyBytesPerSec,
   };
+  // the kernels are fitted against the rooflines just measured
+  const scratch = mkdtempSync(join(tmpdir(), 'tiercut-calibrate-'));
+  let fit: Awaited<ReturnType<typeof measureKernels>>;
+  try {
+    const baseFile = join(scratch, 'roofline.json');
+    writeFileSync(baseFile, JSON.stringify(base));
+    fit = await measureKernels(baseFile);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  const executor = await measureExecutorOverheads();
+  const profile: HardwareProfile = { ...base, kernels: fit.kernels, executor };
   return {
     profile,
     measured: {
       matmulFlops: flops, triadBytesPerSec: host.triadBytesPerSec, copyBytesPerSec: host.copyBytesPerSec,
       adamParamsPerSec: adam, adamBytesPerSec: adam * 28,
       nvmeReadBytesPerSec: nvme.readBytesPerSec, nvmeWriteBytesPerSec: nvme.writeBytesPerSec, nvmeDirect: nvme.direct, nvmeNote: nvme.note,
+      nvmeBackend: nvme.backend, nvmeReadLatencySeconds: readLatencySeconds, nvmeWriteLatencySeconds: writeLatencySeconds,
+      executor, kernels: fit.kernels, kernelSamples: fit.samples, kernelWorkloads: fit.workloads,
     },
   };
 }

@@ -3,9 +3,14 @@
 //
 // Each stream runs its instructions in order; an instruction starts when its
 // stream is free and every instruction it waits on has finished; it lasts its
-// roofline cost (compiler/cost). Because every wait points to an earlier
-// instruction, one pass in id order computes every start and end time.
-// Cost: O(instructions + waits).
+// cost (compiler/cost: roofline, or the measured kernel cost). With the
+// executor's overheads in the profile (`hw calibrate`, src/calibrate-executor.ts):
+// a stream is free instructionSeconds after its previous instruction ends; a
+// stream that had to block for an instruction of another stream starts
+// wakeSeconds after that instruction ends; the step ends stepSeconds after its
+// last instruction. Busy time counts instruction durations only (as the runtime
+// measures it). Because every wait points to an earlier instruction, one pass
+// in id order computes every start and end time. Cost: O(instructions + waits).
 
 import { copySeconds, opSeconds } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
@@ -31,15 +36,21 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
   const start = new Float64Array(ins.length), end = new Float64Array(ins.length);
   const free = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<StreamName, number>;
   const busy = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<StreamName, number>;
+  const over = hw.executor ?? { instructionSeconds: 0, wakeSeconds: 0, stepSeconds: 0 };
   let step = 0;
   for (const x of ins) {
-    let t = free[x.stream];
-    for (const w of x.waits) t = Math.max(t, end[w]);
+    const ready = free[x.stream];
+    let t = ready;
+    for (const w of x.waits) {
+      // blocked on another stream's instruction: woken after it ends
+      const woken = end[w] > ready && ins[w].stream !== x.stream ? end[w] + over.wakeSeconds : end[w];
+      t = Math.max(t, woken);
+    }
     const d = instructionSeconds(g, p, buffers, x, hw);
     start[x.id] = t; end[x.id] = t + d;
-    free[x.stream] = t + d;
+    free[x.stream] = t + d + over.instructionSeconds;
     busy[x.stream] += d;
     step = Math.max(step, t + d);
   }
-  return { stepSeconds: step, streamBusySeconds: busy, start, end };
+  return { stepSeconds: ins.length > 0 ? step + over.stepSeconds : 0, streamBusySeconds: busy, start, end };
 }

@@ -105,7 +105,8 @@ Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(aren
   for (int32_t s = 0; s < kStreamCount; s++) {
     if (streams_[s].instructions.empty()) continue;
     active_streams_.push_back(s);
-    streams_[s].thread = std::thread(&Executor::stream_main, this, s);
+    if (lead_stream_ < 0) lead_stream_ = s;  // runs on the caller of step()
+    else streams_[s].thread = std::thread(&Executor::stream_main, this, s);
   }
 }
 
@@ -128,8 +129,9 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
   *stats = StepStats();
   Clock::time_point t0 = Clock::now();
   stats->step_start_seconds = seconds_between(epoch_, t0);
+  int64_t gen;
   {
-    std::unique_lock<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> lk(mu_);
     if (stop_) { *err = "the session is closed"; return false; }
     abort_ = false;
     error_.clear();
@@ -144,8 +146,17 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       for (int k = 0; k < LINK_COUNT; k++) st.link_bytes[k] = 0;
     }
     running_ = (int32_t)active_streams_.size();
-    generation_++;
-    start_cv_.notify_all();
+    gen = ++generation_;
+  }
+  start_cv_.notify_all();
+  // the lead stream runs here, while the stream threads run the others
+  if (lead_stream_ >= 0) {
+    run_stream(lead_stream_, gen);
+    std::lock_guard<std::mutex> lk(mu_);
+    running_--;
+  }
+  {
+    std::unique_lock<std::mutex> lk(mu_);
     finish_cv_.wait(lk, [&] { return running_ == 0; });
 
     stats->seconds = seconds_between(t0, Clock::now());

@@ -4,9 +4,12 @@
 // Gives: step(), which runs every instruction exactly once, and the measured
 //        StepStats; memory statistics over the session so far.
 // Keeps true:
-//   - one std::thread per stream that has instructions, created once by the
-//     constructor and reused by every step; each runs its stream's instructions
-//     in increasing id order
+//   - the thread that calls step() runs the first stream that has instructions
+//     (the gpu stream when it has any) itself; every other stream that has
+//     instructions has one std::thread, created once by the constructor and
+//     reused by every step. Each runs its stream's instructions in increasing
+//     id order. (Waking a sleeping thread costs tens of microseconds on a VM;
+//     a plan whose work is all on one stream then wakes none.)
 //   - an instruction starts only when every instruction in its `waits` has
 //     completed in the current step (events: a per-instruction "completed in
 //     generation g" number under one mutex + condition variable). Because every
@@ -123,6 +126,7 @@ class Executor {
   std::vector<Prepared> prepared_;
   StreamState streams_[kStreamCount];
   std::vector<int32_t> active_streams_;
+  int32_t lead_stream_ = -1;           // run by the caller of step(); -1 when there are no instructions
 
   std::mutex mu_;                      // guards everything below
   std::condition_variable start_cv_;   // a new generation (step) or stop

@@ -144,6 +144,7 @@ Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   double read_s = since(t0);
   bool was_direct = store.direct();
   const char* backend = nvme_backend_name(store.backend());
+  const int64_t edge_reads = store.edge_reads();
   std::string note = store.note();
   store.close();
   if (!err.empty()) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
@@ -154,6 +155,7 @@ Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   out.Set("backend", backend);
   out.Set("note", note);
   out.Set("mismatches", (double)mismatches);
+  out.Set("edgeReads", (double)edge_reads);
   out.Set("file", path);
   return out;
 }

@@ -36,6 +36,7 @@ bool NvmeStore::open(const std::string& path, int64_t bytes, const NvmeSettings&
   note_.clear();
   file_.path = path;
   file_.file_bytes = align_up(bytes);
+  file_.edge_reads = 0;
   int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
   file_.fd = direct ? ::open(path.c_str(), flags | O_DIRECT, 0600) : -1;
   if (file_.fd >= 0) {
@@ -195,17 +196,17 @@ bool nvme_chunk_begin(const NvmeFile& f, const NvmeChunk& c, uint8_t* staging, N
   if (!c.is_write) return true;
   std::string why;
   // the head block keeps the bytes before c.begin
-  if (c.begin != a0 && !nvme_full_io(f, false, staging, kNvmeAlign, a0, &why)) {
-    *err = f.where("pread", a0) + why;
-    return false;
+  if (c.begin != a0) {
+    f.edge_reads++;
+    if (!nvme_full_io(f, false, staging, kNvmeAlign, a0, &why)) { *err = f.where("pread", a0) + why; return false; }
   }
   if (c.end != a1) {
     const int64_t tail = a1 - kNvmeAlign;
     if (c.owns_tail) {
       std::memset(staging + (c.end - a0), 0, (size_t)(a1 - c.end));  // padding nobody reads
-    } else if ((tail != a0 || c.begin == a0) && !nvme_full_io(f, false, staging + (tail - a0), kNvmeAlign, tail, &why)) {
-      *err = f.where("pread", tail) + why;  // (a tail block that is also the head block was read above)
-      return false;
+    } else if (tail != a0 || c.begin == a0) {  // (a tail block that is also the head block was read above)
+      f.edge_reads++;
+      if (!nvme_full_io(f, false, staging + (tail - a0), kNvmeAlign, tail, &why)) { *err = f.where("pread", tail) + why; return false; }
     }
   }
   std::memcpy(staging + (c.begin - a0), c.mem, (size_t)n);

@@ -42,6 +42,7 @@
 // Thread-safety: read() and write() from any number of threads (each backend
 // serialises what it must); open/close not concurrent with anything.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,9 @@ struct NvmeFile {
   bool direct = false;
   int64_t file_bytes = 0;
   std::string path;
+  // blocks read only to keep their other bytes (read-modify-write of a staged
+  // write); counted so that tests and reports can show when it happens
+  mutable std::atomic<int64_t> edge_reads{0};
   // "nvme tier: <call> <path> at offset <at>: "
   std::string where(const char* call, int64_t at) const;
 };
@@ -130,6 +134,8 @@ class NvmeStore {
   const std::string& note() const { return note_; }
   const std::string& path() const { return file_.path; }
   const NvmeSettings& settings() const { return settings_; }
+  // Edge blocks read before writes (read-modify-write) since open.
+  int64_t edge_reads() const { return file_.edge_reads.load(); }
 
  private:
   bool submit(bool is_write, int64_t offset, uint8_t* mem, int64_t n, std::string* err);
