@@ -97,8 +97,8 @@ Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   Napi::Value dv = o.Get("dir");
   if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
   const std::string dir = dv.As<Napi::String>().Utf8Value();
-  const int64_t bytes = opt_int(o, fn, "bytes", 256 << 20, kNvmeAlign, (int64_t)1 << 40);
-  const int64_t request = opt_int(o, fn, "requestBytes", 64 << 20, kNvmeAlign, (int64_t)1 << 34);
+  const int64_t bytes = opt_int(o, fn, "bytes", 256 << 20, 1, (int64_t)1 << 40);
+  const int64_t request = opt_int(o, fn, "requestBytes", 64 << 20, 1, (int64_t)1 << 34);
   NvmeSettings s;
   s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
   s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
