@@ -70,6 +70,7 @@ Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(aren
       else if (from == TIER_CPU && to == TIER_GPU) pr.link = LINK_H2D;
       else if (from == TIER_GPU && to == TIER_CPU) pr.link = LINK_D2H;
       else if (from == TIER_CPU && to == TIER_CPU) pr.link = LINK_CPU_TO_CPU;
+      pr.nvme_batchable = pr.link == LINK_NVME_READ || pr.link == LINK_NVME_WRITE;
       continue;
     }
     if (ins.kind != INSTR_RUN) continue;
@@ -199,44 +200,133 @@ bool Executor::waits_done(int32_t id, int64_t gen) const {
 
 void Executor::run_stream(int32_t s, int64_t gen) {
   StreamState& st = streams_[s];
-  for (int32_t id : st.instructions) {
+  std::vector<int32_t> batch;
+  for (size_t k = 0; k < st.instructions.size();) {
+    const int32_t id = st.instructions[k];
+    batch.assign(1, id);
     {
       std::unique_lock<std::mutex> lk(mu_);
       done_cv_.wait(lk, [&] { return abort_ || waits_done(id, gen); });
       if (abort_) return;
       note_start(id);
+      // an nvme copy takes along the copies after it on its stream that are
+      // ready now (see gather_nvme_batch)
+      if (prepared_[id].nvme_batchable) gather_nvme_batch(st, k, gen, &batch);
     }
+    k += batch.size();
     std::string msg;
+    int32_t failed = id;
     Clock::time_point t0 = Clock::now();
     bool ok = false;
     try {
-      ok = execute(s, id, &msg);
+      ok = batch.size() == 1 ? execute(s, id, &msg) : execute_nvme_batch(s, batch, &msg, &failed);
     } catch (const std::exception& e) {  // kernels never throw; this is for bad_alloc and the like
       msg = e.what();
     }
     Clock::time_point t1 = Clock::now();
-    st.busy_seconds += seconds_between(t0, t1);
-    start_[id] = seconds_between(epoch_, t0);
-    end_[id] = seconds_between(epoch_, t1);
-    if (ok) st.count++;
+    st.busy_seconds += seconds_between(t0, t1);  // a batch's members share one interval
+    for (int32_t b : batch) {
+      start_[b] = seconds_between(epoch_, t0);
+      end_[b] = seconds_between(epoch_, t1);
+    }
+    if (ok) st.count += (int64_t)batch.size();
     {
       std::lock_guard<std::mutex> lk(mu_);
-      const Instruction& ins = p_.instructions[id];
       if (ok) {
-        done_gen_[id] = gen;
-        if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
-          const BufferSpec& b = p_.buffers[ins.inputs[0]];
-          live_[ins.inputs[0]] = 0;
-          live_bytes_[b.tier] -= b.size_bytes;
+        for (int32_t b : batch) {
+          done_gen_[b] = gen;
+          const Instruction& ins = p_.instructions[b];
+          if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
+            const BufferSpec& fb = p_.buffers[ins.inputs[0]];
+            live_[ins.inputs[0]] = 0;
+            live_bytes_[fb.tier] -= fb.size_bytes;
+          }
         }
       } else if (!abort_) {
         abort_ = true;
-        error_ = describe(id) + ": " + msg;
+        error_ = describe(failed) + ": " + msg;
       }
     }
     done_cv_.notify_all();
     if (!ok) return;
   }
+}
+
+// mu_ held. Appends to *batch (which holds st.instructions[k], an nvme copy
+// whose waits are done) the instructions after it on the stream while they are
+// nvme copies in the same direction, or frees, whose waits are done now, up to
+// kMaxNvmeBatch, stopping at the first copy that would touch what an earlier
+// member touches: host bytes (a read's destination) or, for writes, a
+// 4096-byte block of the file. The copies then run as one NvmeStore::transfer:
+// their small requests are in flight together instead of paying their
+// latencies one after another. All members complete together, after the
+// transfer, so the stream's order of completion holds (a free in the batch
+// completes no earlier than the copies before it).
+void Executor::gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch) {
+  const int32_t first = st.instructions[k];
+  const int32_t link = prepared_[first].link;
+  auto ranges = [&](int32_t id, int64_t* h0, int64_t* h1, int32_t* htier, int64_t* f0, int64_t* f1) {
+    const Instruction& ins = p_.instructions[id];
+    const BufferSpec& src = p_.buffers[ins.inputs[0]];
+    const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+    const BufferSpec& host = src.tier == TIER_NVME ? dst : src;
+    const BufferSpec& file = src.tier == TIER_NVME ? src : dst;
+    *htier = host.tier;
+    *h0 = host.offset_bytes;
+    *h1 = host.offset_bytes + host.size_bytes;
+    *f0 = file.offset_bytes / kNvmeAlign * kNvmeAlign;
+    *f1 = (file.offset_bytes + file.size_bytes + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;
+  };
+  for (size_t j = k + 1; j < st.instructions.size() && batch->size() < (size_t)kMaxNvmeBatch; j++) {
+    const int32_t id = st.instructions[j];
+    const bool is_free = p_.instructions[id].kind == INSTR_FREE;
+    if (!(is_free || (prepared_[id].nvme_batchable && prepared_[id].link == link)) || !waits_done(id, gen)) break;
+    if (is_free) {
+      note_start(id);
+      batch->push_back(id);
+      continue;
+    }
+    int64_t h0, h1, f0, f1;
+    int32_t ht;
+    ranges(id, &h0, &h1, &ht, &f0, &f1);
+    bool clash = false;
+    for (int32_t m : *batch) {
+      if (p_.instructions[m].kind == INSTR_FREE) continue;
+      int64_t mh0, mh1, mf0, mf1;
+      int32_t mt;
+      ranges(m, &mh0, &mh1, &mt, &mf0, &mf1);
+      if (link == LINK_NVME_READ && mt == ht && h0 < mh1 && mh0 < h1) clash = true;
+      if (link == LINK_NVME_WRITE && f0 < mf1 && mf0 < f1) clash = true;
+    }
+    if (clash) break;
+    note_start(id);
+    batch->push_back(id);
+  }
+}
+
+// The members of an nvme batch as one transfer (mu_ not held).
+bool Executor::execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed) {
+  StreamState& st = streams_[s];
+  const int32_t link = prepared_[batch[0]].link;
+  std::vector<NvmeRequest> reqs;
+  reqs.reserve(batch.size());
+  std::vector<int32_t> copies;  // the members with I/O, in order (reqs[i] is copies[i])
+  for (int32_t id : batch) {
+    const Instruction& ins = p_.instructions[id];
+    if (ins.kind == INSTR_FREE) continue;
+    copies.push_back(id);
+    const BufferSpec& src = p_.buffers[ins.inputs[0]];
+    const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+    if (link == LINK_NVME_READ) reqs.push_back(NvmeRequest{src.offset_bytes, arenas_.host_ptr(dst.tier, dst.offset_bytes), src.size_bytes});
+    else reqs.push_back(NvmeRequest{dst.offset_bytes, arenas_.host_ptr(src.tier, src.offset_bytes), src.size_bytes});
+  }
+  int32_t bad = 0;
+  if (!arenas_.tier[TIER_NVME].store->transfer(link == LINK_NVME_WRITE, reqs, msg, &bad)) {
+    *failed = copies[(size_t)std::max(0, std::min(bad, (int32_t)copies.size() - 1))];
+    return false;
+  }
+  for (const NvmeRequest& r : reqs) st.link_bytes[link] += r.n;
+  return true;
 }
 
 // "instruction 57 (gpu, run crossEntropy)", "instruction 3 (h2d, copy cpu -> gpu)"

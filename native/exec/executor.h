@@ -21,6 +21,12 @@
 //     step starts clean.
 //   - every instruction's start and end (steady_clock) are recorded in the
 //     step's StepStats, for traces.
+//   - nvme copies: a copy takes along the copies right after it on its
+//     stream that are ready at that moment (same direction, disjoint memory;
+//     up to kMaxNvmeBatch) and runs them as one NvmeStore::transfer, so
+//     their requests overlap in the queue instead of paying one latency each.
+//     The members share one start, one end and one busy interval, and
+//     complete together (in stream order, as every wait assumes).
 // Never calls N-API; touches only the Program, the Arenas and its own state.
 #pragma once
 #include <chrono>
@@ -35,6 +41,9 @@
 #include "../tiers/arena.h"
 
 namespace tiercut {
+
+// The most nvme copies one transfer takes (gather_nvme_batch).
+constexpr int32_t kMaxNvmeBatch = 64;
 
 // Byte counters per link, indices of StepStats::link_bytes.
 enum Link : int32_t { LINK_H2D = 0, LINK_D2H = 1, LINK_NVME_READ = 2, LINK_NVME_WRITE = 3, LINK_CPU_TO_CPU = 4, LINK_COUNT = 5 };
@@ -94,6 +103,7 @@ class Executor {
     std::vector<HalfOperand> halves;
     int64_t scratch_floats = 0;
     int32_t link = -1;       // copies: the Link counted, -1 for none
+    bool nvme_batchable = false;  // a copy to or from nvme (see gather_nvme_batch)
     // adam with fp32 p, m, v updated in place: run by the fused CPU kernel
     // (native/adam) straight on the arena bytes, no scratch (see execute_fused_adam)
     bool fused_adam = false;
@@ -113,6 +123,8 @@ class Executor {
   void run_stream(int32_t s, int64_t gen);
   bool execute(int32_t s, int32_t id, std::string* msg);
   bool execute_fused_adam(int32_t id, std::string* msg);
+  void gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch);  // mu_ held
+  bool execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed);
   std::string describe(int32_t id) const;
   bool waits_done(int32_t id, int64_t gen) const;   // mu_ held
   void note_start(int32_t id);                       // mu_ held: liveness and extents

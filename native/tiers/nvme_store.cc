@@ -129,37 +129,47 @@ bool NvmeStore::check_linked(std::string* err) const {
 // requests -> chunks
 
 bool NvmeStore::read(int64_t offset, void* dst, int64_t n, std::string* err) {
-  return submit(false, offset, (uint8_t*)dst, n, err);
+  int32_t failed = 0;
+  return transfer(false, {NvmeRequest{offset, (uint8_t*)dst, n}}, err, &failed);
 }
 
 bool NvmeStore::write(int64_t offset, const void* src, int64_t n, std::string* err) {
-  std::lock_guard<std::mutex> lk(write_mu_);
-  return submit(true, offset, (uint8_t*)src, n, err);
+  int32_t failed = 0;
+  return transfer(true, {NvmeRequest{offset, (uint8_t*)src, n}}, err, &failed);
 }
 
-bool NvmeStore::submit(bool is_write, int64_t offset, uint8_t* mem, int64_t n, std::string* err) {
+bool NvmeStore::transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request) {
+  std::unique_lock<std::mutex> wl(write_mu_, std::defer_lock);
+  if (is_write) wl.lock();
+  *failed_request = 0;
   if (file_.fd < 0) { *err = "nvme tier: the store is closed"; return false; }
-  if (n <= 0) return true;
-  if (offset < 0 || offset + n > file_.file_bytes) {
-    *err = "nvme tier: range [" + std::to_string(offset) + ", " + std::to_string(offset + n) + ") is outside " + file_.path;
+  if (!check_linked(err)) return false;
+  std::vector<NvmeChunk> chunks;
+  for (size_t i = 0; i < reqs.size(); i++)
+    if (!add_chunks(is_write, reqs[i], (int32_t)i, &chunks, err)) { *failed_request = (int32_t)i; return false; }
+  if (chunks.empty()) return true;
+  return backend_->run(chunks, err, failed_request);
+}
+
+// Chunks end at multiples of block_bytes; when the request can go zero-copy
+// (O_DIRECT, aligned start and memory) an unaligned end is split off into a
+// chunk of its own so that only that last partial block is staged.
+bool NvmeStore::add_chunks(bool is_write, const NvmeRequest& r, int32_t index, std::vector<NvmeChunk>* chunks, std::string* err) const {
+  if (r.n <= 0) return true;
+  if (r.offset < 0 || r.offset + r.n > file_.file_bytes) {
+    *err = "nvme tier: range [" + std::to_string(r.offset) + ", " + std::to_string(r.offset + r.n) + ") is outside " + file_.path;
     return false;
   }
-  if (!check_linked(err)) return false;
-  // chunks end at multiples of block_bytes; when the request can go zero-copy
-  // (O_DIRECT, aligned start and memory) an unaligned end is split off into a
-  // chunk of its own so that only that last partial block is staged
-  const int64_t B = settings_.block_bytes, end = offset + n;
-  const bool zero_copy = file_.direct && offset % kNvmeAlign == 0 && aligned_ptr(mem);
-  const bool owns_tail = is_write && settings_.owns_block_tails && offset % kNvmeAlign == 0;
-  std::vector<NvmeChunk> chunks;
-  chunks.reserve((size_t)(n / B + 2));
-  for (int64_t b = offset; b < end;) {
+  const int64_t B = settings_.block_bytes, end = r.offset + r.n;
+  const bool zero_copy = file_.direct && r.offset % kNvmeAlign == 0 && aligned_ptr(r.mem);
+  const bool owns_tail = is_write && settings_.owns_block_tails && r.offset % kNvmeAlign == 0;
+  for (int64_t b = r.offset; b < end;) {
     int64_t e = std::min(end, (b / B + 1) * B);
     if (zero_copy && e == end && e % kNvmeAlign != 0 && align_down(e) > b) e = align_down(e);
-    chunks.push_back(NvmeChunk{is_write, owns_tail, b, e, mem + (b - offset)});
+    chunks->push_back(NvmeChunk{is_write, owns_tail, b, e, r.mem + (b - r.offset), index});
     b = e;
   }
-  return backend_->run(chunks, err);
+  return true;
 }
 
 // ---------------------------------------------------------------------------

@@ -79,12 +79,20 @@ struct NvmeFile {
   std::string where(const char* call, int64_t at) const;
 };
 
+// One request of a batch (NvmeStore::transfer): [offset, offset + n) of the file to / from mem.
+struct NvmeRequest {
+  int64_t offset = 0;
+  uint8_t* mem = nullptr;
+  int64_t n = 0;
+};
+
 // One chunk of a request: the file range [begin, end) and the caller memory for it.
 struct NvmeChunk {
   bool is_write = false;
   bool owns_tail = false;             // write: may write [end, align_up(end)) whole
   int64_t begin = 0, end = 0;
   uint8_t* mem = nullptr;
+  int32_t request = 0;                // index of its request in the batch
 };
 
 // The one I/O that serves a chunk: [at, at + len) of the file to / from buf.
@@ -106,9 +114,11 @@ bool nvme_full_io(const NvmeFile& f, bool is_write, uint8_t* p, int64_t n, int64
 class NvmeBackend {
  public:
   virtual ~NvmeBackend() = default;
-  // Runs every chunk of one request (all reads or all writes); the first
-  // failure is returned in *err and the request's later chunks are skipped.
-  virtual bool run(const std::vector<NvmeChunk>& chunks, std::string* err) = 0;
+  // Runs every chunk (all reads or all writes, of one or more requests that
+  // touch disjoint memory and, for writes, disjoint 4096-byte blocks of the
+  // file); the first failure is returned in *err, its chunk's request in
+  // *failed_request, and the chunks not yet started are skipped.
+  virtual bool run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) = 0;
   virtual NvmeBackendKind kind() const = 0;
 };
 
@@ -127,6 +137,12 @@ class NvmeStore {
 
   bool read(int64_t offset, void* dst, int64_t n, std::string* err);
   bool write(int64_t offset, const void* src, int64_t n, std::string* err);
+  // Several requests in one go, their chunks in flight together (up to the
+  // queue depth): what the executor uses for consecutive ready copies of one
+  // nvme stream, so that small transfers overlap their latencies. The caller
+  // guarantees the disjointness run() needs. *failed_request: the request
+  // that failed (on false).
+  bool transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request);
 
   bool is_open() const { return file_.fd >= 0; }
   bool direct() const { return file_.direct; }
@@ -138,7 +154,7 @@ class NvmeStore {
   int64_t edge_reads() const { return file_.edge_reads.load(); }
 
  private:
-  bool submit(bool is_write, int64_t offset, uint8_t* mem, int64_t n, std::string* err);
+  bool add_chunks(bool is_write, const NvmeRequest& r, int32_t index, std::vector<NvmeChunk>* chunks, std::string* err) const;
   bool check_linked(std::string* err) const;
   bool start_backend(std::string* err);
 

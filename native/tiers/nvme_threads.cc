@@ -18,13 +18,14 @@ class ThreadsBackend : public NvmeBackend {
   ThreadsBackend(const NvmeFile& f, const NvmeSettings& s) : f_(f), s_(s) {}
   ~ThreadsBackend() override;
   bool start(std::string* err);
-  bool run(const std::vector<NvmeChunk>& chunks, std::string* err) override;
+  bool run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) override;
   NvmeBackendKind kind() const override { return NVME_IO_THREADS; }
 
  private:
   struct Request {
     int32_t pending = 0;              // chunks not yet finished (under mu_)
     std::string error;                // the first chunk error (under mu_)
+    int32_t failed_request = 0;       // that chunk's request (under mu_)
   };
   struct Work {
     Request* req;
@@ -69,7 +70,7 @@ ThreadsBackend::~ThreadsBackend() {
   for (uint8_t* b : staging_) std::free(b);
 }
 
-bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err) {
+bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) {
   Request req;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -79,7 +80,7 @@ bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err)
   if (chunks.size() == 1) work_cv_.notify_one(); else work_cv_.notify_all();
   std::unique_lock<std::mutex> lk(mu_);
   done_cv_.wait(lk, [&] { return req.pending == 0; });
-  if (!req.error.empty()) { *err = req.error; return false; }
+  if (!req.error.empty()) { *err = req.error; *failed_request = req.failed_request; return false; }
   return true;
 }
 
@@ -110,7 +111,7 @@ void ThreadsBackend::worker(int32_t index) {
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
-      if (!ok && w.req->error.empty()) w.req->error = msg;
+      if (!ok && w.req->error.empty()) { w.req->error = msg; w.req->failed_request = c.request; }
       if (--w.req->pending == 0) done_cv_.notify_all();
     }
   }

@@ -49,7 +49,7 @@ class UringBackend : public NvmeBackend {
   UringBackend(const NvmeFile& f, const NvmeSettings& s) : f_(f), s_(s) {}
   ~UringBackend() override;
   bool start(std::string* why);
-  bool run(const std::vector<NvmeChunk>& chunks, std::string* err) override;
+  bool run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) override;
   NvmeBackendKind kind() const override { return NVME_IO_URING; }
 
  private:
@@ -93,7 +93,7 @@ UringBackend::~UringBackend() {
   }
 }
 
-bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err) {
+bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) {
   if (chunks.empty()) return true;
   const bool is_write = chunks[0].is_write;
   const char* call = is_write ? "io_uring write" : "io_uring read";
@@ -114,7 +114,10 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err) {
       int32_t k = free_slots.back();
       Slot& s = slots[(size_t)k];
       s.chunk = &chunks[next];
-      if (!nvme_chunk_begin(f_, *s.chunk, r.staging.empty() ? nullptr : r.staging[(size_t)k], &s.io, &first)) break;
+      if (!nvme_chunk_begin(f_, *s.chunk, r.staging.empty() ? nullptr : r.staging[(size_t)k], &s.io, &first)) {
+        *failed_request = s.chunk->request;
+        break;
+      }
       next++;
       free_slots.pop_back();
       struct io_uring_sqe* sqe = io_uring_get_sqe(&r.ring);  // never null: queue_depth entries, <= queue_depth in flight
@@ -152,12 +155,14 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err) {
     std::string why;
     if (res < 0 && res != -EAGAIN && res != -EINTR) {
       first = f_.where(call, s.io.at) + errno_text(-res);
+      *failed_request = s.chunk->request;
       continue;
     }
     // a short or retryable completion: finish the rest with pread/pwrite
     const int64_t done = res < 0 ? 0 : res;
     if (done < s.io.len && !nvme_full_io(f_, is_write, s.io.buf + done, s.io.len - done, s.io.at + done, &why)) {
       first = f_.where(is_write ? "pwrite" : "pread", s.io.at + done) + why;
+      *failed_request = s.chunk->request;
       continue;
     }
     nvme_chunk_end(*s.chunk, s.io);
