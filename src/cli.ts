@@ -190,7 +190,7 @@ async function cmdRun(args: Args): Promise<void> {
       total += r.seconds;
       r.stats.streamBusySeconds.forEach((b, i) => { busy[i] += b; });
       bytes.h2d += r.stats.bytes.h2d; bytes.d2h += r.stats.bytes.d2h; bytes.nvmeRead += r.stats.bytes.nvmeRead; bytes.nvmeWrite += r.stats.bytes.nvmeWrite;
-      if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, seconds: r.seconds }) + '\n');
+      if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, seconds: r.seconds, busiestStreamSeconds: Math.max(...r.stats.streamBusySeconds) }) + '\n');
       else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms\n`);
     }
     if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);

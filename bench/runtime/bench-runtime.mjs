@@ -1,9 +1,10 @@
 // bench-runtime.mjs — `npm run bench:runtime` (after `npm run build`):
 //  1. the nvme store (native/tiers/nvme_store.h, O_DIRECT, queue depth 8, 1 MiB
-//     blocks) writing then reading a file, against fio in the same directory in
-//     the same run (direct=1, bs=1M; libaio at iodepth 8 = the store's queue depth,
-//     and psync at depth 1), rounds interleaved; fio from Debian, installed with
-//     apt-get when missing;
+//     blocks) writing then reading a file with each backend it has (io_uring when
+//     built with liburing, the pread/pwrite thread pool), against fio in the same
+//     directory in the same run (direct=1, bs=1M; io_uring and libaio at iodepth 8
+//     = the store's queue depth, and psync at depth 1), rounds interleaved; fio
+//     from Debian, installed with apt-get when missing;
 //  2. measured vs predicted step time of the bundled tiny models compiled with a
 //     profile calibrated here (`tiercut hw calibrate`), and the step time against
 //     the busiest stream's busy time (how well the streams overlap).
@@ -40,6 +41,7 @@ if (!haveFio()) {
 const fioVersion = haveFio() ? spawnSync('fio', ['--version'], { encoding: 'utf8' }).stdout.trim() : undefined;
 
 function fio(rw, engine, depth) {
+  if (engine === 'io_uring' && !fioUring) return NaN;
   const r = spawnSync('fio', ['--name=tiercut', `--directory=${work}`, `--rw=${rw}`, '--bs=1M', '--direct=1', `--size=${BYTES}`,
     `--ioengine=${engine}`, `--iodepth=${depth}`, '--numjobs=1', '--filename=fio.bin', '--output-format=json'], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`fio failed: ${r.stderr}`);
@@ -47,20 +49,37 @@ function fio(rw, engine, depth) {
   return (rw === 'write' ? job.write : job.read).bw_bytes;
 }
 
+// does this fio have the io_uring engine (and may it use it here)?
+const fioUring = fioVersion !== undefined && spawnSync('fio', ['--name=probe', `--directory=${work}`, '--rw=read', '--bs=4k', '--size=4k', '--ioengine=io_uring', '--filename=probe.bin', '--output-format=json'], { encoding: 'utf8' }).status === 0;
+rmSync(join(work, 'probe.bin'), { force: true });
+
 const addon = nativeAddon();
-const io = { storeW: [], storeR: [], fioW8: [], fioR8: [], fioW1: [], fioR1: [] };
+const backends = addon.nvmeBackends();
+const storeBackends = backends.uring ? ['uring', 'threads'] : ['threads'];
+const series = () => ({ w: [], r: [] });
+const io = { store: Object.fromEntries(storeBackends.map((b) => [b, series()])), fioUring8: series(), fioLibaio8: series(), fioPsync1: series() };
 let direct = true, note = '';
+function storeBench(backend) {
+  process.env.TIERCUT_NVME_IO = backend;
+  try { return addon.nvmeBench({ dir: work, bytes: BYTES, queueDepth: 8, blockBytes: 1 << 20, requestBytes: 64 << 20 }); }
+  finally { delete process.env.TIERCUT_NVME_IO; }
+}
 for (let round = 0; round < ROUNDS; round++) {
-  const s = addon.nvmeBench({ dir: work, bytes: BYTES, queueDepth: 8, blockBytes: 1 << 20, requestBytes: 64 << 20 });
-  io.storeW.push(s.writeBytesPerSec); io.storeR.push(s.readBytesPerSec);
-  direct = s.direct; note = s.note;
+  const line = [];
+  for (const b of storeBackends) {
+    const s = storeBench(b);
+    io.store[b].w.push(s.writeBytesPerSec); io.store[b].r.push(s.readBytesPerSec);
+    direct = s.direct; note = s.note;
+    line.push(`store ${s.backend} write ${gb(s.writeBytesPerSec)} read ${gb(s.readBytesPerSec)}`);
+  }
   if (fioVersion) {
-    io.fioW8.push(fio('write', 'libaio', 8)); io.fioR8.push(fio('read', 'libaio', 8));
-    io.fioW1.push(fio('write', 'psync', 1)); io.fioR1.push(fio('read', 'psync', 1));
+    for (const [key, engine, depth] of [['fioUring8', 'io_uring', 8], ['fioLibaio8', 'libaio', 8], ['fioPsync1', 'psync', 1]]) {
+      io[key].w.push(fio('write', engine, depth)); io[key].r.push(fio('read', engine, depth));
+      line.push(`fio ${engine} qd${depth} write ${gb(io[key].w.at(-1))} read ${gb(io[key].r.at(-1))}`);
+    }
     rmSync(join(work, 'fio.bin'), { force: true });
   }
-  console.log(`round ${round + 1}: store write ${gb(s.writeBytesPerSec)} read ${gb(s.readBytesPerSec)} GB/s` +
-    (fioVersion ? `; fio libaio qd8 write ${gb(io.fioW8.at(-1))} read ${gb(io.fioR8.at(-1))}; fio psync qd1 write ${gb(io.fioW1.at(-1))} read ${gb(io.fioR1.at(-1))}` : ''));
+  console.log(`round ${round + 1} (GB/s): ${line.join('; ')}`);
 }
 
 // ---------------------------------------------------------------------------
@@ -88,8 +107,9 @@ for (const [model, preset, extra, label] of MODELS) {
   if (r.status !== 0) { console.log(`${model}: run failed: ${r.stderr.trim()}`); continue; }
   const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
   const summary = lines.at(-1).summary;
-  const per = lines.filter((l) => l.step !== undefined).slice(2).map((l) => l.seconds); // after 2 warm-up steps
-  const measured = median(per);
+  const stepLines = lines.filter((l) => l.step !== undefined).slice(2); // after 2 warm-up steps
+  const measured = median(stepLines.map((l) => l.seconds));
+  const overlap = median(stepLines.map((l) => l.seconds / l.busiestStreamSeconds));
   const busy = summary.streamBusySeconds;
   const busiest = Object.entries(busy).sort((a, b) => b[1] - a[1])[0];
   const pbusy = summary.predictedStreamBusySeconds;
@@ -97,7 +117,8 @@ for (const [model, preset, extra, label] of MODELS) {
   const p = JSON.parse(readFileSync(plan, 'utf8'));
   steps.push({
     label: label ?? `${model.replace('models/', '').replace('.ts', '')} ${preset}`, instructions: p.instructions.length,
-    measured, predicted: summary.predictedStepSeconds, busiest, pbusiest, stepOverBusiest: summary.meanStepSeconds / busiest[1],
+    measured, predicted: summary.predictedStepSeconds, busiest, pbusiest, stepOverBusiest: overlap, nvme: summary.nvme,
+    commands: [`tiercut compile ${model} --preset ${preset} --hw calibrated.json ${extra.join(' ')} -o plan.json`.replace(/ +/g, ' '), `tiercut run plan.json --steps ${STEPS} --json --spill-dir DIR`],
   });
   console.log(`${steps.at(-1).label}: measured ${(measured * 1e3).toFixed(3)} ms, predicted ${(summary.predictedStepSeconds * 1e3).toFixed(3)} ms`);
 }
@@ -111,26 +132,33 @@ const ms = (s) => (s * 1e3).toFixed(3);
 const date = new Date().toISOString().slice(0, 10);
 const out = [];
 out.push('## Runtime: NVMe store vs fio, measured vs predicted step time', '');
-out.push('Command: `npm run bench:runtime` (bench/runtime/bench-runtime.mjs; `RUNTIME_BENCH_DIR` picks the directory).');
+out.push('Command: `npm run build && npm run bench:runtime` (bench/runtime/bench-runtime.mjs; `RUNTIME_BENCH_DIR` picks the directory).');
 out.push(`Run ${date}. Machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; directory ${DIR}; ` +
   `${(BYTES / 2 ** 30).toFixed(2)} GiB per pass, ${ROUNDS} rounds interleaved, median; ${fioVersion ?? 'fio not available'}. ` +
   `Load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end; bench wall ${((Date.now() - t0) / 1e3).toFixed(0)} s.`, '');
-out.push(`Store: ${direct ? 'O_DIRECT' : `buffered (${note})`}, 8 I/O threads, 1 MiB blocks, 64 MiB requests.`, '');
-out.push('| | tiercut store GB/s | fio libaio iodepth 8 GB/s | store / fio | fio psync iodepth 1 GB/s | store / fio psync |');
-out.push('|---|---:|---:|---:|---:|---:|');
-for (const [name, s, f8, f1] of [['write', io.storeW, io.fioW8, io.fioW1], ['read', io.storeR, io.fioR8, io.fioR1]]) {
-  const m = median(s);
-  out.push(fioVersion ? `| ${name} | ${gb(m)} | ${gb(median(f8))} | ${pct(m, median(f8))} | ${gb(median(f1))} | ${pct(m, median(f1))} |`
-    : `| ${name} | ${gb(m)} | – | – | – | – |`);
+out.push(`Store: ${direct ? 'O_DIRECT' : `buffered (${note})`}, queue depth 8, 1 MiB blocks, 64 MiB requests; backends ${storeBackends.map((b) => (b === 'uring' ? 'io_uring (liburing)' : 'thread pool (pread/pwrite)')).join(' and ')}` +
+  `${backends.uring ? '' : ` (io_uring unavailable: ${backends.uringWhy})`}. fio: direct=1, bs=1M, same directory, same rounds.`, '');
+const med = (a) => median(a.filter((x) => Number.isFinite(x)));
+const cols = [['fio io_uring qd8', io.fioUring8], ['fio libaio qd8', io.fioLibaio8], ['fio psync qd1', io.fioPsync1]];
+out.push(`| | ${storeBackends.map((b) => `store ${b === 'uring' ? 'io_uring' : 'threads'} GB/s`).join(' | ')} | ${cols.map(([n]) => `${n} GB/s`).join(' | ')} | ${storeBackends.map((b) => `store ${b === 'uring' ? 'io_uring' : 'threads'} / best fio qd8`).join(' | ')} |`);
+out.push(`|---|${storeBackends.map(() => '---:').join('|')}|${cols.map(() => '---:').join('|')}|${storeBackends.map(() => '---:').join('|')}|`);
+for (const [name, k] of [['write', 'w'], ['read', 'r']]) {
+  const best8 = Math.max(...[med(io.fioUring8[k]), med(io.fioLibaio8[k])].filter((x) => Number.isFinite(x)));
+  out.push(`| ${name} | ${storeBackends.map((b) => gb(med(io.store[b][k]))).join(' | ')} | ${cols.map(([, s]) => (fioVersion ? gb(med(s[k])) : '–')).join(' | ')} | ` +
+    `${storeBackends.map((b) => (fioVersion ? pct(med(io.store[b][k]), best8) : '–')).join(' | ')} |`);
 }
-out.push('', 'Per round (GB/s, store / fio libaio qd8 / fio psync qd1): ' +
-  io.storeW.map((_, i) => `write ${gb(io.storeW[i])}/${gb(io.fioW8[i] ?? NaN)}/${gb(io.fioW1[i] ?? NaN)}, read ${gb(io.storeR[i])}/${gb(io.fioR8[i] ?? NaN)}/${gb(io.fioR1[i] ?? NaN)}`).join('; ') + '.', '');
-out.push(`Step time with a profile from \`tiercut hw calibrate\` (${cal.stdout.trim().replace(/^wrote \S+: /, '')}); ` +
-  `${STEPS} steps, median after 2 warm-up steps; "busiest" is the busiest stream's measured busy time per step (mean).`, '');
+out.push('', 'Per round (GB/s, write/read): ' + Array.from({ length: ROUNDS }, (_, i) =>
+  `round ${i + 1}: ${storeBackends.map((b) => `store ${b} ${gb(io.store[b].w[i])}/${gb(io.store[b].r[i])}`).join(', ')}` +
+  (fioVersion ? `, ${cols.map(([n, s]) => `${n} ${gb(s.w[i])}/${gb(s.r[i])}`).join(', ')}` : '')).join('; ') + '.', '');
+out.push(`Step time with a profile from \`tiercut hw calibrate -o calibrated.json --spill-dir DIR\` (${cal.stdout.trim().replace(/^wrote \S+: /, '')}); ` +
+  `each model compiled with it and run ${STEPS} steps (commands below); measured = median step after 2 warm-up steps; ` +
+  `"busiest" = the busiest stream's measured busy time (mean per step); step / busiest = median over the same steps of each step's time over its busiest stream's busy time.`, '');
 out.push('| model | instructions | measured ms | predicted ms | measured / predicted | busiest stream (measured) ms | step / busiest | busiest stream (predicted) |');
 out.push('|---|---:|---:|---:|---:|---:|---:|---:|');
 for (const s of steps)
   out.push(`| ${s.label} | ${s.instructions} | ${ms(s.measured)} | ${ms(s.predicted)} | ${(s.measured / s.predicted).toFixed(2)} | ${s.busiest[0]} ${ms(s.busiest[1])} | ${s.stepOverBusiest.toFixed(2)} | ${s.pbusiest[0]} ${ms(s.pbusiest[1])} |`);
+out.push('', 'Commands per model:', '');
+for (const s of steps) out.push(`- ${s.label}: \`${s.commands.join('` then `')}\`${s.nvme ? ` (nvme: ${s.nvme.backend}, ${s.nvme.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${s.nvme.queueDepth}, ${s.nvme.edgeReads} edge-block reads)` : ''}`);
 const table = out.join('\n');
 console.log('\n' + table);
 

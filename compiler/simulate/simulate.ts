@@ -9,8 +9,20 @@
 // stream that had to block for an instruction of another stream starts
 // wakeSeconds after that instruction ends; the step ends stepSeconds after its
 // last instruction. Busy time counts instruction durations only (as the runtime
-// measures it). Because every wait points to an earlier instruction, one pass
-// in id order computes every start and end time. Cost: O(instructions + waits).
+// measures it).
+//
+// NVMe batches, as the executor forms them (native/exec/executor.cc,
+// gather_nvme_batch): when an nvme copy starts at time t, the copies (same
+// direction) and frees right after it on its stream join it while they are
+// ready at t and touch nothing an earlier member touches (host bytes of a
+// read, 4096-byte file blocks of a write); up to 64. The batch lasts
+// ceil(copies / queue depth) request latencies + its bytes / bandwidth, and
+// every member ends with it. Here a member must be ready through waits on
+// instructions before the batch's first (the runtime may also find later
+// ones done; the prediction is the conservative side of it).
+//
+// Because every wait points to an earlier instruction, one pass in id order
+// computes every start and end time. Cost: O(instructions + waits).
 
 import { copySeconds, opSeconds } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
@@ -32,13 +44,40 @@ export function instructionSeconds(g: Graph, p: Placement, buffers: readonly Pla
   return 0;
 }
 
+const MAX_NVME_BATCH = 64;  // kMaxNvmeBatch in native/exec/executor.h
+const NVME_BLOCK = 4096;
+
+/** A copy to or from nvme: its direction, host range and file blocks. */
+function nvmeCopy(buffers: readonly PlanBuffer[], x: PlanInstruction) {
+  if (x.kind !== 'copy') return undefined;
+  const s = buffers[x.inputs[0]], d = buffers[x.outputs[0]];
+  if (s.tier !== 'nvme' && d.tier !== 'nvme') return undefined;
+  const host = s.tier === 'nvme' ? d : s, file = s.tier === 'nvme' ? s : d;
+  return {
+    write: d.tier === 'nvme', bytes: s.sizeBytes, hostTier: host.tier, h0: host.offsetBytes, h1: host.offsetBytes + host.sizeBytes,
+    f0: Math.floor(file.offsetBytes / NVME_BLOCK) * NVME_BLOCK, f1: Math.ceil((file.offsetBytes + file.sizeBytes) / NVME_BLOCK) * NVME_BLOCK,
+  };
+}
+
+/** Instruction ids per stream, in order, and each instruction's position in its stream. */
+function streamOrder(ins: readonly PlanInstruction[]) {
+  const order = new Map<StreamName, number[]>();
+  const pos = new Int32Array(ins.length);
+  for (const x of ins) { const l = order.get(x.stream) ?? []; pos[x.id] = l.length; l.push(x.id); order.set(x.stream, l); }
+  return { order, pos };
+}
+
 export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[], ins: readonly PlanInstruction[], hw: HardwareProfile): Simulation {
   const start = new Float64Array(ins.length), end = new Float64Array(ins.length);
   const free = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<StreamName, number>;
   const busy = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<StreamName, number>;
   const over = hw.executor ?? { instructionSeconds: 0, wakeSeconds: 0, stepSeconds: 0 };
+  const queueDepth = hw.nvme.queueDepth ?? 8;
+  const { order, pos } = streamOrder(ins);
+  const inBatch = new Uint8Array(ins.length);  // 1: timed as a member of an earlier batch
   let step = 0;
   for (const x of ins) {
+    if (inBatch[x.id]) continue;
     const ready = free[x.stream];
     let t = ready;
     for (const w of x.waits) {
@@ -46,8 +85,28 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
       const woken = end[w] > ready && ins[w].stream !== x.stream ? end[w] + over.wakeSeconds : end[w];
       t = Math.max(t, woken);
     }
-    const d = instructionSeconds(g, p, buffers, x, hw);
-    start[x.id] = t; end[x.id] = t + d;
+    let d = instructionSeconds(g, p, buffers, x, hw);
+    const members = [x.id];
+    const first = nvmeCopy(buffers, x);
+    if (first) {
+      // the batch: ready copies (same direction, nothing shared) and frees after x on its stream
+      const list = order.get(x.stream)!, copies = [first];
+      for (let j = pos[x.id] + 1; j < list.length && members.length < MAX_NVME_BATCH; j++) {
+        const y = ins[list[j]];
+        if (!y.waits.every((w) => w < x.id && end[w] <= t)) break;
+        const c = nvmeCopy(buffers, y);
+        if (y.kind !== 'free' && (!c || c.write !== first.write)) break;
+        if (c && copies.some((m) => (c.write ? c.f0 < m.f1 && m.f0 < c.f1 : c.hostTier === m.hostTier && c.h0 < m.h1 && m.h0 < c.h1))) break;
+        if (c) copies.push(c);
+        members.push(y.id);
+      }
+      if (copies.length > 1) {
+        const latency = (first.write ? hw.nvme.writeLatencySeconds : hw.nvme.readLatencySeconds) ?? 0;
+        const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
+        d = Math.ceil(copies.length / queueDepth) * latency + copies.reduce((s, c) => s + c.bytes, 0) / bandwidth;
+      }
+    }
+    for (const m of members) { start[m] = t; end[m] = t + d; inBatch[m] = 1; }
     free[x.stream] = t + d + over.instructionSeconds;
     busy[x.stream] += d;
     step = Math.max(step, t + d);
