@@ -7,8 +7,10 @@
 // run instruction (the executor's per-instruction trace; median over steps),
 // and fit, per op kind over all its instances,
 //   measured seconds = fixedSeconds + rooflineFactor x roofline seconds
-// by least squares (both coefficients >= 0; through the origin when the
-// instances do not spread enough to separate the two).
+// by least squares on the relative error (weights 1 / measured^2, so a 1 µs
+// kernel counts as much as a 100 µs one: small models are sums of small
+// kernels); both coefficients >= 0; through the origin when the instances do
+// not spread enough to separate the two.
 //
 // The workload: the bundled DSL models (gpt, llama, bert, mlp) at their tiny
 // preset with the batch halved and doubled — shapes on both sides of the tiny
@@ -29,16 +31,20 @@ const WORKLOADS: readonly [string, number][] = [
 
 const median = (a: readonly number[]) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 
-/** Least squares m = a + b r with a, b >= 0. */
+/** Weighted least squares m = a + b r (weights 1 / m^2: relative error) with a, b >= 0. */
 export function fitKernel(roofline: readonly number[], measured: readonly number[]): KernelCost {
   const n = roofline.length;
-  const mr = roofline.reduce((s, x) => s + x, 0) / n, mm = measured.reduce((s, x) => s + x, 0) / n;
+  const w = measured.map((m) => 1 / Math.max(m, 1e-12) ** 2);
+  const W = w.reduce((s, x) => s + x, 0);
+  let mr = 0, mm = 0;
+  for (let i = 0; i < n; i++) { mr += w[i] * roofline[i]; mm += w[i] * measured[i]; }
+  mr /= W; mm /= W;
   let srr = 0, srm = 0, s0rr = 0, s0rm = 0;
   for (let i = 0; i < n; i++) {
-    srr += (roofline[i] - mr) ** 2; srm += (roofline[i] - mr) * (measured[i] - mm);
-    s0rr += roofline[i] ** 2; s0rm += roofline[i] * measured[i];
+    srr += w[i] * (roofline[i] - mr) ** 2; srm += w[i] * (roofline[i] - mr) * (measured[i] - mm);
+    s0rr += w[i] * roofline[i] ** 2; s0rm += w[i] * roofline[i] * measured[i];
   }
-  const spread = mr > 0 ? Math.sqrt(srr / n) / mr : 0;
+  const spread = mr > 0 ? Math.sqrt(srr / W) / mr : 0;
   if (spread > 0.05) {
     const b = srm / srr, a = mm - b * mr;
     if (a >= 0 && b >= 0) return { fixedSeconds: a, rooflineFactor: b };

@@ -12,7 +12,8 @@
 //                       (64 MiB requests, queue depth 8, 1 MiB blocks: the store's
 //                       settings, also written as nvme.queueDepth / blockBytes)
 //   nvme request        nvmeBench with 4 KiB requests     -> nvme.read/writeLatencySeconds
-//                       (time per request - 4 KiB / bandwidth)
+//                       (time per request - 4 KiB / bandwidth; median of 7 passes
+//                       of 256 requests: a shared disk's latency wanders)
 //   kernels             src/calibrate-kernels.ts          -> kernels (per op kind)
 //   executor            src/calibrate-executor.ts         -> executor (per instruction,
 //                                                            wake-up, step)
@@ -84,11 +85,13 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
   } catch (e) {
     throw diag.runtime(`nvme tier: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
   }
-  let nvme: ReturnType<typeof addon.nvmeBench>, small: ReturnType<typeof addon.nvmeBench>;
+  let nvme: ReturnType<typeof addon.nvmeBench>, small: { readBytesPerSec: number; writeBytesPerSec: number };
   let freeBytes: number;
   try {
     nvme = addon.nvmeBench({ dir, bytes: opts.nvmeBytes ?? 256 << 20, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
-    small = addon.nvmeBench({ dir, bytes: 4 << 20, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
+    const passes = Array.from({ length: 7 }, () => addon.nvmeBench({ dir, bytes: 1 << 20, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES }));
+    const med = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
+    small = { readBytesPerSec: med(passes.map((r) => r.readBytesPerSec)), writeBytesPerSec: med(passes.map((r) => r.writeBytesPerSec)) };
     const fs = statfsSync(dir);
     freeBytes = Number(fs.bavail) * Number(fs.bsize);
   } catch (e) {
