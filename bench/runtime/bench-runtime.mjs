@@ -40,8 +40,11 @@ if (!haveFio()) {
 }
 const fioVersion = haveFio() ? spawnSync('fio', ['--version'], { encoding: 'utf8' }).stdout.trim() : undefined;
 
+// Every write pass, the store's and fio's, goes to a new file (fio preallocates
+// it, as the store does), and reads read what that pass wrote.
 function fio(rw, engine, depth) {
   if (engine === 'io_uring' && !fioUring) return NaN;
+  if (rw === 'write') rmSync(join(work, 'fio.bin'), { force: true });
   const r = spawnSync('fio', ['--name=tiercut', `--directory=${work}`, `--rw=${rw}`, '--bs=1M', '--direct=1', `--size=${BYTES}`,
     `--ioengine=${engine}`, `--iodepth=${depth}`, '--numjobs=1', '--filename=fio.bin', '--output-format=json'], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`fio failed: ${r.stderr}`);
@@ -64,21 +67,25 @@ function storeBench(backend) {
   try { return addon.nvmeBench({ dir: work, bytes: BYTES, queueDepth: 8, blockBytes: 1 << 20, requestBytes: 64 << 20 }); }
   finally { delete process.env.TIERCUT_NVME_IO; }
 }
-for (let round = 0; round < ROUNDS; round++) {
-  const line = [];
-  for (const b of storeBackends) {
+// The contenders of a round run one after another; their order rotates from
+// round to round, so that none always follows the same neighbour (this disk's
+// speed drifts within seconds).
+const contenders = [
+  ...storeBackends.map((b) => () => {
     const s = storeBench(b);
     io.store[b].w.push(s.writeBytesPerSec); io.store[b].r.push(s.readBytesPerSec);
     direct = s.direct; note = s.note;
-    line.push(`store ${s.backend} write ${gb(s.writeBytesPerSec)} read ${gb(s.readBytesPerSec)}`);
-  }
-  if (fioVersion) {
-    for (const [key, engine, depth] of [['fioUring8', 'io_uring', 8], ['fioLibaio8', 'libaio', 8], ['fioPsync1', 'psync', 1]]) {
-      io[key].w.push(fio('write', engine, depth)); io[key].r.push(fio('read', engine, depth));
-      line.push(`fio ${engine} qd${depth} write ${gb(io[key].w.at(-1))} read ${gb(io[key].r.at(-1))}`);
-    }
-    rmSync(join(work, 'fio.bin'), { force: true });
-  }
+    return `store ${s.backend} write ${gb(s.writeBytesPerSec)} read ${gb(s.readBytesPerSec)}`;
+  }),
+  ...(fioVersion ? [['fioUring8', 'io_uring', 8], ['fioLibaio8', 'libaio', 8], ['fioPsync1', 'psync', 1]].map(([key, engine, depth]) => () => {
+    io[key].w.push(fio('write', engine, depth)); io[key].r.push(fio('read', engine, depth));
+    return `fio ${engine} qd${depth} write ${gb(io[key].w.at(-1))} read ${gb(io[key].r.at(-1))}`;
+  }) : []),
+];
+for (let round = 0; round < ROUNDS; round++) {
+  const line = [];
+  for (let i = 0; i < contenders.length; i++) line.push(contenders[(i + round) % contenders.length]());
+  rmSync(join(work, 'fio.bin'), { force: true });
   console.log(`round ${round + 1} (GB/s): ${line.join('; ')}`);
 }
 
@@ -137,7 +144,8 @@ out.push(`Run ${date}. Machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?
   `${(BYTES / 2 ** 30).toFixed(2)} GiB per pass, ${ROUNDS} rounds interleaved, median; ${fioVersion ?? 'fio not available'}. ` +
   `Load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end; bench wall ${((Date.now() - t0) / 1e3).toFixed(0)} s.`, '');
 out.push(`Store: ${direct ? 'O_DIRECT' : `buffered (${note})`}, queue depth 8, 1 MiB blocks, 64 MiB requests; backends ${storeBackends.map((b) => (b === 'uring' ? 'io_uring (liburing)' : 'thread pool (pread/pwrite)')).join(' and ')}` +
-  `${backends.uring ? '' : ` (io_uring unavailable: ${backends.uringWhy})`}. fio: direct=1, bs=1M, same directory, same rounds.`, '');
+  `${backends.uring ? '' : ` (io_uring unavailable: ${backends.uringWhy})`}. fio: direct=1, bs=1M, same directory, same rounds. ` +
+  'Every write pass (store or fio) writes a new preallocated file, every read pass reads it back; the order of the contenders rotates each round.', '');
 const med = (a) => median(a.filter((x) => Number.isFinite(x)));
 const cols = [['fio io_uring qd8', io.fioUring8], ['fio libaio qd8', io.fioLibaio8], ['fio psync qd1', io.fioPsync1]];
 out.push(`| | ${storeBackends.map((b) => `store ${b === 'uring' ? 'io_uring' : 'threads'} GB/s`).join(' | ')} | ${cols.map(([n]) => `${n} GB/s`).join(' | ')} | ${storeBackends.map((b) => `store ${b === 'uring' ? 'io_uring' : 'threads'} / best fio qd8`).join(' | ')} |`);

@@ -7,6 +7,7 @@
 
 #include "../adam/cpu_adam.h"
 #include "half.h"
+#include "spin.h"
 
 namespace tiercut {
 
@@ -55,7 +56,9 @@ Executor::Executor(const Program& p, const Arenas& arenas) : p_(p), arenas_(aren
   start_.assign(n, 0);
   end_.assign(n, 0);
   prepared_.assign(n, Prepared());
-  done_gen_.assign(n, 0);
+  done_gen_.reset(new std::atomic<int64_t>[n]);
+  for (size_t i = 0; i < n; i++) done_gen_[i].store(0);
+  spin_ns_ = spin_limit_ns();
   live_.assign(p.buffers.size(), 0);
 
   for (size_t id = 0; id < n; id++) {
@@ -156,6 +159,7 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
     std::lock_guard<std::mutex> lk(mu_);
     running_--;
   }
+  spin_until([&] { return running_.load(std::memory_order_acquire) == 0; }, spin_ns_);
   {
     std::unique_lock<std::mutex> lk(mu_);
     finish_cv_.wait(lk, [&] { return running_ == 0; });
@@ -194,7 +198,7 @@ void Executor::stream_main(int32_t s) {
 
 bool Executor::waits_done(int32_t id, int64_t gen) const {
   for (int32_t w : p_.instructions[id].waits)
-    if (done_gen_[w] != gen) return false;
+    if (done_gen_[w].load(std::memory_order_acquire) != gen) return false;
   return true;
 }
 
@@ -204,6 +208,8 @@ void Executor::run_stream(int32_t s, int64_t gen) {
   for (size_t k = 0; k < st.instructions.size();) {
     const int32_t id = st.instructions[k];
     batch.assign(1, id);
+    // poll first: a thread that blocks may take a long time to wake (exec/spin.h)
+    spin_until([&] { return abort_.load(std::memory_order_acquire) || waits_done(id, gen); }, spin_ns_);
     {
       std::unique_lock<std::mutex> lk(mu_);
       done_cv_.wait(lk, [&] { return abort_ || waits_done(id, gen); });
@@ -234,7 +240,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
       std::lock_guard<std::mutex> lk(mu_);
       if (ok) {
         for (int32_t b : batch) {
-          done_gen_[b] = gen;
+          done_gen_[b].store(gen, std::memory_order_release);
           const Instruction& ins = p_.instructions[b];
           if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
             const BufferSpec& fb = p_.buffers[ins.inputs[0]];

@@ -12,7 +12,8 @@
 //     a plan whose work is all on one stream then wakes none.)
 //   - an instruction starts only when every instruction in its `waits` has
 //     completed in the current step (events: a per-instruction "completed in
-//     generation g" number under one mutex + condition variable). Because every
+//     generation g" number, written under one mutex + condition variable; a
+//     waiter polls it for up to TIERCUT_SPIN_US before blocking, exec/spin.h). Because every
 //     wait points to an earlier id, the lowest unfinished instruction can always
 //     start, so a step cannot deadlock.
 //   - the first error (kernel message, I/O error) aborts the step: every thread
@@ -29,8 +30,10 @@
 //     complete together (in stream order, as every wait assumes).
 // Never calls N-API; touches only the Program, the Arenas and its own state.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -126,7 +129,7 @@ class Executor {
   void gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch);  // mu_ held
   bool execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed);
   std::string describe(int32_t id) const;
-  bool waits_done(int32_t id, int64_t gen) const;   // mu_ held
+  bool waits_done(int32_t id, int64_t gen) const;   // mu_ not needed (atomics)
   void note_start(int32_t id);                       // mu_ held: liveness and extents
   void touch(int32_t buffer);                        // mu_ held
   void make_live(int32_t buffer);                    // mu_ held
@@ -140,15 +143,19 @@ class Executor {
   std::vector<int32_t> active_streams_;
   int32_t lead_stream_ = -1;           // run by the caller of step(); -1 when there are no instructions
 
+  int64_t spin_ns_ = 0;                // spin_limit_ns() (exec/spin.h): poll before blocking
+
   std::mutex mu_;                      // guards everything below
   std::condition_variable start_cv_;   // a new generation (step) or stop
   std::condition_variable done_cv_;    // an instruction completed, or abort
   std::condition_variable finish_cv_;  // running_ reached 0
   int64_t generation_ = 0;             // internal step counter; never repeats
-  std::vector<int64_t> done_gen_;      // per instruction: last generation it completed in
-  int32_t running_ = 0;                // stream threads still in the current step
+  // per instruction: last generation it completed in. Written under mu_ (release),
+  // also read without it (acquire) by a waiter that polls before blocking.
+  std::unique_ptr<std::atomic<int64_t>[]> done_gen_;
+  std::atomic<int32_t> running_{0};    // streams still in the current step (written under mu_)
   bool stop_ = false;
-  bool abort_ = false;
+  std::atomic<bool> abort_{false};     // written under mu_
   std::string error_;
   int64_t step_number_ = 1;
   bool has_lr_ = false;

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <mutex>
 #include <vector>
+
+#include "../exec/spin.h"
 #endif
 
 namespace tiercut {
@@ -137,9 +139,12 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, i
       }
     }
     if (inflight == 0) break;
+    // poll the completion queue first (exec/spin.h: a thread asleep in the
+    // kernel wakes slowly on a VM), then block
     struct io_uring_cqe* cqe = nullptr;
-    int rc;
-    do rc = io_uring_wait_cqe(&r.ring, &cqe); while (rc == -EINTR);
+    int rc = -EAGAIN;
+    spin_until([&] { return (rc = io_uring_peek_cqe(&r.ring, &cqe)) == 0; }, spin_limit_ns());
+    if (rc != 0) do rc = io_uring_wait_cqe(&r.ring, &cqe); while (rc == -EINTR);
     if (rc < 0) {
       r.broken = true;
       *err = "nvme tier: io_uring_wait_cqe for " + f_.path + ": " + errno_text(-rc);

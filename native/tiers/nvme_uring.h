@@ -6,8 +6,10 @@
 // whole life (requests of one direction run one after another). Each ring has
 // queue_depth entries and, in O_DIRECT mode, queue_depth staging buffers of
 // block_bytes (one per slot). The calling thread itself keeps up to
-// queue_depth chunk I/Os submitted, reaps completions, refills free slots and
-// returns when every chunk is done: no I/O threads, no hand-offs. A completion
+// queue_depth chunk I/Os submitted, reaps completions (polling the completion
+// queue for up to TIERCUT_SPIN_US before sleeping in the kernel, exec/spin.h),
+// refills free slots and returns when every chunk is done: no I/O threads, no
+// hand-offs. A completion
 // with fewer bytes than asked is finished with pread/pwrite (which names a
 // short read as such); an error names "io_uring read|write", the file, the
 // offset and the OS error.
