@@ -5,7 +5,8 @@
 // its time in tanh, a small matmul in loop overhead, every call has a fixed
 // cost. So: run a calibration workload through the real runtime, time every
 // run instruction (the executor's per-instruction trace; median over steps),
-// and fit, per op kind over all its instances,
+// and fit, per kernel (compiler/cost kernelKey: the op kind and its flag
+// attributes, e.g. gelu and gelu[erf]) over all its instances,
 //   measured seconds = fixedSeconds + rooflineFactor x roofline seconds
 // by least squares on the relative error (weights 1 / measured^2, so a 1 µs
 // kernel counts as much as a 100 µs one: small models are sums of small
@@ -14,11 +15,11 @@
 //
 // The workload: the bundled DSL models (gpt, llama, bert, mlp) at their tiny
 // preset with the batch halved and doubled — shapes on both sides of the tiny
-// presets, none equal to them — all on the (emulated) GPU. Op kinds the
+// presets, none equal to them — all on the (emulated) GPU. Kernels the
 // workload does not contain keep their roofline cost.
 
 import { join } from 'node:path';
-import { rooflineSeconds } from '../compiler/cost/cost.js';
+import { kernelKey, rooflineSeconds } from '../compiler/cost/cost.js';
 import { loadProfile, type KernelCost } from '../compiler/cost/profiles.js';
 import { syntheticData } from '../runtime/data.js';
 import { TrainingSession } from '../runtime/session.js';
@@ -87,10 +88,11 @@ export async function measureKernels(hwFile: string, opts: { steps?: number } = 
       if (x.kind !== 'run') continue;
       const op = plan.graph.ops[x.op];
       const tier = plan.placement.opTier[x.op];
-      const e = byKind.get(op.kind) ?? { r: [], m: [] };
+      const key = kernelKey(op);
+      const e = byKind.get(key) ?? { r: [], m: [] };
       e.r.push(rooflineSeconds(plan.graph, op, tier, hw));
       e.m.push(median(times[x.id]));
-      byKind.set(op.kind, e);
+      byKind.set(key, e);
     }
   }
   const kernels: Record<string, KernelCost> = {}, samples: Record<string, number> = {};

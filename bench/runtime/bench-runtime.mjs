@@ -10,7 +10,8 @@
 //     the busiest stream's busy time (how well the streams overlap).
 // Prints a markdown table and replaces the runtime section of docs/BENCHMARKS.md.
 // Env: RUNTIME_BENCH_DIR (default: the OS temp dir), RUNTIME_BENCH_BYTES (default
-// 1 GiB), RUNTIME_BENCH_ROUNDS (3), RUNTIME_BENCH_STEPS (30).
+// 1 GiB), RUNTIME_BENCH_ROUNDS (3), RUNTIME_BENCH_STEPS (30), RUNTIME_BENCH_REPEATS
+// (3: calibrate + run every model, repeated).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -24,6 +25,7 @@ const DIR = process.env.RUNTIME_BENCH_DIR ?? tmpdir();
 const BYTES = Number(process.env.RUNTIME_BENCH_BYTES ?? 2 ** 30);
 const ROUNDS = Number(process.env.RUNTIME_BENCH_ROUNDS ?? 3);
 const STEPS = Number(process.env.RUNTIME_BENCH_STEPS ?? 30);
+const REPEATS = Number(process.env.RUNTIME_BENCH_REPEATS ?? 3);
 const work = mkdtempSync(join(DIR, 'tiercut-bench-runtime-'));
 const gb = (x) => (x / 1e9).toFixed(2);
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
@@ -94,9 +96,7 @@ for (let round = 0; round < ROUNDS; round++) {
 
 const cli = (...args) => spawnSync(process.execPath, [join(root, 'bin/tiercut.js'), ...args], { encoding: 'utf8', cwd: root, maxBuffer: 1 << 28 });
 const profile = join(work, 'calibrated.json');
-const cal = cli('hw', 'calibrate', '-o', profile, '--spill-dir', work);
-if (cal.status !== 0) throw new Error(`calibrate failed: ${cal.stderr}`);
-console.log(cal.stdout.trim());
+const calibrations = [];
 
 const MODELS = [
   ['models/gpt.ts', 'tiny', []],
@@ -105,7 +105,17 @@ const MODELS = [
   ['models/bert.ts', 'tiny', []],
   ['models/mlp.ts', 'tiny', []],
 ];
+// REPEATS times: calibrate, then compile and run every model with that profile
+// (this machine's load drifts: each repeat's prediction is compared with runs
+// made right after its calibration; the table gives the median over repeats)
+const runs = [];
+for (let rep = 0; rep < REPEATS; rep++) {
+const cal = cli('hw', 'calibrate', '-o', profile, '--spill-dir', work);
+if (cal.status !== 0) throw new Error(`calibrate failed: ${cal.stderr}`);
+console.log(`repeat ${rep + 1}: ${cal.stdout.trim()}`);
+calibrations.push(cal.stdout.trim().replace(/^wrote \S+: /, ''));
 const steps = [];
+runs.push(steps);
 for (const [model, preset, extra, label] of MODELS) {
   const plan = join(work, `${preset}-${steps.length}.plan.json`);
   const c = cli('compile', model, '--preset', preset, '--hw', profile, ...extra, '-o', plan);
@@ -127,7 +137,8 @@ for (const [model, preset, extra, label] of MODELS) {
     measured, predicted: summary.predictedStepSeconds, busiest, pbusiest, stepOverBusiest: overlap, nvme: summary.nvme,
     commands: [`tiercut compile ${model} --preset ${preset} --hw calibrated.json ${extra.join(' ')} -o plan.json`.replace(/ +/g, ' '), `tiercut run plan.json --steps ${STEPS} --json --spill-dir DIR`],
   });
-  console.log(`${steps.at(-1).label}: measured ${(measured * 1e3).toFixed(3)} ms, predicted ${(summary.predictedStepSeconds * 1e3).toFixed(3)} ms`);
+  console.log(`${steps.at(-1).label}: measured ${(measured * 1e3).toFixed(3)} ms, predicted ${(summary.predictedStepSeconds * 1e3).toFixed(3)} ms, step / busiest ${overlap.toFixed(2)}`);
+}
 }
 rmSync(work, { recursive: true, force: true });
 
@@ -158,15 +169,27 @@ for (const [name, k] of [['write', 'w'], ['read', 'r']]) {
 out.push('', 'Per round (GB/s, write/read): ' + Array.from({ length: ROUNDS }, (_, i) =>
   `round ${i + 1}: ${storeBackends.map((b) => `store ${b} ${gb(io.store[b].w[i])}/${gb(io.store[b].r[i])}`).join(', ')}` +
   (fioVersion ? `, ${cols.map(([n, s]) => `${n} ${gb(s.w[i])}/${gb(s.r[i])}`).join(', ')}` : '')).join('; ') + '.', '');
-out.push(`Step time with a profile from \`tiercut hw calibrate -o calibrated.json --spill-dir DIR\` (${cal.stdout.trim().replace(/^wrote \S+: /, '')}); ` +
-  `each model compiled with it and run ${STEPS} steps (commands below); measured = median step after 2 warm-up steps; ` +
-  `"busiest" = the busiest stream's measured busy time (mean per step); step / busiest = median over the same steps of each step's time over its busiest stream's busy time.`, '');
-out.push('| model | instructions | measured ms | predicted ms | measured / predicted | busiest stream (measured) ms | step / busiest | busiest stream (predicted) |');
+out.push(`Step time: ${REPEATS} repeats of \`tiercut hw calibrate -o calibrated.json --spill-dir DIR\` followed by every model compiled with that profile and run ${STEPS} steps ` +
+  `(commands below). Per repeat: measured = median step after 2 warm-up steps; step / busiest = median over the same steps of each step's time over its busiest stream's busy time. ` +
+  `The table gives per model the median over the repeats (each repeat's measured / predicted in brackets); "busiest" columns are from the median repeat.`, '');
+calibrations.forEach((c, i) => out.push(`- calibration ${i + 1}: ${c}`));
+out.push('');
+out.push('| model | instructions | measured ms | predicted ms | measured / predicted (per repeat) | step / busiest (per repeat) | busiest stream (measured) ms | busiest stream (predicted) ms |');
 out.push('|---|---:|---:|---:|---:|---:|---:|---:|');
-for (const s of steps)
-  out.push(`| ${s.label} | ${s.instructions} | ${ms(s.measured)} | ${ms(s.predicted)} | ${(s.measured / s.predicted).toFixed(2)} | ${s.busiest[0]} ${ms(s.busiest[1])} | ${s.stepOverBusiest.toFixed(2)} | ${s.pbusiest[0]} ${ms(s.pbusiest[1])} |`);
+const labels = [...new Set(runs.flat().map((s) => s.label))];
+const rows = [];
+for (const label of labels) {
+  const reps = runs.map((r) => r.find((s) => s.label === label)).filter(Boolean);
+  const ratio = reps.map((s) => s.measured / s.predicted);
+  const mid = reps[ratio.indexOf(median(ratio))];
+  const overl = reps.map((s) => s.stepOverBusiest);
+  rows.push({ label, ratio: median(ratio), overlap: median(overl), nvme: mid.nvme, commands: mid.commands });
+  out.push(`| ${label} | ${mid.instructions} | ${ms(median(reps.map((s) => s.measured)))} | ${ms(median(reps.map((s) => s.predicted)))} | ` +
+    `**${median(ratio).toFixed(2)}** (${ratio.map((x) => x.toFixed(2)).join(', ')}) | **${median(overl).toFixed(2)}** (${overl.map((x) => x.toFixed(2)).join(', ')}) | ` +
+    `${mid.busiest[0]} ${ms(mid.busiest[1])} | ${mid.pbusiest[0]} ${ms(mid.pbusiest[1])} |`);
+}
 out.push('', 'Commands per model:', '');
-for (const s of steps) out.push(`- ${s.label}: \`${s.commands.join('` then `')}\`${s.nvme ? ` (nvme: ${s.nvme.backend}, ${s.nvme.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${s.nvme.queueDepth}, ${s.nvme.edgeReads} edge-block reads)` : ''}`);
+for (const r of rows) out.push(`- ${r.label}: \`${r.commands.join('` then `')}\`${r.nvme ? ` (nvme: ${r.nvme.backend}, ${r.nvme.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${r.nvme.queueDepth}, ${r.nvme.edgeReads} edge-block reads)` : ''}`);
 const table = out.join('\n');
 console.log('\n' + table);
 

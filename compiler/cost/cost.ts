@@ -2,7 +2,7 @@
 //
 // roofline(op, tier) = max(flops / peak flops for the op's dtype, bytes touched /
 // memory bandwidth); time(op, tier) = roofline, or, when the profile has a
-// measured kernel cost for the op's kind (`hw calibrate`),
+// measured kernel cost for the op's kernel (kernelKey; else its kind; `hw calibrate`),
 // fixedSeconds + rooflineFactor x roofline. time(transfer) = bytes / link
 // bandwidth, plus the request latency on an NVMe link when the profile has one.
 // Pure functions of the IR and the profile. Built-in profiles have no fixed
@@ -31,9 +31,23 @@ export function rooflineSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: Hardw
   return Math.max(op.flops / peak, op.bytesTouched / dev.memBandwidthBytesPerSec);
 }
 
+/**
+ * The kernel an op runs, as `hw calibrate` keys its costs: the op kind, plus its
+ * flag and name attributes when it has any ("gelu" is the tanh form,
+ * "gelu[erf]" the exact one; "unary[fn=exp]"; "matmul[transB]"): those pick
+ * different code, numeric attributes only size it.
+ */
+export function kernelKey(op: Op): string {
+  const flags = Object.entries(op.attrs ?? {})
+    .filter(([, v]) => v === true || typeof v === 'string')
+    .map(([k, v]) => (v === true ? k : `${k}=${v}`))
+    .sort();
+  return flags.length > 0 ? `${op.kind}[${flags.join(',')}]` : op.kind;
+}
+
 export function opSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwareProfile): number {
   const roofline = rooflineSeconds(g, op, tier, hw);
-  const k = hw.kernels?.[op.kind];
+  const k = hw.kernels?.[kernelKey(op)] ?? hw.kernels?.[op.kind];
   return k ? k.fixedSeconds + k.rooflineFactor * roofline : roofline;
 }
 

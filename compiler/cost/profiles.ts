@@ -5,7 +5,8 @@
 //
 // Optional, measured by `tiercut hw calibrate` (src/calibrate*.ts) and absent
 // from the built-in profiles (which then cost as pure rooflines):
-//   kernels    per op kind, the kernels of this machine against the roofline:
+//   kernels    per kernel (cost.ts kernelKey: "gelu", "gelu[erf]", ...; a plain
+//              op kind also serves its variants), this machine against the roofline:
 //              seconds = fixedSeconds + rooflineFactor x roofline seconds
 //   executor   the runtime's own costs per instruction, per cross-stream wake-up
 //              and per step (src/calibrate-executor.ts)
@@ -55,7 +56,7 @@ export interface HardwareProfile {
   readonly nvme: NvmeProfile;
   readonly h2dBytesPerSec: number;
   readonly d2hBytesPerSec: number;
-  /** Per op kind (the IR's names); kinds not listed cost their roofline. */
+  /** Per kernel (cost.ts kernelKey, or a plain op kind for all its variants); others cost their roofline. */
   readonly kernels?: Readonly<Record<string, KernelCost>>;
   readonly executor?: ExecutorOverheads;
 }

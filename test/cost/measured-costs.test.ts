@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { copySeconds, opSeconds, rooflineSeconds } from '../../compiler/cost/cost.js';
+import { copySeconds, kernelKey, opSeconds, rooflineSeconds } from '../../compiler/cost/cost.js';
 import { BUILTIN_PROFILES, loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import type { Placement } from '../../compiler/partition/placement.js';
@@ -54,6 +54,26 @@ describe('kernel fit', () => {
 });
 
 describe('measured costs in the cost model', () => {
+  it('keys kernels by op kind and the flag / name attributes that pick their code', () => {
+    const op = (kind: string, attrs: Record<string, unknown>) => ({ kind, attrs }) as unknown as Graph['ops'][number];
+    expect(kernelKey(op('gelu', {}))).toBe('gelu');
+    expect(kernelKey(op('gelu', { erf: true }))).toBe('gelu[erf]');
+    expect(kernelKey(op('gelu', { erf: false }))).toBe('gelu');
+    expect(kernelKey(op('attention', { heads: 4, causal: true, kvHeads: 2 }))).toBe('attention[causal]');
+    expect(kernelKey(op('unary', { fn: 'exp' }))).toBe('unary[fn=exp]');
+    expect(kernelKey(op('bmm', { transB: true, transA: true }))).toBe('bmm[transA,transB]');
+  });
+
+  it("a variant's own cost wins over its kind's", async () => {
+    const plan = await compile({ model: 'models/bert.ts', preset: 'tiny' });
+    const g = plan.graph;
+    const erf = g.ops.find((o) => o.kind === 'gelu' && o.attrs.erf)!;
+    const kinds = { gelu: { fixedSeconds: 1e-6, rooflineFactor: 1 } };
+    const r = rooflineSeconds(g, erf, 'gpu', local);
+    expect(opSeconds(g, erf, 'gpu', { ...local, kernels: kinds })).toBeCloseTo(1e-6 + r, 15);
+    expect(opSeconds(g, erf, 'gpu', { ...local, kernels: { ...kinds, 'gelu[erf]': { fixedSeconds: 0, rooflineFactor: 3 } } })).toBeCloseTo(3 * r, 15);
+  }, 60_000);
+
   it('kernels and nvme latency change only what they name', async () => {
     const plan = await compile({ model: 'models/mlp.ts', preset: 'tiny' });
     const g = plan.graph;
