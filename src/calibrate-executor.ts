@@ -9,16 +9,19 @@
 //              instructionSeconds = (step - busy - stepSeconds) / N
 //                                   (what a stream thread spends between two instructions:
 //                                   the event bookkeeping, outside the instruction itself)
-//   ping-pong  N instructions alternating between the gpu and cpu streams, each
-//              waiting for the one before:
+//   ring       N instructions going round all six streams, each waiting for the
+//              one before (so five streams are waiting at any moment, as in a
+//              plan that uses them all):
 //              wakeSeconds        = (step - busy - stepSeconds) / N - instructionSeconds
-//                                   (how long after an instruction ends a stream blocked
-//                                   on it starts running)
+//                                   (how long after an instruction ends a stream waiting
+//                                   on it starts running; on 2 cores: 4 µs with the
+//                                   waits polling first, 24 µs when they block at once)
 // The simulator (compiler/simulate/simulate.ts) charges these on top of the
 // kernel and copy times. Negative estimates (noise) are clamped to 0.
 
 import type { ExecutorOverheads } from '../compiler/cost/profiles.js';
 import { INSTRUCTION, STREAM, TIER, nativeAddon, type NativeInstruction, type NativeProgram } from '../runtime/binding.js';
+// (streams are numbered 0..5, runtime/binding.ts STREAM; the ring uses every one)
 import { OP_CODES } from '../compiler/ir/ops.js';
 
 const median = (a: readonly number[]) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
@@ -56,9 +59,9 @@ export async function measureExecutorOverheads(opts: { instructions?: number; st
   const n = opts.instructions ?? 200, steps = opts.steps ?? 60;
   const single = await idleSeconds(fillProgram(1, () => STREAM.gpu, () => []), steps);
   const chain = await idleSeconds(fillProgram(n, () => STREAM.gpu, () => []), steps);
-  const pingPong = await idleSeconds(fillProgram(n, (i) => (i % 2 === 0 ? STREAM.gpu : STREAM.cpu), (i) => (i > 0 ? [i - 1] : [])), steps);
+  const ring = await idleSeconds(fillProgram(n, (i) => i % 6, (i) => (i > 0 ? [i - 1] : [])), steps);
   const stepSeconds = Math.max(0, single);
   const instructionSeconds = Math.max(0, (chain - stepSeconds) / n);
-  const wakeSeconds = Math.max(0, (pingPong - stepSeconds) / n - instructionSeconds);
+  const wakeSeconds = Math.max(0, (ring - stepSeconds) / n - instructionSeconds);
   return { stepSeconds, instructionSeconds, wakeSeconds };
 }
