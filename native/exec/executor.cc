@@ -205,12 +205,19 @@ bool Executor::waits_done(int32_t id, int64_t gen) const {
 void Executor::run_stream(int32_t s, int64_t gen) {
   StreamState& st = streams_[s];
   std::vector<int32_t> batch;
+  bool started = false;  // the instruction at k was found ready (and noted) when the one before completed
   for (size_t k = 0; k < st.instructions.size();) {
     const int32_t id = st.instructions[k];
     batch.assign(1, id);
-    // poll first: a thread that blocks may take a long time to wake (exec/spin.h)
-    spin_until([&] { return abort_.load(std::memory_order_acquire) || waits_done(id, gen); }, spin_ns_);
-    {
+    if (started) {
+      if (abort_.load(std::memory_order_acquire)) return;
+      if (prepared_[id].nvme_batchable) {
+        std::lock_guard<std::mutex> lk(mu_);
+        gather_nvme_batch(st, k, gen, &batch);
+      }
+    } else {
+      // poll first: a thread that blocks may take a long time to wake (exec/spin.h)
+      spin_until([&] { return abort_.load(std::memory_order_acquire) || waits_done(id, gen); }, spin_ns_);
       std::unique_lock<std::mutex> lk(mu_);
       done_cv_.wait(lk, [&] { return abort_ || waits_done(id, gen); });
       if (abort_) return;
@@ -236,6 +243,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
       end_[b] = seconds_between(epoch_, t1);
     }
     if (ok) st.count += (int64_t)batch.size();
+    started = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (ok) {
@@ -247,6 +255,11 @@ void Executor::run_stream(int32_t s, int64_t gen) {
             live_[ins.inputs[0]] = 0;
             live_bytes_[fb.tier] -= fb.size_bytes;
           }
+        }
+        // one lock for this completion and the next start, when the next is ready already
+        if (k < st.instructions.size() && !abort_ && waits_done(st.instructions[k], gen)) {
+          note_start(st.instructions[k]);
+          started = true;
         }
       } else if (!abort_) {
         abort_ = true;
