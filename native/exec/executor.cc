@@ -219,7 +219,9 @@ void Executor::run_stream(int32_t s, int64_t gen) {
       // poll first: a thread that blocks may take a long time to wake (exec/spin.h)
       spin_until([&] { return abort_.load(std::memory_order_acquire) || waits_done(id, gen); }, spin_ns_);
       std::unique_lock<std::mutex> lk(mu_);
-      done_cv_.wait(lk, [&] { return abort_ || waits_done(id, gen); });
+      st.blocked_on = id;
+      st.cv.wait(lk, [&] { return abort_ || waits_done(id, gen); });
+      st.blocked_on = -1;
       if (abort_) return;
       note_start(id);
       // an nvme copy takes along the copies after it on its stream that are
@@ -244,6 +246,8 @@ void Executor::run_stream(int32_t s, int64_t gen) {
     }
     if (ok) st.count += (int64_t)batch.size();
     started = false;
+    int32_t wake[kStreamCount];
+    int32_t n_wake = 0;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (ok) {
@@ -265,10 +269,22 @@ void Executor::run_stream(int32_t s, int64_t gen) {
         abort_ = true;
         error_ = describe(failed) + ": " + msg;
       }
+      n_wake = streams_to_wake(s, gen, wake);
     }
-    done_cv_.notify_all();
+    for (int32_t i = 0; i < n_wake; i++) streams_[wake[i]].cv.notify_one();
     if (!ok) return;
   }
+}
+
+// mu_ held. The streams blocked on a wait that is now satisfied (or on
+// anything, after an abort), into out[]; returns how many.
+int32_t Executor::streams_to_wake(int32_t self, int64_t gen, int32_t* out) {
+  int32_t n = 0;
+  for (int32_t s : active_streams_) {
+    const int32_t id = streams_[s].blocked_on;
+    if (s != self && id >= 0 && (abort_ || waits_done(id, gen))) out[n++] = s;
+  }
+  return n;
 }
 
 // mu_ held. Appends to *batch (which holds st.instructions[k], an nvme copy

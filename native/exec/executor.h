@@ -12,8 +12,11 @@
 //     a plan whose work is all on one stream then wakes none.)
 //   - an instruction starts only when every instruction in its `waits` has
 //     completed in the current step (events: a per-instruction "completed in
-//     generation g" number, written under one mutex + condition variable; a
-//     waiter polls it for up to TIERCUT_SPIN_US before blocking, exec/spin.h). Because every
+//     generation g" number, written under one mutex; a waiter polls it for up
+//     to TIERCUT_SPIN_US before blocking, exec/spin.h, then sleeps on its
+//     stream's own condition variable, which only a completion that satisfies
+//     it, or an abort, signals: on 2 cores a wake-up for all streams at every
+//     completion cost ~24 µs a hop round six streams, the targeted one ~6 µs). Because every
 //     wait points to an earlier id, the lowest unfinished instruction can always
 //     start, so a step cannot deadlock.
 //   - the first error (kernel message, I/O error) aborts the step: every thread
@@ -117,6 +120,8 @@ class Executor {
     std::vector<int32_t> instructions;  // ids, increasing
     std::vector<float> scratch;         // widened fp16/bf16 operands
     std::thread thread;
+    std::condition_variable cv;         // this stream blocked on a wait (under mu_)
+    int32_t blocked_on = -1;            // the instruction whose waits it is blocked on; -1: not blocked
     double busy_seconds = 0;
     int64_t count = 0;
     int64_t link_bytes[LINK_COUNT] = {0};
@@ -133,6 +138,7 @@ class Executor {
   void note_start(int32_t id);                       // mu_ held: liveness and extents
   void touch(int32_t buffer);                        // mu_ held
   void make_live(int32_t buffer);                    // mu_ held
+  int32_t streams_to_wake(int32_t self, int64_t gen, int32_t* out);  // mu_ held
 
   const Program& p_;
   const Arenas& arenas_;
@@ -147,7 +153,9 @@ class Executor {
 
   std::mutex mu_;                      // guards everything below
   std::condition_variable start_cv_;   // a new generation (step) or stop
-  std::condition_variable done_cv_;    // an instruction completed, or abort
+  // (a stream blocked on its next instruction's waits sleeps on its own
+  // StreamState::cv; whoever completes what it waits for, or aborts, wakes it
+  // alone: no thundering herd on a 2-core machine)
   std::condition_variable finish_cv_;  // running_ reached 0
   int64_t generation_ = 0;             // internal step counter; never repeats
   // per instruction: last generation it completed in. Written under mu_ (release),
