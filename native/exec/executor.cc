@@ -356,7 +356,7 @@ bool Executor::execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, 
     else reqs.push_back(NvmeRequest{dst.offset_bytes, arenas_.host_ptr(src.tier, src.offset_bytes), src.size_bytes});
   }
   int32_t bad = 0;
-  if (!arenas_.tier[TIER_NVME].store->transfer(link == LINK_NVME_WRITE, reqs, msg, &bad)) {
+  if (!arenas_.nvme_transfer(link == LINK_NVME_WRITE, reqs, msg, &bad)) {
     *failed = copies[(size_t)std::max(0, std::min(bad, (int32_t)copies.size() - 1))];
     return false;
   }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "../plan/program.h"
 #include "nvme_store.h"
@@ -53,6 +54,10 @@ struct Arenas {
   // nvme start with "nvme tier: " and end with the OS error.
   bool read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* err) const;
   bool write(int32_t t, int64_t offset, const void* src, int64_t n, std::string* err) const;
+  // Several nvme requests at once (NvmeStore::transfer); *failed_request names the one that failed.
+  bool nvme_transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request) const {
+    return tier[TIER_NVME].store->transfer(is_write, reqs, err, failed_request);
+  }
 };
 
 }  // namespace tiercut
