@@ -194,6 +194,12 @@ export interface NativeAddon {
   /** Sync. The nvme I/O backends: uring = built with liburing and io_uring_queue_init works here
    *  (uringWhy says why not); default = what a store opened now uses (TIERCUT_NVME_IO applied). */
   nvmeBackends(): { threads: true; uring: boolean; uringWhy: string; default: NvmeBackendName };
+  /** Sync; for `hw calibrate`. Mean seconds per request of requestBytes (4096; `requests` of them, 256):
+   *  reads alone, writes alone, and reads and writes at once from two threads (a plan's nvmeRead and
+   *  nvmeWrite streams share the disk). A file in `dir`, removed after. Throws "nvmeLatency: nvme tier: …". */
+  nvmeLatency(args: { dir: string; requests?: number; requestBytes?: number; queueDepth?: number; blockBytes?: number }): {
+    readSeconds: number; writeSeconds: number; mixedReadSeconds: number; mixedWriteSeconds: number; backend: NvmeBackendName; direct: boolean;
+  };
 }
 
 export type AdamIsa = 'scalar' | 'avx2' | 'avx512';

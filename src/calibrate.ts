@@ -11,9 +11,11 @@
 //   nvme store          nvmeBench in the spill directory  -> nvme.read/writeBytesPerSec
 //                       (64 MiB requests, queue depth 8, 1 MiB blocks: the store's
 //                       settings, also written as nvme.queueDepth / blockBytes)
-//   nvme request        nvmeBench with 4 KiB requests     -> nvme.read/writeLatencySeconds
-//                       (time per request - 4 KiB / bandwidth; median of 7 passes
-//                       of 256 requests: a shared disk's latency wanders)
+//   nvme request        nvmeLatency, 4 KiB requests       -> nvme.read/writeLatencySeconds
+//                       (mean time per request with reads and writes in flight at
+//                       once, as a plan's nvmeRead and nvmeWrite streams run them,
+//                       - 4 KiB / bandwidth; median of 5 passes of 256 requests:
+//                       a shared disk's latency wanders)
 //   kernels             src/calibrate-kernels.ts          -> kernels (per op kind)
 //   executor            src/calibrate-executor.ts         -> executor (per instruction,
 //                                                            wake-up, step)
@@ -45,6 +47,8 @@ export interface Calibration {
     adamParamsPerSec: number; adamBytesPerSec: number;
     nvmeReadBytesPerSec: number; nvmeWriteBytesPerSec: number; nvmeDirect: boolean; nvmeNote: string; nvmeBackend: string;
     nvmeReadLatencySeconds: number; nvmeWriteLatencySeconds: number;
+    /** Mean seconds per 4 KiB request with one direction alone (for comparison; the profile takes the mixed figure). */
+    nvmeReadAloneSeconds: number; nvmeWriteAloneSeconds: number;
     executor: ExecutorOverheads; kernels: Record<string, KernelCost>; kernelSamples: Record<string, number>; kernelWorkloads: string[];
   };
 }
@@ -85,13 +89,16 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
   } catch (e) {
     throw diag.runtime(`nvme tier: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
   }
-  let nvme: ReturnType<typeof addon.nvmeBench>, small: { readBytesPerSec: number; writeBytesPerSec: number };
+  let nvme: ReturnType<typeof addon.nvmeBench>, small: { read: number; write: number; readAlone: number; writeAlone: number };
   let freeBytes: number;
   try {
     nvme = addon.nvmeBench({ dir, bytes: opts.nvmeBytes ?? 256 << 20, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
-    const passes = Array.from({ length: 7 }, () => addon.nvmeBench({ dir, bytes: 1 << 20, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES }));
+    const passes = Array.from({ length: 5 }, () => addon.nvmeLatency({ dir, requests: 256, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES }));
     const med = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
-    small = { readBytesPerSec: med(passes.map((r) => r.readBytesPerSec)), writeBytesPerSec: med(passes.map((r) => r.writeBytesPerSec)) };
+    small = {
+      read: med(passes.map((r) => r.mixedReadSeconds)), write: med(passes.map((r) => r.mixedWriteSeconds)),
+      readAlone: med(passes.map((r) => r.readSeconds)), writeAlone: med(passes.map((r) => r.writeSeconds)),
+    };
     const fs = statfsSync(dir);
     freeBytes = Number(fs.bavail) * Number(fs.bsize);
   } catch (e) {
@@ -99,9 +106,9 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const latency = (rate: number, bandwidth: number) => Math.max(0, 4096 / rate - 4096 / bandwidth);
-  const readLatencySeconds = latency(small.readBytesPerSec, nvme.readBytesPerSec);
-  const writeLatencySeconds = latency(small.writeBytesPerSec, nvme.writeBytesPerSec);
+  const latency = (perRequest: number, bandwidth: number) => Math.max(0, perRequest - 4096 / bandwidth);
+  const readLatencySeconds = latency(small.read, nvme.readBytesPerSec);
+  const writeLatencySeconds = latency(small.write, nvme.writeBytesPerSec);
   const peak = { f32: flops, f16: flops, bf16: flops };
   const local = BUILTIN_PROFILES.local;
   const base: HardwareProfile = {
@@ -136,6 +143,7 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
       adamParamsPerSec: adam, adamBytesPerSec: adam * 28,
       nvmeReadBytesPerSec: nvme.readBytesPerSec, nvmeWriteBytesPerSec: nvme.writeBytesPerSec, nvmeDirect: nvme.direct, nvmeNote: nvme.note,
       nvmeBackend: nvme.backend, nvmeReadLatencySeconds: readLatencySeconds, nvmeWriteLatencySeconds: writeLatencySeconds,
+      nvmeReadAloneSeconds: small.readAlone, nvmeWriteAloneSeconds: small.writeAlone,
       executor, kernels: fit.kernels, kernelSamples: fit.samples, kernelWorkloads: fit.workloads,
     },
   };

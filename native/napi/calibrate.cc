@@ -6,12 +6,15 @@
 //   nvmeBench      the nvme store (native/tiers/nvme_store.h) writing then
 //                  reading a file in a directory, with explicit queue depth,
 //                  block size and request size; optionally checking every byte
+//   nvmeLatency    time per small request, each direction alone and both at once
 //   nvmeBackends   which nvme I/O backends this build and kernel can use
 #define TIERCUT_WITH_NAPI 1
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -173,6 +176,70 @@ Napi::Value nvme_backends_js(const Napi::CallbackInfo& info) {
   out.Set("uring", uring);
   out.Set("uringWhy", why);
   out.Set("default", want == "threads" || !uring ? "threads" : "io_uring");
+  return out;
+}
+
+// nvmeLatency({ dir, requests?, requestBytes?, queueDepth?, blockBytes? })
+//   -> { readSeconds, writeSeconds, mixedReadSeconds, mixedWriteSeconds, backend, direct }
+// Mean seconds per request of requestBytes (default 4096; `requests` of them,
+// default 256, at consecutive block-aligned offsets from 4096-aligned memory):
+// reads alone, writes alone, then reads and writes at once from two threads on
+// two halves of one file (what a plan with state on NVMe does: its nvmeRead and
+// nvmeWrite streams share the disk). The file is removed.
+Napi::Value nvme_latency_js(const Napi::CallbackInfo& info) {
+  const char* fn = "nvmeLatency";
+  Napi::Object o = options(info, fn);
+  Napi::Value dv = o.Get("dir");
+  if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
+  const std::string dir = dv.As<Napi::String>().Utf8Value();
+  const int64_t n = opt_int(o, fn, "requests", 256, 1, 1 << 20);
+  const int64_t req = opt_int(o, fn, "requestBytes", 4096, 1, 64 << 20);
+  NvmeSettings s;
+  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
+  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
+  if (s.block_bytes % kNvmeAlign != 0)
+    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
+  s.owns_block_tails = true;
+  const int64_t stride = (req + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;  // every request owns its blocks
+  const int64_t half = n * stride;
+  Block rbuf(stride), wbuf(stride);
+  if (!rbuf.p || !wbuf.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate " + std::to_string(stride) + " bytes");
+  std::memset(wbuf.p, 7, (size_t)stride);
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  path += "/tiercut-nvme-latency-" + std::to_string((long long)::getpid()) + ".bin";
+  NvmeStore store;
+  std::string err;
+  if (!store.open(path, 2 * half, s, true, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
+  // requests [0, n) of one half of the file; seconds per request, or -1 on error (*e set)
+  auto pass = [&](bool is_write, int64_t base, std::string* e) -> double {
+    Clock::time_point t0 = Clock::now();
+    for (int64_t i = 0; i < n; i++) {
+      bool ok = is_write ? store.write(base + i * stride, wbuf.p, req, e) : store.read(base + i * stride, rbuf.p, req, e);
+      if (!ok) return -1;
+    }
+    return since(t0) / (double)n;
+  };
+  std::string e1, e2;
+  double w_alone = pass(true, half, &e1);         // (also fills the half the mixed reads read)
+  double r_alone = w_alone < 0 ? -1 : pass(false, half, &e1);
+  double mixed_r = -1, mixed_w = -1;
+  if (e1.empty()) {
+    std::thread reader([&] { mixed_r = pass(false, half, &e2); });
+    mixed_w = pass(true, 0, &e1);
+    reader.join();
+  }
+  const bool was_direct = store.direct();
+  const char* backend = nvme_backend_name(store.backend());
+  store.close();
+  if (!e1.empty() || !e2.empty()) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + (e1.empty() ? e2 : e1));
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("readSeconds", r_alone);
+  out.Set("writeSeconds", w_alone);
+  out.Set("mixedReadSeconds", mixed_r);
+  out.Set("mixedWriteSeconds", mixed_w);
+  out.Set("backend", backend);
+  out.Set("direct", was_direct);
   return out;
 }
 
