@@ -90,6 +90,16 @@ describe('nvme I/O backends', () => {
     expect(withBackend('uring', () => nativeAddon().nvmeBackends().default)).toBe(backends.uring ? 'io_uring' : 'threads');
   });
 
+  it('nvmeLatency times small requests alone and both directions at once, and leaves no file', () => {
+    const r = nativeAddon().nvmeLatency({ dir, requests: 16, requestBytes: 4096 + 5 });
+    for (const k of ['readSeconds', 'writeSeconds', 'mixedReadSeconds', 'mixedWriteSeconds'] as const) {
+      expect(r[k], k).toBeGreaterThan(0);
+      expect(r[k], k).toBeLessThan(1);
+    }
+    expect(r.backend).toBe(backends.default);
+    expect(readdirSync(dir).filter((f) => f.startsWith('tiercut-nvme-latency-'))).toEqual([]);
+  });
+
   it('forcing io_uring where it is unavailable fails with the reason; a bad TIERCUT_NVME_IO is named', () => {
     if (!backends.uring) {
       expect(() => withBackend('uring', () => nativeAddon().nvmeBench({ dir, bytes: 8192 }))).toThrow(/TIERCUT_NVME_IO=uring but io_uring is unavailable: /);
