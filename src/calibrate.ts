@@ -9,8 +9,8 @@
 //                       (28 bytes per parameter, the IR's bytesTouched of an fp32 adam)
 //   memcpy host->host   hostBandwidth, one thread         -> h2dBytesPerSec, d2hBytesPerSec
 //   nvme store          nvmeBench in the spill directory  -> nvme.read/writeBytesPerSec
-//                       (64 MiB requests, queue depth 8, 1 MiB blocks: the store's
-//                       settings, also written as nvme.queueDepth / blockBytes)
+//                       (one 256 MiB request, queue depth 8, 1 MiB blocks: the
+//                       store's settings, also written as nvme.queueDepth / blockBytes)
 //   nvme request        nvmeLatency, 4 KiB requests       -> nvme.read/writeLatencySeconds
 //                       (mean time per request with reads and writes in flight at
 //                       once, as a plan's nvmeRead and nvmeWrite streams run them,
@@ -92,7 +92,8 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
   let nvme: ReturnType<typeof addon.nvmeBench>, small: { read: number; write: number; readAlone: number; writeAlone: number };
   let freeBytes: number;
   try {
-    nvme = addon.nvmeBench({ dir, bytes: opts.nvmeBytes ?? 256 << 20, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
+    const bytes = opts.nvmeBytes ?? 256 << 20;
+    nvme = addon.nvmeBench({ dir, bytes, requestBytes: bytes, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
     const passes = Array.from({ length: 5 }, () => addon.nvmeLatency({ dir, requests: 256, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES }));
     const med = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
     small = {

@@ -1,6 +1,6 @@
 // bench-runtime.mjs — `npm run bench:runtime` (after `npm run build`):
 //  1. the nvme store (native/tiers/nvme_store.h, O_DIRECT, queue depth 8, 1 MiB
-//     blocks) writing then reading a file with each backend it has (io_uring when
+//     blocks, one request per pass) writing then reading a file with each backend it has (io_uring when
 //     built with liburing, the pread/pwrite thread pool), against fio in the same
 //     directory in the same run (direct=1, bs=1M; io_uring and libaio at iodepth 8
 //     = the store's queue depth, and psync at depth 1), rounds interleaved; fio
@@ -11,7 +11,8 @@
 // Prints a markdown table and replaces the runtime section of docs/BENCHMARKS.md.
 // Env: RUNTIME_BENCH_DIR (default: the OS temp dir), RUNTIME_BENCH_BYTES (default
 // 1 GiB), RUNTIME_BENCH_ROUNDS (3), RUNTIME_BENCH_STEPS (30), RUNTIME_BENCH_REPEATS
-// (3: calibrate + run every model, repeated).
+// (3: calibrate + run every model, repeated), RUNTIME_BENCH_REQUEST_BYTES (the
+// store's request size; default: one request per pass).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -26,6 +27,7 @@ const BYTES = Number(process.env.RUNTIME_BENCH_BYTES ?? 2 ** 30);
 const ROUNDS = Number(process.env.RUNTIME_BENCH_ROUNDS ?? 3);
 const STEPS = Number(process.env.RUNTIME_BENCH_STEPS ?? 30);
 const REPEATS = Number(process.env.RUNTIME_BENCH_REPEATS ?? 3);
+const REQUEST_BYTES = Number(process.env.RUNTIME_BENCH_REQUEST_BYTES ?? BYTES);
 const work = mkdtempSync(join(DIR, 'tiercut-bench-runtime-'));
 const gb = (x) => (x / 1e9).toFixed(2);
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
@@ -66,7 +68,11 @@ const io = { store: Object.fromEntries(storeBackends.map((b) => [b, series()])),
 let direct = true, note = '';
 function storeBench(backend) {
   process.env.TIERCUT_NVME_IO = backend;
-  try { return addon.nvmeBench({ dir: work, bytes: BYTES, queueDepth: 8, blockBytes: 1 << 20, requestBytes: 64 << 20 }); }
+  // one request per pass, as fio streams one file: the store cuts it into 1 MiB
+  // blocks with 8 in flight (the executor likewise hands ready copies to the
+  // store as one batch); REQUEST_BYTES smaller shows the cost of draining the
+  // queue between requests
+  try { return addon.nvmeBench({ dir: work, bytes: BYTES, queueDepth: 8, blockBytes: 1 << 20, requestBytes: REQUEST_BYTES }); }
   finally { delete process.env.TIERCUT_NVME_IO; }
 }
 // The contenders of a round run one after another; their order rotates from
@@ -154,7 +160,7 @@ out.push('Command: `npm run build && npm run bench:runtime` (bench/runtime/bench
 out.push(`Run ${date}. Machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; directory ${DIR}; ` +
   `${(BYTES / 2 ** 30).toFixed(2)} GiB per pass, ${ROUNDS} rounds interleaved, median; ${fioVersion ?? 'fio not available'}. ` +
   `Load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end; bench wall ${((Date.now() - t0) / 1e3).toFixed(0)} s.`, '');
-out.push(`Store: ${direct ? 'O_DIRECT' : `buffered (${note})`}, queue depth 8, 1 MiB blocks, 64 MiB requests; backends ${storeBackends.map((b) => (b === 'uring' ? 'io_uring (liburing)' : 'thread pool (pread/pwrite)')).join(' and ')}` +
+out.push(`Store: ${direct ? 'O_DIRECT' : `buffered (${note})`}, queue depth 8, 1 MiB blocks, ${REQUEST_BYTES >= BYTES ? 'one request per pass' : `${(REQUEST_BYTES / 2 ** 20).toFixed(0)} MiB requests`}; backends ${storeBackends.map((b) => (b === 'uring' ? 'io_uring (liburing)' : 'thread pool (pread/pwrite)')).join(' and ')}` +
   `${backends.uring ? '' : ` (io_uring unavailable: ${backends.uringWhy})`}. fio: direct=1, bs=1M, same directory, same rounds. ` +
   'Every write pass (store or fio) writes a new preallocated file, every read pass reads it back; the order of the contenders rotates each round.', '');
 const med = (a) => median(a.filter((x) => Number.isFinite(x)));
