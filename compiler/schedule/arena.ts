@@ -9,10 +9,12 @@
 // of the last occupant of every byte range it takes (earlier occupants are
 // covered transitively: that occupant's own first write waited for them).
 // Alignment: 64 bytes, except 4096 (one O_DIRECT block) for every nvme buffer
-// and for every cpu buffer an nvme copy reads or writes: nvme buffers then own
-// whole blocks, so the store writes them without reading edge blocks first,
-// and the cpu side of the transfer is block-aligned, so it moves without a
-// staging copy (native/tiers/nvme_store.h). Offsets and the space a buffer
+// and for every cpu buffer of at least 64 KiB that an nvme copy reads or
+// writes: nvme buffers then own whole blocks, so the store writes them without
+// reading edge blocks first, and a large cpu side of a transfer is
+// block-aligned, so it moves without a staging copy (native/tiers/nvme_store.h).
+// Small cpu buffers keep 64: padding them to 4 KiB would cost tight CPU
+// arenas real room for a memcpy of a few KiB. Offsets and the space a buffer
 // takes are both rounded; sizeBytes stays the tensor's.
 // Keeps true: two buffers whose live ranges overlap never overlap in memory;
 // no write lands in memory before the previous occupant's last access has
@@ -25,8 +27,10 @@ import { FreeList, LastOccupant } from './intervals.js';
 import type { Program } from './program.js';
 
 export const ALIGN_BYTES = 64;
-/** The O_DIRECT block: alignment of nvme buffers and of the cpu buffers nvme copies touch. */
+/** The O_DIRECT block: alignment of nvme buffers and of the large cpu buffers nvme copies touch. */
 export const NVME_ALIGN_BYTES = 4096;
+/** From this size on, a cpu buffer an nvme copy touches is block-aligned too (zero-copy O_DIRECT). */
+export const ZERO_COPY_MIN_BYTES = 64 * 1024;
 const roundUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
 /** Per buffer, the alignment of its offset and of the space it takes. */
@@ -36,7 +40,8 @@ function alignments(prog: Program): Float64Array {
   for (const x of prog.instructions) {
     if (x.kind !== 'copy') continue;
     const [s, d] = [prog.buffers[x.inputs[0]], prog.buffers[x.outputs[0]]];
-    if (s.tier === 'nvme' || d.tier === 'nvme') { a[s.id] = NVME_ALIGN_BYTES; a[d.id] = NVME_ALIGN_BYTES; }
+    if (s.tier !== 'nvme' && d.tier !== 'nvme') continue;
+    for (const b of [s, d]) if (b.tier === 'nvme' || b.sizeBytes >= ZERO_COPY_MIN_BYTES) a[b.id] = NVME_ALIGN_BYTES;
   }
   return a;
 }
