@@ -1,6 +1,7 @@
 {
   "variables": {
-    "tiercut_have_mpi%": "<!(sh native/ring/mpi_flags.sh have)"
+    "tiercut_have_mpi%": "<!(sh native/ring/mpi_flags.sh have)",
+    "tiercut_have_liburing%": "<!(sh native/tiers/uring_flags.sh have)"
   },
   "targets": [
     {
@@ -16,6 +17,8 @@
         "native/plan/program.cc",
         "native/tiers/arena.cc",
         "native/tiers/nvme_store.cc",
+        "native/tiers/nvme_threads.cc",
+        "native/tiers/nvme_uring.cc",
         "native/napi/calibrate.cc",
         "native/exec/executor.cc",
         "native/exec/collective.cc",
@@ -49,13 +52,19 @@
       ],
       "defines": [
         "NAPI_VERSION=8",
-        "NAPI_CPP_EXCEPTIONS"
+        "NAPI_CPP_EXCEPTIONS",
+        "TIERCUT_HAVE_LIBURING=<(tiercut_have_liburing)"
       ],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],
       "cflags": ["-pthread"],
       "cflags_cc": ["-O3", "-std=c++17", "-fno-math-errno", "-ffp-contract=off", "-fexceptions", "-pthread"],
       "ldflags": ["-pthread"],
+      "conditions": [
+        ["tiercut_have_liburing==1", {
+          "libraries": ["<!@(sh native/tiers/uring_flags.sh libs)"]
+        }]
+      ],
       "xcode_settings": {
         "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
         "CLANG_CXX_LANGUAGE_STANDARD": "c++17",

@@ -23,6 +23,8 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("adamHalfRound", Napi::Function::New(env, tiercut::adam_half_round_js, "adamHalfRound"));
   exports.Set("hostBandwidth", Napi::Function::New(env, tiercut::host_bandwidth_js, "hostBandwidth"));
   exports.Set("nvmeBench", Napi::Function::New(env, tiercut::nvme_bench_js, "nvmeBench"));
+  exports.Set("nvmeBackends", Napi::Function::New(env, tiercut::nvme_backends_js, "nvmeBackends"));
+  exports.Set("nvmeLatency", Napi::Function::New(env, tiercut::nvme_latency_js, "nvmeLatency"));
   return exports;
 }
 

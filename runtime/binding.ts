@@ -39,9 +39,10 @@ export interface NativeProgram {
   readonly tiers: readonly { readonly capacityBytes: number; readonly arenaBytes: number }[];
   /** Directory for the nvme arena; used only when tiers[2].arenaBytes > 0 (created if missing). */
   readonly spillDir: string;
-  /** The nvme store (native/tiers/nvme_store.h): queueDepth I/O threads (1..64, default 8), blockBytes
+  /** The nvme store (native/tiers/nvme_store.h): queueDepth I/Os in flight (1..64, default 8), blockBytes
    *  per pread/pwrite (a multiple of 4096 up to 64 MiB, default 1 MiB), direct: try O_DIRECT (default
-   *  true; buffered I/O when the file system refuses it). */
+   *  true; buffered I/O when the file system refuses it). Backend: io_uring when built with liburing and
+   *  the kernel allows it, else a pread/pwrite thread pool; TIERCUT_NVME_IO=uring|threads forces one. */
   readonly nvme?: { readonly queueDepth?: number; readonly blockBytes?: number; readonly direct?: boolean };
   /** Index = tensor id. At most 8 dims. `name` (optional) appears in error messages. */
   readonly tensors: readonly { readonly name?: string; readonly dtype: number; readonly shape: readonly number[] }[];
@@ -94,6 +95,11 @@ export interface NativeSessionInfo {
   nvmeFile: string;
   /** true: opened with O_DIRECT. */
   nvmeDirect: boolean;
+  /** The I/O backend ('' without an nvme arena). */
+  nvmeBackend: NvmeBackendName | '';
+  /** Blocks read only to be rewritten (read-modify-write of partial blocks) since the session opened;
+   *  0 when every nvme buffer is block-aligned (plans from this compiler). */
+  nvmeEdgeReads: number;
   /** Why buffered I/O is used, or ''. */
   nvmeNote: string;
   nvmeQueueDepth: number;
@@ -203,12 +209,30 @@ export interface NativeAddon {
    *  bytes copied per second) and a triad a = b + s*c (bytes touched per second); best of `repeats` (5). */
   hostBandwidth(args: { bytes?: number; repeats?: number }): { copyBytesPerSec: number; triadBytesPerSec: number };
   /** Sync; for `hw calibrate` and bench/runtime. The nvme store writes then reads `bytes` (default 256 MiB)
-   *  in a file in `dir` (removed after) in requests of requestBytes (64 MiB). Throws "nvmeBench: nvme tier: …". */
-  nvmeBench(args: { dir: string; bytes?: number; queueDepth?: number; blockBytes?: number; requestBytes?: number; direct?: boolean }):
-    { writeBytesPerSec: number; readBytesPerSec: number; direct: boolean; note: string; file: string };
+   *  in a file in `dir` (removed after) in requests of requestBytes (64 MiB) from a host block that is
+   *  4096-aligned plus offsetBytes (0). verify: each request is filled with a pattern of its file offset
+   *  before it is written and checked after it is read (mismatches = wrong bytes). The backend is chosen
+   *  as for a session (TIERCUT_NVME_IO). Throws "nvmeBench: nvme tier: …". */
+  nvmeBench(args: {
+    dir: string; bytes?: number; queueDepth?: number; blockBytes?: number; requestBytes?: number; direct?: boolean;
+    verify?: boolean; offsetBytes?: number;
+  }): { writeBytesPerSec: number; readBytesPerSec: number; direct: boolean; backend: NvmeBackendName; note: string; file: string; mismatches: number;
+    /** Blocks read before writes to keep their other bytes (read-modify-write). */
+    edgeReads: number };
+  /** Sync. The nvme I/O backends: uring = built with liburing and io_uring_queue_init works here
+   *  (uringWhy says why not); default = what a store opened now uses (TIERCUT_NVME_IO applied). */
+  nvmeBackends(): { threads: true; uring: boolean; uringWhy: string; default: NvmeBackendName };
+  /** Sync; for `hw calibrate`. Mean seconds per request of requestBytes (4096; `requests` of them, 256):
+   *  reads alone, writes alone, and reads and writes at once from two threads (a plan's nvmeRead and
+   *  nvmeWrite streams share the disk). A file in `dir`, removed after. Throws "nvmeLatency: nvme tier: …". */
+  nvmeLatency(args: { dir: string; requests?: number; requestBytes?: number; queueDepth?: number; blockBytes?: number }): {
+    readSeconds: number; writeSeconds: number; mixedReadSeconds: number; mixedWriteSeconds: number; backend: NvmeBackendName; direct: boolean;
+  };
 }
 
 export type AdamIsa = 'scalar' | 'avx2' | 'avx512';
+/** The nvme store's I/O backend (native/tiers/nvme_store.h). */
+export type NvmeBackendName = 'io_uring' | 'threads';
 
 /** adamStep's argument. gradType / halfType: 0 = fp32 / none, 1 = fp16, 2 = bf16. */
 export interface NativeAdamArgs {

@@ -33,7 +33,8 @@ export interface SessionOptions {
   /** Optimizer settings that replace the plan's. */
   optimizer?: Partial<AdamAttrs>;
   spillDir?: string;
-  /** The nvme store's I/O threads, block size and O_DIRECT use (defaults 8, 1 MiB, true). */
+  /** The nvme store's queue depth, block size and O_DIRECT use; they replace the plan's
+   *  (plan.hardware.nvme.queueDepth / blockBytes when the profile names them; else 8, 1 MiB, true). */
   nvme?: NvmeOptions;
   /** Record every instruction's start and end in each step's stats (for `run --trace`). */
   trace?: boolean;
@@ -52,8 +53,11 @@ export interface StepResult {
 
 export function nativeProgram(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOptions): NativeProgram {
   const tiers = (['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => ({ capacityBytes: plan.tiers[t].capacityBytes, arenaBytes: plan.tiers[t].peakBytes }));
+  // the store's settings: the plan's (its hardware profile may name them), then the caller's
+  const { queueDepth, blockBytes } = plan.hardware.nvme;
+  const io: NvmeOptions = { ...(queueDepth !== undefined ? { queueDepth } : {}), ...(blockBytes !== undefined ? { blockBytes } : {}), ...nvme };
   return {
-    tiers, spillDir, ...(nvme ? { nvme } : {}),
+    tiers, spillDir, ...(Object.keys(io).length > 0 ? { nvme: io } : {}),
     tensors: plan.graph.tensors.map((t) => ({ name: t.name, dtype: DTYPE_CODES[t.dtype], shape: [...t.shape] })),
     buffers: plan.buffers.map((b) => ({ tensor: b.tensor, tier: TIER_CODE[b.tier], offsetBytes: b.offsetBytes, sizeBytes: b.sizeBytes })),
     ops: plan.graph.ops.map((op) => {

@@ -9,16 +9,28 @@
 //                       (28 bytes per parameter, the IR's bytesTouched of an fp32 adam)
 //   memcpy host->host   hostBandwidth, one thread         -> h2dBytesPerSec, d2hBytesPerSec
 //   nvme store          nvmeBench in the spill directory  -> nvme.read/writeBytesPerSec
+//                       (one 256 MiB request, queue depth 8, 1 MiB blocks: the
+//                       store's settings, also written as nvme.queueDepth / blockBytes)
+//   nvme request        nvmeLatency, 4 KiB requests       -> nvme.read/writeLatencySeconds
+//                       (mean time per request with reads and writes in flight at
+//                       once, as a plan's nvmeRead and nvmeWrite streams run them,
+//                       - 4 KiB / bandwidth; median of 5 passes of 256 requests:
+//                       a shared disk's latency wanders)
+//   kernels             src/calibrate-kernels.ts          -> kernels (per op kind)
+//   executor            src/calibrate-executor.ts         -> executor (per instruction,
+//                                                            wake-up, step)
 // Capacities: gpu as the built-in `local` profile (override with --gpu-mem at
 // compile time), cpu = physical memory, nvme = free bytes of the spill directory.
 
-import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
+import { mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILTIN_PROFILES, type HardwareProfile } from '../compiler/cost/profiles.js';
+import { BUILTIN_PROFILES, type ExecutorOverheads, type HardwareProfile, type KernelCost } from '../compiler/cost/profiles.js';
 import { OP_CODES } from '../compiler/ir/ops.js';
 import { cpuAdamStep } from '../runtime/adam.js';
 import { nativeAddon } from '../runtime/binding.js';
+import { measureExecutorOverheads } from './calibrate-executor.js';
+import { measureKernels } from './calibrate-kernels.js';
 import { diag } from './diagnostics.js';
 
 export interface CalibrateOptions {
@@ -33,7 +45,11 @@ export interface Calibration {
   measured: {
     matmulFlops: number; triadBytesPerSec: number; copyBytesPerSec: number;
     adamParamsPerSec: number; adamBytesPerSec: number;
-    nvmeReadBytesPerSec: number; nvmeWriteBytesPerSec: number; nvmeDirect: boolean; nvmeNote: string;
+    nvmeReadBytesPerSec: number; nvmeWriteBytesPerSec: number; nvmeDirect: boolean; nvmeNote: string; nvmeBackend: string;
+    nvmeReadLatencySeconds: number; nvmeWriteLatencySeconds: number;
+    /** Mean seconds per 4 KiB request with one direction alone (for comparison; the profile takes the mixed figure). */
+    nvmeReadAloneSeconds: number; nvmeWriteAloneSeconds: number;
+    executor: ExecutorOverheads; kernels: Record<string, KernelCost>; kernelSamples: Record<string, number>; kernelWorkloads: string[];
   };
 }
 
@@ -59,7 +75,9 @@ function adamParamsPerSec(): number {
   return n / best(3, () => seconds(run));
 }
 
-export function calibrate(opts: CalibrateOptions = {}): Calibration {
+const NVME_QUEUE_DEPTH = 8, NVME_BLOCK_BYTES = 1 << 20;
+
+export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibration> {
   const addon = nativeAddon();
   const host = addon.hostBandwidth({ bytes: 64 << 20, repeats: 5 });
   const flops = matmulFlops();
@@ -71,10 +89,17 @@ export function calibrate(opts: CalibrateOptions = {}): Calibration {
   } catch (e) {
     throw diag.runtime(`nvme tier: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
   }
-  let nvme: ReturnType<typeof addon.nvmeBench>;
+  let nvme: ReturnType<typeof addon.nvmeBench>, small: { read: number; write: number; readAlone: number; writeAlone: number };
   let freeBytes: number;
   try {
-    nvme = addon.nvmeBench({ dir, bytes: opts.nvmeBytes ?? 256 << 20 });
+    const bytes = opts.nvmeBytes ?? 256 << 20;
+    nvme = addon.nvmeBench({ dir, bytes, requestBytes: bytes, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
+    const passes = Array.from({ length: 5 }, () => addon.nvmeLatency({ dir, requests: 256, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES }));
+    const med = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
+    small = {
+      read: med(passes.map((r) => r.mixedReadSeconds)), write: med(passes.map((r) => r.mixedWriteSeconds)),
+      readAlone: med(passes.map((r) => r.readSeconds)), writeAlone: med(passes.map((r) => r.writeSeconds)),
+    };
     const fs = statfsSync(dir);
     freeBytes = Number(fs.bavail) * Number(fs.bsize);
   } catch (e) {
@@ -82,24 +107,45 @@ export function calibrate(opts: CalibrateOptions = {}): Calibration {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  const latency = (perRequest: number, bandwidth: number) => Math.max(0, perRequest - 4096 / bandwidth);
+  const readLatencySeconds = latency(small.read, nvme.readBytesPerSec);
+  const writeLatencySeconds = latency(small.write, nvme.writeBytesPerSec);
   const peak = { f32: flops, f16: flops, bf16: flops };
   const local = BUILTIN_PROFILES.local;
-  const profile: HardwareProfile = {
+  const base: HardwareProfile = {
     name: 'calibrated',
     description: `this machine as measured by tiercut hw calibrate on ${new Date().toISOString().slice(0, 10)} (${cpus().length} cores, ${cpus()[0]?.model ?? 'unknown CPU'}); GPU tier emulated`,
     emulatedGpu: true,
     gpu: { capacityBytes: local.gpu.capacityBytes, memBandwidthBytesPerSec: host.triadBytesPerSec, peakFlops: peak },
     cpu: { capacityBytes: totalmem(), memBandwidthBytesPerSec: adam * 28, peakFlops: peak },
-    nvme: { capacityBytes: Math.max(1, freeBytes), readBytesPerSec: nvme.readBytesPerSec, writeBytesPerSec: nvme.writeBytesPerSec },
+    nvme: {
+      capacityBytes: Math.max(1, freeBytes), readBytesPerSec: nvme.readBytesPerSec, writeBytesPerSec: nvme.writeBytesPerSec,
+      readLatencySeconds, writeLatencySeconds, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES,
+    },
     h2dBytesPerSec: host.copyBytesPerSec,
     d2hBytesPerSec: host.copyBytesPerSec,
   };
+  // the kernels are fitted against the rooflines just measured
+  const scratch = mkdtempSync(join(tmpdir(), 'tiercut-calibrate-'));
+  let fit: Awaited<ReturnType<typeof measureKernels>>;
+  try {
+    const baseFile = join(scratch, 'roofline.json');
+    writeFileSync(baseFile, JSON.stringify(base));
+    fit = await measureKernels(baseFile);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  const executor = await measureExecutorOverheads();
+  const profile: HardwareProfile = { ...base, kernels: fit.kernels, executor };
   return {
     profile,
     measured: {
       matmulFlops: flops, triadBytesPerSec: host.triadBytesPerSec, copyBytesPerSec: host.copyBytesPerSec,
       adamParamsPerSec: adam, adamBytesPerSec: adam * 28,
       nvmeReadBytesPerSec: nvme.readBytesPerSec, nvmeWriteBytesPerSec: nvme.writeBytesPerSec, nvmeDirect: nvme.direct, nvmeNote: nvme.note,
+      nvmeBackend: nvme.backend, nvmeReadLatencySeconds: readLatencySeconds, nvmeWriteLatencySeconds: writeLatencySeconds,
+      nvmeReadAloneSeconds: small.readAlone, nvmeWriteAloneSeconds: small.writeAlone,
+      executor, kernels: fit.kernels, kernelSamples: fit.samples, kernelWorkloads: fit.workloads,
     },
   };
 }

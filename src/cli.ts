@@ -205,10 +205,11 @@ async function cmdRun(args: Args): Promise<void> {
       total += r.seconds;
       r.stats.streamBusySeconds.forEach((b, i) => { busy[i] += b; });
       bytes.h2d += r.stats.bytes.h2d; bytes.d2h += r.stats.bytes.d2h; bytes.nvmeRead += r.stats.bytes.nvmeRead; bytes.nvmeWrite += r.stats.bytes.nvmeWrite;
-      if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, seconds: r.seconds }) + '\n');
+      if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, seconds: r.seconds, busiestStreamSeconds: Math.max(...r.stats.streamBusySeconds) }) + '\n');
       else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms\n`);
     }
     if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
+    const io = session.info();  // after the steps: the edge-read count covers them
     if (traceFile !== undefined) writeJson(traceFile, chromeTrace(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }));
     const mem = session.memory();
     const summary = {
@@ -218,9 +219,18 @@ async function cmdRun(args: Args): Promise<void> {
       predictedStreamBusySeconds: session.current.predicted.streamBusySeconds,
       bytesPerStep: { h2d: bytes.h2d / steps, d2h: bytes.d2h / steps, nvmeRead: bytes.nvmeRead / steps, nvmeWrite: bytes.nvmeWrite / steps },
       plannedBytesPerStep: { h2d: session.current.traffic.h2dBytes, d2h: session.current.traffic.d2hBytes, nvmeRead: session.current.traffic.nvmeReadBytes, nvmeWrite: session.current.traffic.nvmeWriteBytes },
+      // how the nvme tier was served (null without one)
+      nvme: io.nvmeFile === '' ? null : {
+        backend: io.nvmeBackend, direct: io.nvmeDirect, queueDepth: io.nvmeQueueDepth, blockBytes: io.nvmeBlockBytes,
+        edgeReads: io.nvmeEdgeReads, note: io.nvmeNote,
+      },
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
-    else process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
+    else {
+      process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
+      const n = summary.nvme;
+      if (n) process.stdout.write(`nvme tier: ${n.backend}, ${n.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${n.queueDepth}, blocks ${fmtBytes(n.blockBytes)}, ${n.edgeReads} edge-block reads\n`);
+    }
   } finally {
     session.close();
     process.off('SIGINT', stop);
@@ -267,15 +277,15 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   }
 }
 
-function cmdHw(args: Args): void {
+async function cmdHw(args: Args): Promise<void> {
   if (args.positional[0] === 'calibrate') {
     takeFlags(args, ['-o', '--spill-dir', '--json']);
-    const c = calibrate({ spillDir: args.flags.get('--spill-dir') });
+    const c = await calibrate({ spillDir: args.flags.get('--spill-dir') });
     const out = args.flags.get('-o');
     if (out !== undefined) writeJson(out, c.profile);
-    const m = c.measured, gb = (x: number) => `${(x / 1e9).toFixed(2)} GB/s`;
+    const m = c.measured, gb = (x: number) => `${(x / 1e9).toFixed(2)} GB/s`, us = (s: number) => `${(s * 1e6).toFixed(1)} µs`;
     if (args.flags.has('--json') || out === undefined) process.stdout.write(JSON.stringify(out === undefined ? c.profile : c, null, out === undefined ? 2 : 0) + '\n');
-    if (out !== undefined) process.stdout.write(`wrote ${out}: matmul ${(m.matmulFlops / 1e9).toFixed(2)} GFLOPS, triad ${gb(m.triadBytesPerSec)}, memcpy ${gb(m.copyBytesPerSec)}, Adam ${(m.adamParamsPerSec / 1e6).toFixed(0)} M params/s, nvme read ${gb(m.nvmeReadBytesPerSec)} write ${gb(m.nvmeWriteBytesPerSec)}${m.nvmeDirect ? ' (O_DIRECT)' : ` (${m.nvmeNote})`}\n`);
+    if (out !== undefined) process.stdout.write(`wrote ${out}: matmul ${(m.matmulFlops / 1e9).toFixed(2)} GFLOPS, triad ${gb(m.triadBytesPerSec)}, memcpy ${gb(m.copyBytesPerSec)}, Adam ${(m.adamParamsPerSec / 1e6).toFixed(0)} M params/s, nvme read ${gb(m.nvmeReadBytesPerSec)} write ${gb(m.nvmeWriteBytesPerSec)}${m.nvmeDirect ? ' (O_DIRECT' : ` (${m.nvmeNote}`}, ${m.nvmeBackend}), nvme request latency read ${us(m.nvmeReadLatencySeconds)} write ${us(m.nvmeWriteLatencySeconds)} (both directions at once; 4 KiB alone: read ${us(m.nvmeReadAloneSeconds)} write ${us(m.nvmeWriteAloneSeconds)}), executor per instruction ${us(m.executor.instructionSeconds)} wake-up ${us(m.executor.wakeSeconds)} step ${us(m.executor.stepSeconds)}, ${Object.keys(m.kernels).length} kernel kinds fitted\n`);
     return;
   }
   if (args.positional[0] !== 'list') throw diag.usage(`hw: expected 'list' or 'calibrate'\n${USAGE}`);
@@ -293,7 +303,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'compile': await cmdCompile(args); break;
       case 'report': cmdReport(args); break;
       case 'run': await cmdRun(args); break;
-      case 'hw': cmdHw(args); break;
+      case 'hw': await cmdHw(args); break;
       case 'fit': await cmdFit(args); break;
       default: throw diag.usage(`unknown command '${cmd}'\n${USAGE}`);
     }

@@ -1,9 +1,14 @@
 // Roofline cost of ops and transfers on a hardware profile.
 //
-// time(op, tier) = max(flops / peak flops for the op's dtype, bytes touched /
-// memory bandwidth); time(transfer) = bytes / link bandwidth. Pure functions of
-// the IR and the profile: no latency terms, so costs scale exactly with size
-// (which is what lets the min-cut treat every parameter alike).
+// roofline(op, tier) = max(flops / peak flops for the op's dtype, bytes touched /
+// memory bandwidth); time(op, tier) = roofline, or, when the profile has a
+// measured kernel cost for the op's kernel (kernelKey; else its kind; `hw calibrate`),
+// fixedSeconds + rooflineFactor x roofline. time(transfer) = bytes / link
+// bandwidth, plus the request latency on an NVMe link when the profile has one.
+// Pure functions of the IR and the profile. Built-in profiles have no fixed
+// terms, so there costs scale exactly with size (which is what lets the
+// min-cut treat every parameter alike). The executor's own overheads (per
+// instruction, per wake-up, per step) are the simulator's business, not here.
 // Collective ops (ring attention, all-reduce) also move their ring traffic
 // through the tier's memory: the ranks are threads of one process, so a send is
 // a copy between two ranks' buffers (ringSendBytes, compiler/ir/ops.ts).
@@ -23,7 +28,7 @@ function computeDtype(g: Graph, op: Op): DType {
   return 'f32';
 }
 
-export function opSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwareProfile): number {
+export function rooflineSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwareProfile): number {
   const dev = hw[tier];
   const dt = computeDtype(g, op);
   const peak = dt === 'f16' ? dev.peakFlops.f16 : dt === 'bf16' ? dev.peakFlops.bf16 : dev.peakFlops.f32;
@@ -31,11 +36,31 @@ export function opSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwarePro
   return Math.max(op.flops / peak, (op.bytesTouched + ring) / dev.memBandwidthBytesPerSec);
 }
 
+/**
+ * The kernel an op runs, as `hw calibrate` keys its costs: the op kind, plus its
+ * flag and name attributes when it has any ("gelu" is the tanh form,
+ * "gelu[erf]" the exact one; "unary[fn=exp]"; "matmul[transB]"): those pick
+ * different code, numeric attributes only size it.
+ */
+export function kernelKey(op: Op): string {
+  const flags = Object.entries(op.attrs ?? {})
+    .filter(([, v]) => v === true || typeof v === 'string')
+    .map(([k, v]) => (v === true ? k : `${k}=${v}`))
+    .sort();
+  return flags.length > 0 ? `${op.kind}[${flags.join(',')}]` : op.kind;
+}
+
+export function opSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwareProfile): number {
+  const roofline = rooflineSeconds(g, op, tier, hw);
+  const k = hw.kernels?.[kernelKey(op)] ?? hw.kernels?.[op.kind];
+  return k ? k.fixedSeconds + k.rooflineFactor * roofline : roofline;
+}
+
 export function copySeconds(bytes: number, from: Tier, to: Tier, hw: HardwareProfile): number {
   if (from === to) return 0;
   if (from === 'cpu' && to === 'gpu') return bytes / hw.h2dBytesPerSec;
   if (from === 'gpu' && to === 'cpu') return bytes / hw.d2hBytesPerSec;
-  if (from === 'nvme' && to === 'cpu') return bytes / hw.nvme.readBytesPerSec;
-  if (from === 'cpu' && to === 'nvme') return bytes / hw.nvme.writeBytesPerSec;
+  if (from === 'nvme' && to === 'cpu') return (hw.nvme.readLatencySeconds ?? 0) + bytes / hw.nvme.readBytesPerSec;
+  if (from === 'cpu' && to === 'nvme') return (hw.nvme.writeLatencySeconds ?? 0) + bytes / hw.nvme.writeBytesPerSec;
   throw new Error(`no direct link ${from} -> ${to}: NVMe is reached through CPU staging`);
 }

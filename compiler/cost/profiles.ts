@@ -2,6 +2,17 @@
 // Built-in profiles are data; a JSON file with the same fields is accepted too
 // (validated field by field). Sizes in bytes, bandwidths in bytes per second,
 // compute in flops per second.
+//
+// Optional, measured by `tiercut hw calibrate` (src/calibrate*.ts) and absent
+// from the built-in profiles (which then cost as pure rooflines):
+//   kernels    per kernel (cost.ts kernelKey: "gelu", "gelu[erf]", ...; a plain
+//              op kind also serves its variants), this machine against the roofline:
+//              seconds = fixedSeconds + rooflineFactor x roofline seconds
+//   executor   the runtime's own costs per instruction, per cross-stream wake-up
+//              and per step (src/calibrate-executor.ts)
+//   nvme.readLatencySeconds / writeLatencySeconds: the fixed cost of one request
+//   nvme.queueDepth / blockBytes: the I/O settings the store runs with (the
+//              plan carries its profile, so the plan names them; run flags override)
 
 import { existsSync, readFileSync } from 'node:fs';
 import { diag } from '../../src/diagnostics.js';
@@ -12,6 +23,29 @@ export interface DeviceProfile {
   readonly peakFlops: { readonly f32: number; readonly f16: number; readonly bf16: number };
 }
 
+export interface NvmeProfile {
+  readonly capacityBytes: number;
+  readonly readBytesPerSec: number;
+  readonly writeBytesPerSec: number;
+  readonly readLatencySeconds?: number;
+  readonly writeLatencySeconds?: number;
+  readonly queueDepth?: number;
+  readonly blockBytes?: number;
+}
+
+/** A kernel's time as measured: fixedSeconds + rooflineFactor x its roofline time. */
+export interface KernelCost { readonly fixedSeconds: number; readonly rooflineFactor: number }
+
+/** The executor's costs (native/exec/executor.cc), see src/calibrate-executor.ts. */
+export interface ExecutorOverheads {
+  /** A stream thread's bookkeeping between two instructions. */
+  readonly instructionSeconds: number;
+  /** From the end of an instruction to the start of one on another stream that was blocked on it. */
+  readonly wakeSeconds: number;
+  /** Releasing the stream threads at the start of a step and gathering them at its end. */
+  readonly stepSeconds: number;
+}
+
 export interface HardwareProfile {
   readonly name: string;
   readonly description: string;
@@ -19,9 +53,12 @@ export interface HardwareProfile {
   readonly emulatedGpu: boolean;
   readonly gpu: DeviceProfile;
   readonly cpu: DeviceProfile;
-  readonly nvme: { readonly capacityBytes: number; readonly readBytesPerSec: number; readonly writeBytesPerSec: number };
+  readonly nvme: NvmeProfile;
   readonly h2dBytesPerSec: number;
   readonly d2hBytesPerSec: number;
+  /** Per kernel (cost.ts kernelKey, or a plain op kind for all its variants); others cost their roofline. */
+  readonly kernels?: Readonly<Record<string, KernelCost>>;
+  readonly executor?: ExecutorOverheads;
 }
 
 const GB = 1e9, TB = 1e12, GiB = 2 ** 30;
@@ -87,6 +124,27 @@ function checkProfile(file: string, p: unknown): HardwareProfile {
     for (const d of ['f32', 'f16', 'bf16']) num(`${dev}.peakFlops.${d}`);
   }
   num('nvme.capacityBytes'); num('nvme.readBytesPerSec'); num('nvme.writeBytesPerSec'); num('h2dBytesPerSec'); num('d2hBytesPerSec');
+  // optional fields: absent, or numbers in range
+  const get = (path: string): unknown => { let v: unknown = o; for (const k of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[k]; return v; };
+  const optNum = (path: string, min: number, integer = false) => {
+    const v = get(path);
+    if (v === undefined) return;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) throw bad(path, `${integer ? 'an integer' : 'a number'} >= ${min}`, v);
+  };
+  optNum('nvme.readLatencySeconds', 0); optNum('nvme.writeLatencySeconds', 0);
+  optNum('nvme.queueDepth', 1, true);
+  if (typeof get('nvme.queueDepth') === 'number' && (get('nvme.queueDepth') as number) > 64) throw bad('nvme.queueDepth', 'an integer from 1 to 64', get('nvme.queueDepth'));
+  optNum('nvme.blockBytes', 4096, true);
+  const bb = get('nvme.blockBytes');
+  if (typeof bb === 'number' && (bb % 4096 !== 0 || bb > 64 * 2 ** 20)) throw bad('nvme.blockBytes', 'a multiple of 4096 from 4096 to 67108864', bb);
+  if (o.executor !== undefined) for (const f of ['instructionSeconds', 'wakeSeconds', 'stepSeconds']) { if (get(`executor.${f}`) === undefined) throw bad(`executor.${f}`, 'a number >= 0', undefined); optNum(`executor.${f}`, 0); }
+  if (o.kernels !== undefined) {
+    if (typeof o.kernels !== 'object' || o.kernels === null || Array.isArray(o.kernels)) throw bad('kernels', 'an object keyed by op kind', o.kernels);
+    for (const k of Object.keys(o.kernels)) {
+      for (const f of ['fixedSeconds', 'rooflineFactor']) if (get(`kernels.${k}.${f}`) === undefined) throw bad(`kernels.${k}.${f}`, 'a number >= 0', undefined);
+      optNum(`kernels.${k}.fixedSeconds`, 0); optNum(`kernels.${k}.rooflineFactor`, 0);
+    }
+  }
   if (typeof o.name !== 'string') throw bad('name', 'a string', o.name);
   return { description: '', emulatedGpu: false, ...(o as object) } as HardwareProfile;
 }

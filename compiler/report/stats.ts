@@ -17,6 +17,10 @@ export interface PlanStats {
   ops: Record<'forward' | 'backward' | 'update', Record<'gpu' | 'cpu', number>>;
   traffic: { h2dBytes: number; d2hBytes: number; nvmeReadBytes: number; nvmeWriteBytes: number; inputBytes: number; copies: number };
   predicted: { stepSeconds: number; streamBusySeconds: Record<StreamName, number>; tflops: number };
+  /** How the prediction was costed: pure rooflines, or with what `hw calibrate` measured (kernel kinds fitted). */
+  costModel: { kind: 'roofline' | 'calibrated'; kernelKinds: number; executorOverheads: boolean; nvmeLatency: boolean };
+  /** The NVMe store settings the plan names (its profile's), null where it names none; absent without an NVMe tier. */
+  nvmeIo?: { queueDepth: number | null; blockBytes: number | null };
   lambdaSecondsPerByte: number;
   /** The LP's lower bound on the step time (absent in plans made without it). */
   lowerBoundSeconds?: number;
@@ -82,6 +86,12 @@ export function planStats(plan: Plan): PlanStats {
     ops,
     traffic: { ...plan.traffic, copies: plan.instructions.filter((x) => x.kind === 'copy').length },
     predicted: { stepSeconds: plan.predicted.stepSeconds, streamBusySeconds: { ...plan.predicted.streamBusySeconds }, tflops: g.ops.reduce((f, op) => f + op.flops, 0) / plan.predicted.stepSeconds / 1e12 },
+    costModel: {
+      kind: plan.hardware.kernels || plan.hardware.executor || plan.hardware.nvme.readLatencySeconds !== undefined ? 'calibrated' : 'roofline',
+      kernelKinds: Object.keys(plan.hardware.kernels ?? {}).length, executorOverheads: plan.hardware.executor !== undefined,
+      nvmeLatency: plan.hardware.nvme.readLatencySeconds !== undefined || plan.hardware.nvme.writeLatencySeconds !== undefined,
+    },
+    ...(plan.tiers.nvme.peakBytes > 0 ? { nvmeIo: { queueDepth: plan.hardware.nvme.queueDepth ?? null, blockBytes: plan.hardware.nvme.blockBytes ?? null } } : {}),
     lambdaSecondsPerByte: p.lambdaSecondsPerByte,
     ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
     atPeak: occupancyAtPeak(plan),

@@ -40,6 +40,12 @@ export function textReport(s: PlanStats): string {
   L.push('');
   L.push(`traffic per step: h2d ${fmtBytes(s.traffic.h2dBytes)}, d2h ${fmtBytes(s.traffic.d2hBytes)}, nvme read ${fmtBytes(s.traffic.nvmeReadBytes)}, nvme write ${fmtBytes(s.traffic.nvmeWriteBytes)} (${s.traffic.copies} copies; data inputs ${fmtBytes(s.traffic.inputBytes)})`);
   L.push(`predicted step: ${fmtSeconds(s.predicted.stepSeconds)} (${s.predicted.tflops.toFixed(3)} TFLOPS); busy: ${STREAMS.filter((k) => s.predicted.streamBusySeconds[k] > 0).map((k) => `${k} ${fmtSeconds(s.predicted.streamBusySeconds[k])}`).join(', ')}`);
+  L.push(s.costModel.kind === 'roofline' ? 'cost model: rooflines (no measured costs in the profile)'
+    : `cost model: calibrated (${s.costModel.kernelKinds} kernel kinds fitted${s.costModel.executorOverheads ? ', executor overheads' : ''}${s.costModel.nvmeLatency ? ', nvme request latency' : ''})`);
+  if (s.nvmeIo) {
+    const q = s.nvmeIo.queueDepth, b = s.nvmeIo.blockBytes;
+    L.push(`nvme I/O: queue depth ${q ?? '8 (runtime default)'}, blocks ${b !== null ? fmtBytes(b) : '1 MiB (runtime default)'}; the runtime uses io_uring when built with liburing, else a pread/pwrite thread pool (run --json summary.nvme says which)`);
+  }
   if (s.lowerBoundSeconds !== undefined) L.push(`lower bound (LP): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
   if (s.dpu) L.push(`delayed parameter update: after ${s.dpu.warmupSteps} warm-up steps, predicted step ${fmtSeconds(s.dpu.stepSeconds)}; gpu peak ${fmtBytes(s.dpu.tiers.gpu.peakBytes)}, cpu peak ${fmtBytes(s.dpu.tiers.cpu.peakBytes)}; h2d ${fmtBytes(s.dpu.traffic.h2dBytes)}, d2h ${fmtBytes(s.dpu.traffic.d2hBytes)} per step`);
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {

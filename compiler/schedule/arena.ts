@@ -8,6 +8,14 @@
 // them back after its free. The first writer of a buffer waits for the free
 // of the last occupant of every byte range it takes (earlier occupants are
 // covered transitively: that occupant's own first write waited for them).
+// Alignment: 64 bytes, except 4096 (one O_DIRECT block) for every nvme buffer
+// and for every cpu buffer of at least 64 KiB that an nvme copy reads or
+// writes: nvme buffers then own whole blocks, so the store writes them without
+// reading edge blocks first, and a large cpu side of a transfer is
+// block-aligned, so it moves without a staging copy (native/tiers/nvme_store.h).
+// Small cpu buffers keep 64: padding them to 4 KiB would cost tight CPU
+// arenas real room for a memcpy of a few KiB. Offsets and the space a buffer
+// takes are both rounded; sizeBytes stays the tensor's.
 // Keeps true: two buffers whose live ranges overlap never overlap in memory;
 // no write lands in memory before the previous occupant's last access has
 // completed. Deterministic: ties broken by buffer id. Cost: O(B log B + B·L),
@@ -19,7 +27,24 @@ import { FreeList, LastOccupant } from './intervals.js';
 import type { Program } from './program.js';
 
 export const ALIGN_BYTES = 64;
-const align = (n: number) => Math.ceil(n / ALIGN_BYTES) * ALIGN_BYTES;
+/** The O_DIRECT block: alignment of nvme buffers and of the large cpu buffers nvme copies touch. */
+export const NVME_ALIGN_BYTES = 4096;
+/** From this size on, a cpu buffer an nvme copy touches is block-aligned too (zero-copy O_DIRECT). */
+export const ZERO_COPY_MIN_BYTES = 64 * 1024;
+const roundUp = (n: number, a: number) => Math.ceil(n / a) * a;
+
+/** Per buffer, the alignment of its offset and of the space it takes. */
+function alignments(prog: Program): Float64Array {
+  const a = new Float64Array(prog.buffers.length).fill(ALIGN_BYTES);
+  for (const b of prog.buffers) if (b.tier === 'nvme') a[b.id] = NVME_ALIGN_BYTES;
+  for (const x of prog.instructions) {
+    if (x.kind !== 'copy') continue;
+    const [s, d] = [prog.buffers[x.inputs[0]], prog.buffers[x.outputs[0]]];
+    if (s.tier !== 'nvme' && d.tier !== 'nvme') continue;
+    for (const b of [s, d]) if (b.tier === 'nvme' || b.sizeBytes >= ZERO_COPY_MIN_BYTES) a[b.id] = NVME_ALIGN_BYTES;
+  }
+  return a;
+}
 
 export interface Arenas {
   readonly buffers: readonly PlanBuffer[];
@@ -31,10 +56,17 @@ export function assignOffsets(prog: Program): Arenas {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra: number[][] = prog.instructions.map(() => []);
+  const alignOf = alignments(prog);
+  const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const mine = prog.buffers.filter((b) => b.tier === tier);
     let top = 0, peak = 0;
-    for (const b of mine) if (b.allocAt < 0 && b.freeAt < 0) { offset[b.id] = top; peak = top + b.sizeBytes; top = align(top + b.sizeBytes); }
+    for (const b of mine) {
+      if (!(b.allocAt < 0 && b.freeAt < 0)) continue;
+      offset[b.id] = roundUp(top, alignOf[b.id]);
+      peak = offset[b.id] + b.sizeBytes;
+      top = roundUp(offset[b.id] + span(b), ALIGN_BYTES);
+    }
     const moving = mine.filter((b) => !(b.allocAt < 0 && b.freeAt < 0));
     const allocs = [...moving].sort((a, b) => Math.max(a.allocAt, -1) - Math.max(b.allocAt, -1) || a.id - b.id);
     const frees = moving.filter((b) => b.freeAt >= 0).sort((a, b) => a.freeAt - b.freeAt || a.id - b.id);
@@ -45,13 +77,13 @@ export function assignOffsets(prog: Program): Arenas {
       const at = Math.max(b.allocAt, -1);
       for (; f < frees.length && frees[f].freeAt < at; f++) {
         const d = frees[f];
-        list.free(offset[d.id], offset[d.id] + align(d.sizeBytes));
-        last.set(offset[d.id], offset[d.id] + align(d.sizeBytes), d.freeAt);
+        list.free(offset[d.id], offset[d.id] + span(d));
+        last.set(offset[d.id], offset[d.id] + span(d), d.freeAt);
       }
-      const lo = list.alloc(align(b.sizeBytes));
+      const lo = list.alloc(span(b), alignOf[b.id]);
       offset[b.id] = lo;
       peak = Math.max(peak, lo + b.sizeBytes);
-      for (const w of last.take(lo, lo + align(b.sizeBytes))) {
+      for (const w of last.take(lo, lo + span(b))) {
         if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) extra[b.allocAt].push(w);
       }
     }

@@ -10,24 +10,31 @@ export class FreeList {
 
   constructor(base: number) { this.top = base; }
 
-  /** Lowest-waste range that fits `size`, else the top of the arena. */
-  alloc(size: number): number {
+  /** Lowest-waste range that fits `size` at a multiple of `align`, else the top of the arena.
+   *  The bytes skipped to reach an aligned start stay free. */
+  alloc(size: number, align = 1): number {
+    const up = (x: number) => Math.ceil(x / align) * align;
     let best = -1;
     for (let i = 0; i < this.ranges.length; i++) {
       const [lo, hi] = this.ranges[i];
-      if (hi - lo >= size && (best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0])) best = i;
+      if (up(lo) + size <= hi && (best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0])) best = i;
     }
     if (best < 0) {
       // a free range ending at the top can be extended
       const last = this.ranges[this.ranges.length - 1];
-      if (last && last[1] === this.top) { this.ranges.pop(); this.top = last[0] + size; return last[0]; }
-      const at = this.top;
-      this.top += size;
+      const at = last && last[1] === this.top ? up(last[0]) : up(this.top);
+      if (last && last[1] === this.top) { this.ranges.pop(); if (at > last[0]) this.ranges.push([last[0], at]); }
+      else if (at > this.top) this.ranges.push([this.top, at]);
+      this.top = at + size;
       return at;
     }
     const [lo, hi] = this.ranges[best];
-    if (hi - lo === size) this.ranges.splice(best, 1); else this.ranges[best] = [lo + size, hi];
-    return lo;
+    const at = up(lo);
+    const parts: [number, number][] = [];
+    if (at > lo) parts.push([lo, at]);
+    if (at + size < hi) parts.push([at + size, hi]);
+    this.ranges.splice(best, 1, ...parts);
+    return at;
   }
 
   free(lo: number, hi: number): void {

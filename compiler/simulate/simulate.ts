@@ -3,9 +3,27 @@
 //
 // Each stream runs its instructions in order; an instruction starts when its
 // stream is free and every instruction it waits on has finished; it lasts its
-// roofline cost (compiler/cost). Because every wait points to an earlier
-// instruction, one pass in id order computes every start and end time.
-// Cost: O(instructions + waits).
+// cost (compiler/cost: roofline, or the measured kernel cost). With the
+// executor's overheads in the profile (`hw calibrate`, src/calibrate-executor.ts):
+// a stream is free instructionSeconds after its previous instruction ends; a
+// stream that had to block for an instruction of another stream starts
+// wakeSeconds after that instruction ends; the step ends stepSeconds after its
+// last instruction. Busy time counts instruction durations only (as the runtime
+// measures it).
+//
+// NVMe batches, as the executor forms them (native/exec/executor.cc,
+// gather_nvme_batch): when an nvme copy starts at time t, the copies (same
+// direction) and frees right after it on its stream join it while they are
+// ready at t and touch nothing an earlier member touches (host bytes of a
+// read, 4096-byte file blocks of a write); up to 64. The batch lasts
+// ceil(copies / queue depth) request latencies + its bytes / bandwidth, and
+// every member ends with it.
+//
+// Instructions start in time order (always the one that can start earliest;
+// ties by id), so that when a batch forms at t every instruction that ended by
+// t is known. Since every wait points to an earlier instruction, the lowest
+// unstarted one can always start: the loop never stalls. Cost:
+// O(instructions x (streams + waits)).
 
 import { copySeconds, opSeconds } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
@@ -27,19 +45,91 @@ export function instructionSeconds(g: Graph, p: Placement, buffers: readonly Pla
   return 0;
 }
 
+const MAX_NVME_BATCH = 64;  // kMaxNvmeBatch in native/exec/executor.h
+const NVME_BLOCK = 4096;
+
+/** A copy to or from nvme: its direction, host range and file blocks. */
+function nvmeCopy(buffers: readonly PlanBuffer[], x: PlanInstruction) {
+  if (x.kind !== 'copy') return undefined;
+  const s = buffers[x.inputs[0]], d = buffers[x.outputs[0]];
+  if (s.tier !== 'nvme' && d.tier !== 'nvme') return undefined;
+  const host = s.tier === 'nvme' ? d : s, file = s.tier === 'nvme' ? s : d;
+  return {
+    write: d.tier === 'nvme', bytes: s.sizeBytes, hostTier: host.tier, h0: host.offsetBytes, h1: host.offsetBytes + host.sizeBytes,
+    f0: Math.floor(file.offsetBytes / NVME_BLOCK) * NVME_BLOCK, f1: Math.ceil((file.offsetBytes + file.sizeBytes) / NVME_BLOCK) * NVME_BLOCK,
+  };
+}
+
+/** Instruction ids per stream, in order. */
+function streamOrder(ins: readonly PlanInstruction[]) {
+  const order = new Map<StreamName, number[]>();
+  for (const x of ins) { const l = order.get(x.stream) ?? []; l.push(x.id); order.set(x.stream, l); }
+  return { order };
+}
+
 export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[], ins: readonly PlanInstruction[], hw: HardwareProfile): Simulation {
   const start = new Float64Array(ins.length), end = new Float64Array(ins.length);
-  const free = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<StreamName, number>;
+  const started = new Uint8Array(ins.length);  // its start and end are known
   const busy = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<StreamName, number>;
+  const over = hw.executor ?? { instructionSeconds: 0, wakeSeconds: 0, stepSeconds: 0 };
+  const queueDepth = hw.nvme.queueDepth ?? 8;
+  const { order } = streamOrder(ins);
+  const lists = STREAMS.map((s) => order.get(s) ?? []);
+  const next = STREAMS.map(() => 0);   // per stream: position of its next instruction
+  const free = STREAMS.map(() => 0);   // per stream: when it can start its next instruction
+
+  /** When stream s can start its next instruction, or undefined while a wait has not started yet. */
+  const startTime = (s: number): number | undefined => {
+    const x = ins[lists[s][next[s]]];
+    const ready = free[s];
+    let t = ready;
+    for (const w of x.waits) {
+      if (!started[w]) return undefined;
+      // blocked on another stream's instruction: woken after it ends
+      t = Math.max(t, end[w] > ready && ins[w].stream !== x.stream ? end[w] + over.wakeSeconds : end[w]);
+    }
+    return t;
+  };
+
+  // Event order: always start the instruction that can start earliest (ties: lowest id), so
+  // that when an nvme copy starts at t, every instruction ending by t is already known.
   let step = 0;
-  for (const x of ins) {
-    let t = free[x.stream];
-    for (const w of x.waits) t = Math.max(t, end[w]);
-    const d = instructionSeconds(g, p, buffers, x, hw);
-    start[x.id] = t; end[x.id] = t + d;
-    free[x.stream] = t + d;
+  for (let done = 0; done < ins.length;) {
+    let s = -1, t = Infinity;
+    for (let k = 0; k < STREAMS.length; k++) {
+      if (next[k] >= lists[k].length) continue;
+      const tk = startTime(k);
+      if (tk !== undefined && (tk < t || (tk === t && lists[k][next[k]] < lists[s][next[s]]))) { s = k; t = tk; }
+    }
+    if (s < 0) throw new Error('simulate: no instruction can start (a wait on a later instruction?)');
+    const x = ins[lists[s][next[s]]];
+    let d = instructionSeconds(g, p, buffers, x, hw);
+    const members = [x.id];
+    const first = nvmeCopy(buffers, x);
+    if (first) {
+      // the batch: ready copies (same direction, nothing shared) and frees after x on its stream
+      const copies = [first];
+      for (let j = next[s] + 1; j < lists[s].length && members.length < MAX_NVME_BATCH; j++) {
+        const y = ins[lists[s][j]];
+        if (!y.waits.every((w) => started[w] && end[w] <= t)) break;
+        const c = nvmeCopy(buffers, y);
+        if (y.kind !== 'free' && (!c || c.write !== first.write)) break;
+        if (c && copies.some((m) => (c.write ? c.f0 < m.f1 && m.f0 < c.f1 : c.hostTier === m.hostTier && c.h0 < m.h1 && m.h0 < c.h1))) break;
+        if (c) copies.push(c);
+        members.push(y.id);
+      }
+      if (copies.length > 1) {
+        const latency = (first.write ? hw.nvme.writeLatencySeconds : hw.nvme.readLatencySeconds) ?? 0;
+        const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
+        d = Math.ceil(copies.length / queueDepth) * latency + copies.reduce((sum, c) => sum + c.bytes, 0) / bandwidth;
+      }
+    }
+    for (const m of members) { start[m] = t; end[m] = t + d; started[m] = 1; }
+    next[s] += members.length;
+    done += members.length;
+    free[s] = t + d + over.instructionSeconds;
     busy[x.stream] += d;
     step = Math.max(step, t + d);
   }
-  return { stepSeconds: step, streamBusySeconds: busy, start, end };
+  return { stepSeconds: ins.length > 0 ? step + over.stepSeconds : 0, streamBusySeconds: busy, start, end };
 }

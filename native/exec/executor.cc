@@ -9,6 +9,7 @@
 #include "../adam/cpu_adam.h"
 #include "collective.h"
 #include "half.h"
+#include "spin.h"
 
 namespace tiercut {
 
@@ -58,7 +59,9 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
   start_.assign(n, 0);
   end_.assign(n, 0);
   prepared_.assign(n, Prepared());
-  done_gen_.assign(n, 0);
+  done_gen_.reset(new std::atomic<int64_t>[n]);
+  for (size_t i = 0; i < n; i++) done_gen_[i].store(0);
+  spin_ns_ = spin_limit_ns();
   live_.assign(p.buffers.size(), 0);
 
   for (size_t id = 0; id < n; id++) {
@@ -73,6 +76,7 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
       else if (from == TIER_CPU && to == TIER_GPU) pr.link = LINK_H2D;
       else if (from == TIER_GPU && to == TIER_CPU) pr.link = LINK_D2H;
       else if (from == TIER_CPU && to == TIER_CPU) pr.link = LINK_CPU_TO_CPU;
+      pr.nvme_batchable = pr.link == LINK_NVME_READ || pr.link == LINK_NVME_WRITE;
       continue;
     }
     if (ins.kind != INSTR_RUN) continue;
@@ -108,7 +112,8 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
   for (int32_t s = 0; s < kStreamCount; s++) {
     if (streams_[s].instructions.empty()) continue;
     active_streams_.push_back(s);
-    streams_[s].thread = std::thread(&Executor::stream_main, this, s);
+    if (lead_stream_ < 0) lead_stream_ = s;  // runs on the caller of step()
+    else streams_[s].thread = std::thread(&Executor::stream_main, this, s);
   }
 }
 
@@ -131,8 +136,9 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
   *stats = StepStats();
   Clock::time_point t0 = Clock::now();
   stats->step_start_seconds = seconds_between(epoch_, t0);
+  int64_t gen;
   {
-    std::unique_lock<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> lk(mu_);
     if (stop_) { *err = "the session is closed"; return false; }
     abort_ = false;
     error_.clear();
@@ -149,8 +155,18 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       for (int k = 0; k < LINK_COUNT; k++) st.link_bytes[k] = 0;
     }
     running_ = (int32_t)active_streams_.size();
-    generation_++;
-    start_cv_.notify_all();
+    gen = ++generation_;
+  }
+  start_cv_.notify_all();
+  // the lead stream runs here, while the stream threads run the others
+  if (lead_stream_ >= 0) {
+    run_stream(lead_stream_, gen);
+    std::lock_guard<std::mutex> lk(mu_);
+    running_--;
+  }
+  spin_until([&] { return running_.load(std::memory_order_acquire) == 0; }, spin_ns_);
+  {
+    std::unique_lock<std::mutex> lk(mu_);
     finish_cv_.wait(lk, [&] { return running_ == 0; });
 
     stats->seconds = seconds_between(t0, Clock::now());
@@ -189,54 +205,174 @@ void Executor::stream_main(int32_t s) {
 
 bool Executor::waits_done(int32_t id, int64_t gen) const {
   for (int32_t w : p_.instructions[id].waits)
-    if (done_gen_[w] != gen) return false;
+    if (done_gen_[w].load(std::memory_order_acquire) != gen) return false;
   return true;
 }
 
 void Executor::run_stream(int32_t s, int64_t gen) {
   StreamState& st = streams_[s];
-  for (int32_t id : st.instructions) {
-    {
+  std::vector<int32_t> batch;
+  bool started = false;  // the instruction at k was found ready (and noted) when the one before completed
+  for (size_t k = 0; k < st.instructions.size();) {
+    const int32_t id = st.instructions[k];
+    batch.assign(1, id);
+    if (started) {
+      if (abort_.load(std::memory_order_acquire)) return;
+      if (prepared_[id].nvme_batchable) {
+        std::lock_guard<std::mutex> lk(mu_);
+        gather_nvme_batch(st, k, gen, &batch);
+      }
+    } else {
+      // poll first: a thread that blocks may take a long time to wake (exec/spin.h)
+      spin_until([&] { return abort_.load(std::memory_order_acquire) || waits_done(id, gen); }, spin_ns_);
       std::unique_lock<std::mutex> lk(mu_);
-      done_cv_.wait(lk, [&] { return abort_ || waits_done(id, gen); });
+      st.blocked_on = id;
+      st.cv.wait(lk, [&] { return abort_ || waits_done(id, gen); });
+      st.blocked_on = -1;
       if (abort_) return;
       note_start(id);
+      // an nvme copy takes along the copies after it on its stream that are
+      // ready now (see gather_nvme_batch)
+      if (prepared_[id].nvme_batchable) gather_nvme_batch(st, k, gen, &batch);
     }
+    k += batch.size();
     std::string msg;
+    int32_t failed = id;
     Clock::time_point t0 = Clock::now();
     bool ok = false;
     try {
-      ok = execute(s, id, &msg);
+      ok = batch.size() == 1 ? execute(s, id, &msg) : execute_nvme_batch(s, batch, &msg, &failed);
     } catch (const std::exception& e) {  // kernels never throw; this is for bad_alloc and the like
       msg = e.what();
     }
     Clock::time_point t1 = Clock::now();
-    st.busy_seconds += seconds_between(t0, t1);
-    start_[id] = seconds_between(epoch_, t0);
-    end_[id] = seconds_between(epoch_, t1);
-    if (ok) st.count++;
+    st.busy_seconds += seconds_between(t0, t1);  // a batch's members share one interval
+    for (int32_t b : batch) {
+      start_[b] = seconds_between(epoch_, t0);
+      end_[b] = seconds_between(epoch_, t1);
+    }
+    if (ok) st.count += (int64_t)batch.size();
+    started = false;
+    int32_t wake[kStreamCount];
+    int32_t n_wake = 0;
     std::string first_error;  // set when this instruction is the step's first failure
     {
       std::lock_guard<std::mutex> lk(mu_);
-      const Instruction& ins = p_.instructions[id];
       if (ok) {
-        done_gen_[id] = gen;
-        if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
-          const BufferSpec& b = p_.buffers[ins.inputs[0]];
-          live_[ins.inputs[0]] = 0;
-          live_bytes_[b.tier] -= b.size_bytes;
+        for (int32_t b : batch) {
+          done_gen_[b].store(gen, std::memory_order_release);
+          const Instruction& ins = p_.instructions[b];
+          if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
+            const BufferSpec& fb = p_.buffers[ins.inputs[0]];
+            live_[ins.inputs[0]] = 0;
+            live_bytes_[fb.tier] -= fb.size_bytes;
+          }
+        }
+        // one lock for this completion and the next start, when the next is ready already
+        if (k < st.instructions.size() && !abort_ && waits_done(st.instructions[k], gen)) {
+          note_start(st.instructions[k]);
+          started = true;
         }
       } else if (!abort_) {
         abort_ = true;
-        error_ = describe(id) + ": " + msg;
+        error_ = describe(failed) + ": " + msg;
         first_error = error_;
       }
+      n_wake = streams_to_wake(s, gen, wake);
     }
-    done_cv_.notify_all();
+    for (int32_t i = 0; i < n_wake; i++) streams_[wake[i]].cv.notify_one();
     // the other ranks would wait for this rank's messages until their timeout: stop them now
     if (!first_error.empty() && comm_ && comm_->size() > 1) comm_->abort("rank " + std::to_string(comm_->rank()) + ": " + first_error);
     if (!ok) return;
   }
+}
+
+// mu_ held. The streams blocked on a wait that is now satisfied (or on
+// anything, after an abort), into out[]; returns how many.
+int32_t Executor::streams_to_wake(int32_t self, int64_t gen, int32_t* out) {
+  int32_t n = 0;
+  for (int32_t s : active_streams_) {
+    const int32_t id = streams_[s].blocked_on;
+    if (s != self && id >= 0 && (abort_ || waits_done(id, gen))) out[n++] = s;
+  }
+  return n;
+}
+
+// mu_ held. Appends to *batch (which holds st.instructions[k], an nvme copy
+// whose waits are done) the instructions after it on the stream while they are
+// nvme copies in the same direction, or frees, whose waits are done now, up to
+// kMaxNvmeBatch, stopping at the first copy that would touch what an earlier
+// member touches: host bytes (a read's destination) or, for writes, a
+// 4096-byte block of the file. The copies then run as one NvmeStore::transfer:
+// their small requests are in flight together instead of paying their
+// latencies one after another. All members complete together, after the
+// transfer, so the stream's order of completion holds (a free in the batch
+// completes no earlier than the copies before it).
+void Executor::gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch) {
+  const int32_t first = st.instructions[k];
+  const int32_t link = prepared_[first].link;
+  auto ranges = [&](int32_t id, int64_t* h0, int64_t* h1, int32_t* htier, int64_t* f0, int64_t* f1) {
+    const Instruction& ins = p_.instructions[id];
+    const BufferSpec& src = p_.buffers[ins.inputs[0]];
+    const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+    const BufferSpec& host = src.tier == TIER_NVME ? dst : src;
+    const BufferSpec& file = src.tier == TIER_NVME ? src : dst;
+    *htier = host.tier;
+    *h0 = host.offset_bytes;
+    *h1 = host.offset_bytes + host.size_bytes;
+    *f0 = file.offset_bytes / kNvmeAlign * kNvmeAlign;
+    *f1 = (file.offset_bytes + file.size_bytes + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;
+  };
+  for (size_t j = k + 1; j < st.instructions.size() && batch->size() < (size_t)kMaxNvmeBatch; j++) {
+    const int32_t id = st.instructions[j];
+    const bool is_free = p_.instructions[id].kind == INSTR_FREE;
+    if (!(is_free || (prepared_[id].nvme_batchable && prepared_[id].link == link)) || !waits_done(id, gen)) break;
+    if (is_free) {
+      note_start(id);
+      batch->push_back(id);
+      continue;
+    }
+    int64_t h0, h1, f0, f1;
+    int32_t ht;
+    ranges(id, &h0, &h1, &ht, &f0, &f1);
+    bool clash = false;
+    for (int32_t m : *batch) {
+      if (p_.instructions[m].kind == INSTR_FREE) continue;
+      int64_t mh0, mh1, mf0, mf1;
+      int32_t mt;
+      ranges(m, &mh0, &mh1, &mt, &mf0, &mf1);
+      if (link == LINK_NVME_READ && mt == ht && h0 < mh1 && mh0 < h1) clash = true;
+      if (link == LINK_NVME_WRITE && f0 < mf1 && mf0 < f1) clash = true;
+    }
+    if (clash) break;
+    note_start(id);
+    batch->push_back(id);
+  }
+}
+
+// The members of an nvme batch as one transfer (mu_ not held).
+bool Executor::execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed) {
+  StreamState& st = streams_[s];
+  const int32_t link = prepared_[batch[0]].link;
+  std::vector<NvmeRequest> reqs;
+  reqs.reserve(batch.size());
+  std::vector<int32_t> copies;  // the members with I/O, in order (reqs[i] is copies[i])
+  for (int32_t id : batch) {
+    const Instruction& ins = p_.instructions[id];
+    if (ins.kind == INSTR_FREE) continue;
+    copies.push_back(id);
+    const BufferSpec& src = p_.buffers[ins.inputs[0]];
+    const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+    if (link == LINK_NVME_READ) reqs.push_back(NvmeRequest{src.offset_bytes, arenas_.host_ptr(dst.tier, dst.offset_bytes), src.size_bytes});
+    else reqs.push_back(NvmeRequest{dst.offset_bytes, arenas_.host_ptr(src.tier, src.offset_bytes), src.size_bytes});
+  }
+  int32_t bad = 0;
+  if (!arenas_.nvme_transfer(link == LINK_NVME_WRITE, reqs, msg, &bad)) {
+    *failed = copies[(size_t)std::max(0, std::min(bad, (int32_t)copies.size() - 1))];
+    return false;
+  }
+  for (const NvmeRequest& r : reqs) st.link_bytes[link] += r.n;
+  return true;
 }
 
 // "instruction 57 (gpu, run crossEntropy)", "instruction 3 (h2d, copy cpu -> gpu)"

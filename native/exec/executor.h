@@ -4,12 +4,19 @@
 // Gives: step(), which runs every instruction exactly once, and the measured
 //        StepStats; memory statistics over the session so far.
 // Keeps true:
-//   - one std::thread per stream that has instructions, created once by the
-//     constructor and reused by every step; each runs its stream's instructions
-//     in increasing id order
+//   - the thread that calls step() runs the first stream that has instructions
+//     (the gpu stream when it has any) itself; every other stream that has
+//     instructions has one std::thread, created once by the constructor and
+//     reused by every step. Each runs its stream's instructions in increasing
+//     id order. (Waking a sleeping thread costs tens of microseconds on a VM;
+//     a plan whose work is all on one stream then wakes none.)
 //   - an instruction starts only when every instruction in its `waits` has
 //     completed in the current step (events: a per-instruction "completed in
-//     generation g" number under one mutex + condition variable). Because every
+//     generation g" number, written under one mutex; a waiter polls it for up
+//     to TIERCUT_SPIN_US before blocking, exec/spin.h, then sleeps on its
+//     stream's own condition variable, which only a completion that satisfies
+//     it, or an abort, signals: on 2 cores a wake-up for all streams at every
+//     completion cost ~24 µs a hop round six streams, the targeted one ~6 µs). Because every
 //     wait points to an earlier id, the lowest unfinished instruction can always
 //     start, so a step cannot deadlock.
 //   - the first error (kernel message, I/O error) aborts the step: every thread
@@ -22,10 +29,18 @@
 //     rank's Communicator; the first error of a step also aborts the
 //     communicator's group, so the other ranks stop at once instead of waiting
 //     for messages that will never come.
+//   - nvme copies: a copy takes along the copies right after it on its
+//     stream that are ready at that moment (same direction, disjoint memory;
+//     up to kMaxNvmeBatch) and runs them as one NvmeStore::transfer, so
+//     their requests overlap in the queue instead of paying one latency each.
+//     The members share one start, one end and one busy interval, and
+//     complete together (in stream order, as every wait assumes).
 // Never calls N-API; touches only the Program, the Arenas, the Communicator and its own state.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -37,6 +52,9 @@
 #include "../tiers/arena.h"
 
 namespace tiercut {
+
+// The most nvme copies one transfer takes (gather_nvme_batch).
+constexpr int32_t kMaxNvmeBatch = 64;
 
 // Byte counters per link, indices of StepStats::link_bytes.
 enum Link : int32_t { LINK_H2D = 0, LINK_D2H = 1, LINK_NVME_READ = 2, LINK_NVME_WRITE = 3, LINK_CPU_TO_CPU = 4, LINK_COUNT = 5 };
@@ -100,6 +118,7 @@ class Executor {
     std::vector<HalfOperand> halves;
     int64_t scratch_floats = 0;
     int32_t link = -1;       // copies: the Link counted, -1 for none
+    bool nvme_batchable = false;  // a copy to or from nvme (see gather_nvme_batch)
     // adam with fp32 p, m, v updated in place: run by the fused CPU kernel
     // (native/adam) straight on the arena bytes, no scratch (see execute_fused_adam)
     bool fused_adam = false;
@@ -110,6 +129,8 @@ class Executor {
     std::vector<int32_t> instructions;  // ids, increasing
     std::vector<float> scratch;         // widened fp16/bf16 operands
     std::thread thread;
+    std::condition_variable cv;         // this stream blocked on a wait (under mu_)
+    int32_t blocked_on = -1;            // the instruction whose waits it is blocked on; -1: not blocked
     double busy_seconds = 0;
     int64_t count = 0;
     int64_t link_bytes[LINK_COUNT] = {0};
@@ -121,11 +142,14 @@ class Executor {
   void run_stream(int32_t s, int64_t gen);
   bool execute(int32_t s, int32_t id, std::string* msg);
   bool execute_fused_adam(int32_t id, std::string* msg);
+  void gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch);  // mu_ held
+  bool execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed);
   std::string describe(int32_t id) const;
-  bool waits_done(int32_t id, int64_t gen) const;   // mu_ held
+  bool waits_done(int32_t id, int64_t gen) const;   // mu_ not needed (atomics)
   void note_start(int32_t id);                       // mu_ held: liveness and extents
   void touch(int32_t buffer);                        // mu_ held
   void make_live(int32_t buffer);                    // mu_ held
+  int32_t streams_to_wake(int32_t self, int64_t gen, int32_t* out);  // mu_ held
 
   const Program& p_;
   const Arenas& arenas_;
@@ -135,16 +159,23 @@ class Executor {
   std::vector<Prepared> prepared_;
   StreamState streams_[kStreamCount];
   std::vector<int32_t> active_streams_;
+  int32_t lead_stream_ = -1;           // run by the caller of step(); -1 when there are no instructions
+
+  int64_t spin_ns_ = 0;                // spin_limit_ns() (exec/spin.h): poll before blocking
 
   std::mutex mu_;                      // guards everything below
   std::condition_variable start_cv_;   // a new generation (step) or stop
-  std::condition_variable done_cv_;    // an instruction completed, or abort
+  // (a stream blocked on its next instruction's waits sleeps on its own
+  // StreamState::cv; whoever completes what it waits for, or aborts, wakes it
+  // alone: no thundering herd on a 2-core machine)
   std::condition_variable finish_cv_;  // running_ reached 0
   int64_t generation_ = 0;             // internal step counter; never repeats
-  std::vector<int64_t> done_gen_;      // per instruction: last generation it completed in
-  int32_t running_ = 0;                // stream threads still in the current step
+  // per instruction: last generation it completed in. Written under mu_ (release),
+  // also read without it (acquire) by a waiter that polls before blocking.
+  std::unique_ptr<std::atomic<int64_t>[]> done_gen_;
+  std::atomic<int32_t> running_{0};    // streams still in the current step (written under mu_)
   bool stop_ = false;
-  bool abort_ = false;
+  std::atomic<bool> abort_{false};     // written under mu_
   std::string error_;
   int64_t step_number_ = 1;
   bool has_lr_ = false;

@@ -5,12 +5,16 @@
 //                  bandwidth one kernel on one stream thread sees)
 //   nvmeBench      the nvme store (native/tiers/nvme_store.h) writing then
 //                  reading a file in a directory, with explicit queue depth,
-//                  block size and request size
+//                  block size and request size; optionally checking every byte
+//   nvmeLatency    time per small request, each direction alone and both at once
+//   nvmeBackends   which nvme I/O backends this build and kernel can use
 #define TIERCUT_WITH_NAPI 1
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -80,18 +84,24 @@ Napi::Value host_bandwidth_js(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// nvmeBench({ dir, bytes?, queueDepth?, blockBytes?, requestBytes?, direct? })
-//   -> { writeBytesPerSec, readBytesPerSec, direct, note, file }
+// nvmeBench({ dir, bytes?, queueDepth?, blockBytes?, requestBytes?, direct?, verify?, offsetBytes? })
+//   -> { writeBytesPerSec, readBytesPerSec, direct, backend, note, file, mismatches }
 // Writes `bytes` (default 256 MiB) in requests of requestBytes (default 64 MiB)
-// from one aligned host block, then reads them back; the file is removed.
+// from one host block, then reads them back; the file is removed. The host
+// block is 4096-aligned plus offsetBytes (default 0; other values exercise the
+// staged path). verify: each request is filled with a pattern of its file
+// offset before it is written and checked after it is read back (the times
+// then include that work); mismatches counts the wrong bytes. The store owns
+// its block tails when requestBytes is a multiple of 4096 (every request then
+// starts on a block boundary). Backend: TIERCUT_NVME_IO, as for a session.
 Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   const char* fn = "nvmeBench";
   Napi::Object o = options(info, fn);
   Napi::Value dv = o.Get("dir");
   if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
   const std::string dir = dv.As<Napi::String>().Utf8Value();
-  const int64_t bytes = opt_int(o, fn, "bytes", 256 << 20, kNvmeAlign, (int64_t)1 << 40);
-  const int64_t request = opt_int(o, fn, "requestBytes", 64 << 20, kNvmeAlign, (int64_t)1 << 34);
+  const int64_t bytes = opt_int(o, fn, "bytes", 256 << 20, 1, (int64_t)1 << 40);
+  const int64_t request = opt_int(o, fn, "requestBytes", 64 << 20, 1, (int64_t)1 << 34);
   NvmeSettings s;
   s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
   s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
@@ -99,11 +109,19 @@ Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
   Napi::Value direct_v = o.Get("direct");
   const bool direct = direct_v.IsUndefined() ? true : direct_v.ToBoolean().Value();
+  const bool verify = o.Get("verify").ToBoolean().Value();
+  const int64_t shift = opt_int(o, fn, "offsetBytes", 0, 0, kNvmeAlign - 1);
 
   const int64_t req = std::min(request, bytes);
-  Block host(req);
-  if (!host.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate " + std::to_string(req) + " bytes");
-  for (int64_t i = 0; i < req; i++) host.p[i] = (uint8_t)(i * 131 + 7);
+  s.owns_block_tails = req % kNvmeAlign == 0;
+  Block block(req + shift);
+  if (!block.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate " + std::to_string(req) + " bytes");
+  uint8_t* host = block.p + shift;
+  // byte i of the file holds pattern(i): a misplaced block reads back wrong
+  auto pattern = [](int64_t i) { return (uint8_t)((i * 131 + (i >> 12) * 7 + 7) & 0xff); };
+  auto fill = [&](int64_t off, int64_t n) { for (int64_t i = 0; i < n; i++) host[i] = pattern(off + i); };
+  int64_t mismatches = 0;
+  fill(0, req);
 
   std::string path = dir;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -112,14 +130,24 @@ Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   std::string err;
   if (!store.open(path, bytes, s, direct, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
   Clock::time_point t0 = Clock::now();
-  for (int64_t off = 0; off < bytes && err.empty(); off += req)
-    if (!store.write(off, host.p, std::min(req, bytes - off), &err)) break;
+  for (int64_t off = 0; off < bytes && err.empty(); off += req) {
+    const int64_t n = std::min(req, bytes - off);
+    if (verify) fill(off, n);
+    if (!store.write(off, host, n, &err)) break;
+  }
   double write_s = since(t0);
   t0 = Clock::now();
-  for (int64_t off = 0; off < bytes && err.empty(); off += req)
-    if (!store.read(off, host.p, std::min(req, bytes - off), &err)) break;
+  for (int64_t off = 0; off < bytes && err.empty(); off += req) {
+    const int64_t n = std::min(req, bytes - off);
+    if (verify) std::memset(host, 0, (size_t)n);
+    if (!store.read(off, host, n, &err)) break;
+    if (verify)
+      for (int64_t i = 0; i < n; i++) mismatches += host[i] != pattern(off + i);
+  }
   double read_s = since(t0);
   bool was_direct = store.direct();
+  const char* backend = nvme_backend_name(store.backend());
+  const int64_t edge_reads = store.edge_reads();
   std::string note = store.note();
   store.close();
   if (!err.empty()) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
@@ -127,8 +155,91 @@ Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   out.Set("writeBytesPerSec", (double)bytes / write_s);
   out.Set("readBytesPerSec", (double)bytes / read_s);
   out.Set("direct", was_direct);
+  out.Set("backend", backend);
   out.Set("note", note);
+  out.Set("mismatches", (double)mismatches);
+  out.Set("edgeReads", (double)edge_reads);
   out.Set("file", path);
+  return out;
+}
+
+// nvmeBackends() -> { threads: true, uring: boolean, uringWhy: string, default: "io_uring" | "threads" }
+// uring: built with liburing and io_uring_queue_init works here; uringWhy says
+// why not. default: what a store opened now uses (TIERCUT_NVME_IO applied).
+Napi::Value nvme_backends_js(const Napi::CallbackInfo& info) {
+  std::string why;
+  const bool uring = nvme_uring_available(&why);
+  const char* env = std::getenv("TIERCUT_NVME_IO");
+  const std::string want = env ? env : "";
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("threads", true);
+  out.Set("uring", uring);
+  out.Set("uringWhy", why);
+  out.Set("default", want == "threads" || !uring ? "threads" : "io_uring");
+  return out;
+}
+
+// nvmeLatency({ dir, requests?, requestBytes?, queueDepth?, blockBytes? })
+//   -> { readSeconds, writeSeconds, mixedReadSeconds, mixedWriteSeconds, backend, direct }
+// Mean seconds per request of requestBytes (default 4096; `requests` of them,
+// default 256, at consecutive block-aligned offsets from 4096-aligned memory):
+// reads alone, writes alone, then reads and writes at once from two threads on
+// two halves of one file (what a plan with state on NVMe does: its nvmeRead and
+// nvmeWrite streams share the disk). The file is removed.
+Napi::Value nvme_latency_js(const Napi::CallbackInfo& info) {
+  const char* fn = "nvmeLatency";
+  Napi::Object o = options(info, fn);
+  Napi::Value dv = o.Get("dir");
+  if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
+  const std::string dir = dv.As<Napi::String>().Utf8Value();
+  const int64_t n = opt_int(o, fn, "requests", 256, 1, 1 << 20);
+  const int64_t req = opt_int(o, fn, "requestBytes", 4096, 1, 64 << 20);
+  NvmeSettings s;
+  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
+  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
+  if (s.block_bytes % kNvmeAlign != 0)
+    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
+  s.owns_block_tails = true;
+  const int64_t stride = (req + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;  // every request owns its blocks
+  const int64_t half = n * stride;
+  Block rbuf(stride), wbuf(stride);
+  if (!rbuf.p || !wbuf.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate " + std::to_string(stride) + " bytes");
+  std::memset(wbuf.p, 7, (size_t)stride);
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  path += "/tiercut-nvme-latency-" + std::to_string((long long)::getpid()) + ".bin";
+  NvmeStore store;
+  std::string err;
+  if (!store.open(path, 2 * half, s, true, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
+  // requests [0, n) of one half of the file; seconds per request, or -1 on error (*e set)
+  auto pass = [&](bool is_write, int64_t base, std::string* e) -> double {
+    Clock::time_point t0 = Clock::now();
+    for (int64_t i = 0; i < n; i++) {
+      bool ok = is_write ? store.write(base + i * stride, wbuf.p, req, e) : store.read(base + i * stride, rbuf.p, req, e);
+      if (!ok) return -1;
+    }
+    return since(t0) / (double)n;
+  };
+  std::string e1, e2;
+  double w_alone = pass(true, half, &e1);         // (also fills the half the mixed reads read)
+  double r_alone = w_alone < 0 ? -1 : pass(false, half, &e1);
+  double mixed_r = -1, mixed_w = -1;
+  if (e1.empty()) {
+    std::thread reader([&] { mixed_r = pass(false, half, &e2); });
+    mixed_w = pass(true, 0, &e1);
+    reader.join();
+  }
+  const bool was_direct = store.direct();
+  const char* backend = nvme_backend_name(store.backend());
+  store.close();
+  if (!e1.empty() || !e2.empty()) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + (e1.empty() ? e2 : e1));
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("readSeconds", r_alone);
+  out.Set("writeSeconds", w_alone);
+  out.Set("mixedReadSeconds", mixed_r);
+  out.Set("mixedWriteSeconds", mixed_w);
+  out.Set("backend", backend);
+  out.Set("direct", was_direct);
   return out;
 }
 

@@ -32,5 +32,7 @@ Napi::Value adam_half_round_js(const Napi::CallbackInfo& info);  // adamHalfRoun
 // calibrate.cc
 Napi::Value host_bandwidth_js(const Napi::CallbackInfo& info);  // hostBandwidth(options)
 Napi::Value nvme_bench_js(const Napi::CallbackInfo& info);      // nvmeBench(options)
+Napi::Value nvme_backends_js(const Napi::CallbackInfo& info);   // nvmeBackends()
+Napi::Value nvme_latency_js(const Napi::CallbackInfo& info);    // nvmeLatency(options)
 
 }  // namespace tiercut

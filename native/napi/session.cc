@@ -192,6 +192,8 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
     const Arena& nv = core_->arenas.tier[TIER_NVME];
     o.Set("nvmeFile", nv.path);
     o.Set("nvmeDirect", nv.store ? nv.store->direct() : false);
+    o.Set("nvmeBackend", nv.store ? nvme_backend_name(nv.store->backend()) : "");
+    o.Set("nvmeEdgeReads", nv.store ? (double)nv.store->edge_reads() : 0.0);
     o.Set("nvmeNote", core_->arenas.nvme_note());
     o.Set("nvmeQueueDepth", (double)core_->program.nvme.queue_depth);
     o.Set("nvmeBlockBytes", (double)core_->program.nvme.block_bytes);

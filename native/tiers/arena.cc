@@ -39,7 +39,9 @@ bool Arenas::open(const Program& p, std::string* err) {
   for (int t = TIER_GPU; t <= TIER_CPU; t++) {
     if (tier[t].bytes == 0) continue;
     void* block = nullptr;
-    int rc = posix_memalign(&block, 64, (size_t)tier[t].bytes);
+    // 4096-aligned, so that a cpu buffer at a 4096-aligned offset moves to and
+    // from an O_DIRECT file without staging (nvme_store.h, zero copy)
+    int rc = posix_memalign(&block, (size_t)kNvmeAlign, (size_t)tier[t].bytes);
     if (rc != 0) {
       *err = std::string("program.tiers[") + std::to_string(t) + "]: cannot allocate the " + tier_name(t) + " arena of " +
              std::to_string(tier[t].bytes) + " bytes: " + errno_text(rc);
@@ -75,8 +77,14 @@ bool Arenas::open(const Program& p, std::string* err) {
       return false;
     }
     nv.path = nv.dir + "/nvme.bin";
+    // every nvme buffer on a 4096-byte boundary (compiler/schedule/arena.ts
+    // does so): a write may then pad its last block instead of reading it
+    NvmeSettings s = p.nvme;
+    s.owns_block_tails = true;
+    for (const BufferSpec& b : p.buffers)
+      if (b.tier == TIER_NVME && b.offset_bytes % kNvmeAlign != 0) s.owns_block_tails = false;
     nv.store = std::make_unique<NvmeStore>();
-    if (!nv.store->open(nv.path, nv.bytes, p.nvme, p.nvme_direct, err)) {
+    if (!nv.store->open(nv.path, nv.bytes, s, p.nvme_direct, err)) {
       close();
       return false;
     }

@@ -1,14 +1,17 @@
 // arena.h — the three tier arenas of a session: one block of bytes per tier.
 //
 //   gpu   emulated in host memory on a machine without CUDA: one allocation of
-//         exactly arenaBytes, 64-byte aligned. Its capacity is enforced by
+//         exactly arenaBytes, 4096-byte aligned. Its capacity is enforced by
 //         validate_program (arenaBytes <= capacityBytes), not here.
-//   cpu   one host allocation of arenaBytes, 64-byte aligned.
+//   cpu   one host allocation of arenaBytes, 4096-byte aligned (O_DIRECT
+//         transfers of 4096-aligned buffers need no staging copy).
 //   nvme  one preallocated file <spillDir>/tiercut-<pid>-<n>/nvme.bin of
 //         arenaBytes bytes (rounded up to 4096), read and written by an
-//         NvmeStore (nvme_store.h: O_DIRECT when the file system allows it, a
-//         pool of pread/pwrite threads with the program's queue depth and block
-//         size; no pointer into it exists). The file and its directory are
+//         NvmeStore (nvme_store.h: O_DIRECT when the file system allows it,
+//         io_uring or a pool of pread/pwrite threads with the program's queue
+//         depth and block size; no pointer into it exists). When every nvme
+//         buffer starts on a 4096-byte boundary the store may pad the last
+//         block of a write (owns_block_tails) instead of reading it first. The file and its directory are
 //         removed by close().
 //
 // An arena of 0 bytes allocates nothing (and, for nvme, creates no file).
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "../plan/program.h"
 #include "nvme_store.h"
@@ -50,6 +54,10 @@ struct Arenas {
   // nvme start with "nvme tier: " and end with the OS error.
   bool read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* err) const;
   bool write(int32_t t, int64_t offset, const void* src, int64_t n, std::string* err) const;
+  // Several nvme requests at once (NvmeStore::transfer); *failed_request names the one that failed.
+  bool nvme_transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request) const {
+    return tier[TIER_NVME].store->transfer(is_write, reqs, err, failed_request);
+  }
 };
 
 }  // namespace tiercut

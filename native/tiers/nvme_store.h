@@ -1,22 +1,37 @@
-// nvme_store.h — the nvme tier: one preallocated file read and written in
-// blocks by a pool of I/O threads.
+// nvme_store.h — the nvme tier: one preallocated file, read and written in
+// blocks by an I/O backend (io_uring, or a pool of pread/pwrite threads).
 //
-// Settings are explicit (DeepSpeed aio style): queue_depth = the number of I/O
-// threads, hence of pread/pwrite calls in flight; block_bytes = the largest
-// single pread/pwrite. A request [offset, offset + n) is cut at multiples of
-// block_bytes in file offsets, so two chunks of one request never share a
-// 4096-byte block.
+// Settings are explicit (DeepSpeed aio style): queue_depth = the number of
+// block I/Os in flight (io_uring: submission slots; threads: I/O threads);
+// block_bytes = the largest single I/O. A request [offset, offset + n) is cut
+// into chunks at multiples of block_bytes in file offsets, so two chunks of one
+// request never share a 4096-byte block.
 //
-// O_DIRECT: the file is opened with O_DIRECT when the file system accepts it;
-// each I/O thread then owns a staging buffer of block_bytes aligned to 4096
-// (posix_memalign), every pread/pwrite covers whole 4096-byte blocks, and the
-// bytes move between the staging buffer and the caller's memory by memcpy. A
+// Backends (nvme_uring.h, nvme_threads.h): io_uring when the addon was built
+// with liburing (binding.gyp, native/tiers/uring_flags.sh) and
+// io_uring_queue_init succeeds at open; otherwise the thread pool. The
+// environment variable TIERCUT_NVME_IO=uring|threads forces one; forcing
+// uring where it is unavailable fails open() with the reason.
+//
+// O_DIRECT: the file is opened with O_DIRECT when the file system accepts it.
+// A chunk whose file range and memory are both 4096-aligned goes straight
+// between the caller's memory and the file (zero copy); any other chunk passes
+// through a staging buffer of block_bytes aligned to 4096 (one per I/O slot):
+// the I/O covers whole 4096-byte blocks and the bytes move by memcpy. A staged
 // write whose ends are not block-aligned reads the edge blocks first
-// (read-modify-write); write requests are serialised so that two writes never
-// modify one edge block at once (the executor issues them from one stream
-// anyway). When open(O_DIRECT) fails with EINVAL (tmpfs and some overlay file
-// systems) the store falls back to buffered pread/pwrite straight on the
+// (read-modify-write) — except the tail when the request owns its tail
+// (`owns_tail`, below): then the tail block is written whole, the bytes after
+// the request zero, and nothing is read. Write requests are serialised so that
+// two writes never modify one edge block at once (the executor issues them
+// from one stream anyway). When open(O_DIRECT) fails with EINVAL (tmpfs, some
+// overlay file systems) the store falls back to buffered I/O straight on the
 // caller's memory and says so in note().
+//
+// Tail ownership: with owns_block_tails (set when every buffer of the arena
+// starts on a 4096-byte boundary — compiler/schedule/arena.ts pads the nvme
+// tier so), the bytes between the end of a request that starts on a boundary
+// and the next boundary belong to no other buffer: any other buffer starting
+// there would have to start at a boundary inside the block, and there is none.
 //
 // The file is sized up to a multiple of 4096 and reserved with posix_fallocate
 // at open, so a full disk fails at open, not mid-step. Every request checks
@@ -24,25 +39,88 @@
 // error, not a silent private file) and reports a short read as such.
 // Messages start with "nvme tier: ".
 //
-// Thread-safety: read() from any number of threads; write() from any number
-// (serialised inside); open/close not concurrent with anything.
+// Thread-safety: read() and write() from any number of threads (each backend
+// serialises what it must); open/close not concurrent with anything.
 #pragma once
-#include <condition_variable>
+#include <atomic>
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace tiercut {
 
 struct NvmeSettings {
-  int32_t queue_depth = 8;            // I/O threads; 1..64
+  int32_t queue_depth = 8;            // I/Os in flight; 1..64
   int64_t block_bytes = 1 << 20;      // multiple of 4096; 4096..64 MiB
+  bool owns_block_tails = false;      // see "Tail ownership" above
 };
 
 constexpr int64_t kNvmeAlign = 4096;
+
+enum NvmeBackendKind : int32_t { NVME_IO_THREADS = 0, NVME_IO_URING = 1 };
+const char* nvme_backend_name(NvmeBackendKind k);  // "threads", "io_uring"
+
+// Whether the io_uring backend was compiled in and the kernel lets this
+// process make a ring; *why says why not ("" when it can).
+bool nvme_uring_available(std::string* why);
+
+// The open file as the backends see it.
+struct NvmeFile {
+  int fd = -1;
+  bool direct = false;
+  int64_t file_bytes = 0;
+  std::string path;
+  // blocks read only to keep their other bytes (read-modify-write of a staged
+  // write); counted so that tests and reports can show when it happens
+  mutable std::atomic<int64_t> edge_reads{0};
+  // "nvme tier: <call> <path> at offset <at>: "
+  std::string where(const char* call, int64_t at) const;
+};
+
+// One request of a batch (NvmeStore::transfer): [offset, offset + n) of the file to / from mem.
+struct NvmeRequest {
+  int64_t offset = 0;
+  uint8_t* mem = nullptr;
+  int64_t n = 0;
+};
+
+// One chunk of a request: the file range [begin, end) and the caller memory for it.
+struct NvmeChunk {
+  bool is_write = false;
+  bool owns_tail = false;             // write: may write [end, align_up(end)) whole
+  int64_t begin = 0, end = 0;
+  uint8_t* mem = nullptr;
+  int32_t request = 0;                // index of its request in the batch
+};
+
+// The one I/O that serves a chunk: [at, at + len) of the file to / from buf.
+struct NvmeIo {
+  int64_t at = 0, len = 0;
+  uint8_t* buf = nullptr;             // caller memory (zero copy, buffered) or the staging buffer
+  bool staged = false;
+};
+
+// Shared by the backends. nvme_chunk_begin: plans the chunk's I/O; for a staged
+// write, reads the edge blocks it must keep and copies the bytes into staging.
+// nvme_chunk_end: after the I/O, copies a staged read out of staging.
+bool nvme_chunk_begin(const NvmeFile& f, const NvmeChunk& c, uint8_t* staging, NvmeIo* io, std::string* err);
+void nvme_chunk_end(const NvmeChunk& c, const NvmeIo& io);
+// pread/pwrite of exactly [at, at + n), retrying partial transfers; a read that
+// reaches the end of the file is a short read. *why: the OS error or the short read.
+bool nvme_full_io(const NvmeFile& f, bool is_write, uint8_t* p, int64_t n, int64_t at, std::string* why);
+
+class NvmeBackend {
+ public:
+  virtual ~NvmeBackend() = default;
+  // Runs every chunk (all reads or all writes, of one or more requests that
+  // touch disjoint memory and, for writes, disjoint 4096-byte blocks of the
+  // file); the first failure is returned in *err, its chunk's request in
+  // *failed_request, and the chunks not yet started are skipped.
+  virtual bool run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) = 0;
+  virtual NvmeBackendKind kind() const = 0;
+};
 
 class NvmeStore {
  public:
@@ -51,52 +129,39 @@ class NvmeStore {
   NvmeStore(const NvmeStore&) = delete;
   NvmeStore& operator=(const NvmeStore&) = delete;
 
-  // Creates `path` (O_EXCL), sizes and reserves it, starts the I/O threads.
+  // Creates `path` (O_EXCL), sizes and reserves it, starts the backend.
   // `direct`: try O_DIRECT first. On failure removes what it made.
   bool open(const std::string& path, int64_t bytes, const NvmeSettings& s, bool direct, std::string* err);
-  // Joins the threads, closes and unlinks the file. Idempotent.
+  // Stops the backend, closes and unlinks the file. Idempotent.
   void close();
 
   bool read(int64_t offset, void* dst, int64_t n, std::string* err);
   bool write(int64_t offset, const void* src, int64_t n, std::string* err);
+  // Several requests in one go, their chunks in flight together (up to the
+  // queue depth): what the executor uses for consecutive ready copies of one
+  // nvme stream, so that small transfers overlap their latencies. The caller
+  // guarantees the disjointness run() needs. *failed_request: the request
+  // that failed (on false).
+  bool transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request);
 
-  bool is_open() const { return fd_ >= 0; }
-  bool direct() const { return direct_; }
+  bool is_open() const { return file_.fd >= 0; }
+  bool direct() const { return file_.direct; }
+  NvmeBackendKind backend() const { return backend_ ? backend_->kind() : NVME_IO_THREADS; }
   const std::string& note() const { return note_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path; }
   const NvmeSettings& settings() const { return settings_; }
+  // Edge blocks read before writes (read-modify-write) since open.
+  int64_t edge_reads() const { return file_.edge_reads.load(); }
 
  private:
-  struct Request {
-    bool is_write = false;
-    uint8_t* mem = nullptr;           // caller memory for [offset, offset + n)
-    int64_t offset = 0;
-    int32_t pending = 0;              // chunks not yet finished (under mu_)
-    std::string error;                // the first chunk error (under mu_)
-  };
-  struct Chunk {
-    Request* req;
-    int64_t begin, end;               // file offsets
-  };
-
-  void worker(int32_t index);
-  bool run_chunk(const Chunk& c, uint8_t* staging, std::string* err);
-  bool submit(bool is_write, int64_t offset, uint8_t* mem, int64_t n, std::string* err);
+  bool add_chunks(bool is_write, const NvmeRequest& r, int32_t index, std::vector<NvmeChunk>* chunks, std::string* err) const;
   bool check_linked(std::string* err) const;
-  std::string where(const char* call, int64_t at) const;
+  bool start_backend(std::string* err);
 
-  int fd_ = -1;
-  bool direct_ = false;
-  int64_t file_bytes_ = 0;
-  std::string path_, note_;
+  NvmeFile file_;
+  std::string note_;
   NvmeSettings settings_;
-
-  std::vector<std::thread> threads_;
-  std::vector<uint8_t*> staging_;     // per thread, direct mode only
-  std::mutex mu_;                     // guards queue_, stop_, Request::pending/error
-  std::condition_variable work_cv_, done_cv_;
-  std::deque<Chunk> queue_;
-  bool stop_ = false;
+  std::unique_ptr<NvmeBackend> backend_;
   std::mutex write_mu_;               // one write request at a time
 };
 

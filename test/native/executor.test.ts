@@ -26,14 +26,16 @@ class Builder {
   buffers: Buffer[] = [];
   ops: { kind: number; iattr: number[]; fattr: number[] }[] = [];
   instructions: NativeInstruction[] = [];
-  next = [0, 0, 0];  // bump allocator per tier, 64-byte aligned
+  next = [0, 0, 0];  // bump allocator per tier, 64-byte aligned (nvme: nvmeAlign)
+  nvmeAlign = 64;
 
   buffer(tier: number, dtype: number, shape: number[]): number {
     const numel = shape.reduce((a, b) => a * b, 1);
     const sizeBytes = numel * DTYPE_BYTES[dtype]!;
+    const align = tier === TIER.nvme ? this.nvmeAlign : 64;
     this.tensors.push({ dtype, shape });
     this.buffers.push({ tensor: this.tensors.length - 1, tier, offsetBytes: this.next[tier]!, sizeBytes });
-    this.next[tier]! += Math.ceil(sizeBytes / 64) * 64;
+    this.next[tier]! += Math.ceil(sizeBytes / align) * align;
     return this.buffers.length - 1;
   }
   run(stream: number, kind: number, inputs: number[], outputs: number[], waits: number[] = [],
@@ -255,6 +257,44 @@ describe('nvme tier', () => {
     s.close();
     expect(existsSync(join(spillRoot, dirs[0]!))).toBe(false);
     expect(readdirSync(spillRoot)).toEqual([]);
+  });
+
+  it('runs nvme copies that are ready together as one batch, and keeps apart those that touch the same bytes', async () => {
+    for (const nvmeAlign of [4096, 64]) {
+      const b = new Builder();
+      b.nvmeAlign = nvmeAlign;
+      const n = 4;
+      const src = [...Array(n)].map(() => b.buffer(TIER.cpu, DTYPE.f32, [100]));
+      const file = [...Array(n)].map(() => b.buffer(TIER.nvme, DTYPE.f32, [100]));
+      const dst = [...Array(n)].map(() => b.buffer(TIER.gpu, DTYPE.f32, [100]));
+      const writes = src.map((x, i) => b.copy(STREAM.nvmeWrite, x, file[i]!));
+      const reads = file.map((f, i) => b.copy(STREAM.nvmeRead, f, dst[i]!, [writes[i]!]));
+      // a second read into dst[3], after the first in stream order: it must land last
+      const last = b.copy(STREAM.nvmeRead, file[0]!, dst[3]!, [writes[0]!]);
+      const s = native.createSession(b.program(spillRoot));
+      const data = src.map((_, i) => range(100, (j) => i * 1000 + j));
+      src.forEach((x, i) => s.write(x, data[i]!));
+      const st = await s.step(1, { trace: true });
+      for (let i = 0; i < n - 1; i++) expect(f32(s.read(dst[i]!))).toEqual(data[i]);
+      expect(f32(s.read(dst[3]!))).toEqual(data[0]);
+      for (let i = 0; i < n; i++) expect(f32(s.read(file[i]!))).toEqual(data[i]);
+      const t = st.trace!;
+      if (nvmeAlign === 4096) {
+        // every write is ready at once and owns its blocks: one batch (one shared interval)
+        for (const w of writes) { expect(t.startSeconds[w]).toBe(t.startSeconds[writes[0]!]); expect(t.endSeconds[w]).toBe(t.endSeconds[writes[0]!]); }
+        // then every read is ready at once: one batch, but not with the read into the same bytes
+        for (const r of reads) expect(t.startSeconds[r]).toBe(t.startSeconds[reads[0]!]);
+        expect(t.startSeconds[last]).toBeGreaterThanOrEqual(t.endSeconds[reads[3]!]);
+      } else {
+        // 400-byte files 64 bytes apart share one 4096-byte block: writes never overlap in time
+        for (let i = 1; i < n; i++) expect(t.startSeconds[writes[i]!]).toBeGreaterThanOrEqual(t.endSeconds[writes[i - 1]!]);
+      }
+      // aligned: no read-modify-write; 64-byte packing: each write lies inside one shared block, read once first
+      expect(s.info().nvmeEdgeReads).toBe(nvmeAlign === 4096 ? 0 : n);
+      expect(st.bytes.nvmeRead).toBe((n + 1) * 400);
+      expect(st.streamInstructions[STREAM.nvmeRead]).toBe(n + 1);
+      s.close();
+    }
   });
 });
 

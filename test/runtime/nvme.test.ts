@@ -1,12 +1,18 @@
-// The nvme tier: O_DIRECT store round trip (unaligned ranges, both I/O modes),
-// spill files removed on SIGTERM, and faults — an unwritable spill directory,
-// a full disk, a spill file removed or truncated during the run — each end the
-// run with one line naming the tier, the tensor (when a step was running) and
-// the OS error, exit code 2, no step reported that did not complete, and
-// nothing left in the spill directory. Child processes of bin/tiercut.js.
+// The nvme tier, on both I/O backends (io_uring and the pread/pwrite thread
+// pool; TIERCUT_NVME_IO forces one): the store round trip checked byte by byte
+// (unaligned ranges and memory, O_DIRECT and buffered), no read-modify-write
+// when requests own their blocks, bit-identical training with optimizer state
+// on NVMe, spill files removed on SIGTERM, and faults — an unwritable spill
+// directory, a full disk, a spill file removed or truncated during the run —
+// each end the run with one line naming the tier, the tensor (when a step was
+// running) and the OS error, exit code 2, no step reported that did not
+// complete, and nothing left in the spill directory. Child processes of
+// bin/tiercut.js. Where the addon was built without liburing (or the kernel
+// refuses io_uring) the io_uring cases check that forcing it fails with the
+// reason, and say so; they do not pretend to have run.
 import { describe, it, expect, beforeAll } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nativeAddon } from '../../runtime/binding.js';
@@ -14,6 +20,21 @@ import { nativeAddon } from '../../runtime/binding.js';
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-nvme-'));
 const planFile = join(dir, 'nvme.plan.json');
 const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 120_000 });
+/** The CLI with TIERCUT_NVME_IO set. */
+const cliWith = (io: string, ...args: string[]) =>
+  spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, TIERCUT_NVME_IO: io } });
+const backends = nativeAddon().nvmeBackends();
+/** Backends that can run here: always threads; uring when built with liburing and allowed. */
+const BACKENDS = [{ io: 'threads', name: 'threads' }, { io: 'uring', name: 'io_uring' }] as const;
+const usable = (io: string) => io === 'threads' || backends.uring;
+if (!backends.uring) console.warn(`nvme tests: io_uring backend unavailable here (${backends.uringWhy}); its cases check the refusal only`);
+
+/** fn with TIERCUT_NVME_IO=io in this process (the native store reads it at open). */
+function withBackend<T>(io: string, fn: () => T): T {
+  const before = process.env.TIERCUT_NVME_IO;
+  process.env.TIERCUT_NVME_IO = io;
+  try { return fn(); } finally { if (before === undefined) delete process.env.TIERCUT_NVME_IO; else process.env.TIERCUT_NVME_IO = before; }
+}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(() => {
@@ -41,9 +62,9 @@ function expectOnlyCompletedSteps(stdout: string): number {
 }
 
 /** Starts a long run; once its spill file exists, applies `fault` to it; resolves when the run ends. */
-async function runWithFault(spill: string, fault: (file: string) => void): Promise<{ status: number | null; signal: string | null; stdout: string; stderr: string }> {
+async function runWithFault(spill: string, fault: (file: string) => void, io: string): Promise<{ status: number | null; signal: string | null; stdout: string; stderr: string }> {
   mkdirSync(spill, { recursive: true });
-  const child = spawn(process.execPath, ['bin/tiercut.js', 'run', planFile, '--steps', '1000000', '--json', '--spill-dir', spill]);
+  const child = spawn(process.execPath, ['bin/tiercut.js', 'run', planFile, '--steps', '1000000', '--json', '--spill-dir', spill], { env: { ...process.env, TIERCUT_NVME_IO: io } });
   let stdout = '', stderr = '';
   child.stdout.on('data', (d) => { stdout += d; });
   child.stderr.on('data', (d) => { stderr += d; });
@@ -60,28 +81,114 @@ async function runWithFault(spill: string, fault: (file: string) => void): Promi
   return { ...r, stdout, stderr };
 }
 
-describe('nvme store', () => {
-  it('round-trips unaligned ranges with O_DIRECT and buffered I/O', () => {
+describe('nvme I/O backends', () => {
+  it('reports what this build can use', () => {
+    expect(backends.threads).toBe(true);
+    expect(typeof backends.uring).toBe('boolean');
+    if (!backends.uring) expect(backends.uringWhy).toMatch(/liburing|io_uring_queue_init/);
+    expect(withBackend('threads', () => nativeAddon().nvmeBackends().default)).toBe('threads');
+    expect(withBackend('uring', () => nativeAddon().nvmeBackends().default)).toBe(backends.uring ? 'io_uring' : 'threads');
+  });
+
+  it('nvmeLatency times small requests alone and both directions at once, and leaves no file', () => {
+    const r = nativeAddon().nvmeLatency({ dir, requests: 16, requestBytes: 4096 + 5 });
+    for (const k of ['readSeconds', 'writeSeconds', 'mixedReadSeconds', 'mixedWriteSeconds'] as const) {
+      expect(r[k], k).toBeGreaterThan(0);
+      expect(r[k], k).toBeLessThan(1);
+    }
+    expect(r.backend).toBe(backends.default);
+    expect(readdirSync(dir).filter((f) => f.startsWith('tiercut-nvme-latency-'))).toEqual([]);
+  });
+
+  it('forcing io_uring where it is unavailable fails with the reason; a bad TIERCUT_NVME_IO is named', () => {
+    if (!backends.uring) {
+      expect(() => withBackend('uring', () => nativeAddon().nvmeBench({ dir, bytes: 8192 }))).toThrow(/TIERCUT_NVME_IO=uring but io_uring is unavailable: /);
+      const r = cliWith('uring', 'run', planFile, '--steps', '1', '--json', '--spill-dir', join(dir, 'no-uring'));
+      expectOneLine(r.stderr, r.status, /nvme tier: TIERCUT_NVME_IO=uring but io_uring is unavailable/);
+    } else {
+      expect(withBackend('uring', () => nativeAddon().nvmeBench({ dir, bytes: 8192 })).backend).toBe('io_uring');
+    }
+    expect(() => withBackend('aio', () => nativeAddon().nvmeBench({ dir, bytes: 8192 }))).toThrow(/TIERCUT_NVME_IO: expected 'uring' or 'threads', got 'aio'/);
+    const r = cliWith('aio', 'run', planFile, '--steps', '1', '--json', '--spill-dir', join(dir, 'bad-io'));
+    expectOneLine(r.stderr, r.status, /nvme tier: TIERCUT_NVME_IO: expected 'uring' or 'threads', got 'aio'/);
+    expect(leftovers(join(dir, 'bad-io'))).toEqual([]);
+  });
+});
+
+describe.each(BACKENDS)('nvme store ($name)', ({ io, name }) => {
+  it.runIf(usable(io))('round-trips every byte: unaligned ranges and memory, O_DIRECT and buffered', () => {
     const addon = nativeAddon();
+    // bytes, request, memory offset from a 4096 boundary, block size
+    const cases: [number, number, number, number][] = [
+      [3 * 4096 + 100, 4096 + 7, 0, 4096], [1 << 20, 1 << 16, 0, 8192], [(1 << 20) + 5, 12345, 3, 8192], [5 << 20, 1 << 20, 17, 1 << 20], [1, 1, 0, 4096],
+    ];
     for (const direct of [true, false]) {
-      const r = addon.nvmeBench({ dir, bytes: 3 * 4096 + 100, requestBytes: 4096 + 7, queueDepth: 3, blockBytes: 4096, direct });
-      expect(r.writeBytesPerSec).toBeGreaterThan(0);
-      if (!direct) expect(r.direct).toBe(false);
-      expect(existsSync(r.file)).toBe(false);
+      for (const [bytes, requestBytes, offsetBytes, blockBytes] of cases) {
+        const r = withBackend(io, () => addon.nvmeBench({ dir, bytes, requestBytes, offsetBytes, queueDepth: 3, blockBytes, direct, verify: true }));
+        expect(r.backend).toBe(name);
+        expect(r.mismatches, `${bytes} bytes in ${requestBytes}-byte requests, memory +${offsetBytes}, direct ${direct}`).toBe(0);
+        if (!direct) expect(r.direct).toBe(false);
+        expect(existsSync(r.file)).toBe(false);
+      }
     }
   });
 
-  it('the plan trains with bit-identical losses on O_DIRECT, buffered, and odd queue depth / block size', () => {
-    const runs = [[], ['--nvme-buffered'], ['--nvme-queue-depth', '3', '--nvme-block-size', '8KiB']].map((extra) => {
-      const r = cli('run', planFile, '--steps', '4', '--json', '--spill-dir', join(dir, 'modes'), ...extra);
+  it.runIf(usable(io))('writes whole blocks without reading them when requests own their blocks', () => {
+    const addon = nativeAddon();
+    const aligned = withBackend(io, () => addon.nvmeBench({ dir, bytes: 64 * 4096 + 100, requestBytes: 4 * 4096, queueDepth: 4, blockBytes: 8192, verify: true }));
+    expect(aligned.mismatches).toBe(0);
+    if (aligned.direct) expect(aligned.edgeReads).toBe(0);
+    // requests that share blocks must keep their neighbours' bytes: read-modify-write
+    const shared = withBackend(io, () => addon.nvmeBench({ dir, bytes: 64 * 4096 + 100, requestBytes: 4096 + 7, queueDepth: 4, blockBytes: 8192, verify: true }));
+    expect(shared.mismatches).toBe(0);
+    if (shared.direct) expect(shared.edgeReads).toBeGreaterThan(0);
+  });
+
+  it.runIf(usable(io))('trains with optimizer state on NVMe, bit-identical across backends, buffered I/O and odd queue depth / block size', () => {
+    const plan = JSON.parse(readFileSync(planFile, 'utf8'));
+    const onNvme = new Set(plan.buffers.filter((b: { tier: string }) => b.tier === 'nvme').map((b: { tensor: number }) => plan.graph.tensors[b.tensor].role));
+    expect(onNvme.has('adamM') && onNvme.has('adamV')).toBe(true);
+    const losses = (who: string, extra: string[]) => {
+      const r = cliWith(who, 'run', planFile, '--steps', '4', '--json', '--spill-dir', join(dir, `modes-${io}`), ...extra);
       expect(r.status, r.stderr).toBe(0);
-      return r.stdout.trim().split('\n').slice(0, 4).map((l) => JSON.parse(l).loss);
-    });
-    expect(runs[1]).toEqual(runs[0]);
-    expect(runs[2]).toEqual(runs[0]);
-    expect(leftovers(join(dir, 'modes'))).toEqual([]);
+      const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+      return { loss: lines.slice(0, 4).map((l) => l.loss), nvme: lines.at(-1).summary.nvme };
+    };
+    const reference = losses('threads', []);
+    const runs = [losses(io, []), losses(io, ['--nvme-buffered']), losses(io, ['--nvme-queue-depth', '3', '--nvme-block-size', '8KiB'])];
+    for (const r of runs) {
+      expect(r.loss).toEqual(reference.loss);
+      expect(r.nvme.backend).toBe(name);
+    }
+    expect(runs[0].nvme.direct).toBe(true);
+    expect(runs[0].nvme.edgeReads).toBe(0);  // block-aligned nvme buffers: no read-modify-write
+    expect(runs[1].nvme.direct).toBe(false);
+    expect(runs[2].nvme.queueDepth).toBe(3);
+    expect(runs[2].nvme.blockBytes).toBe(8192);
+    expect(leftovers(join(dir, `modes-${io}`))).toEqual([]);
   }, 120_000);
 
+  it.runIf(usable(io))('a spill file removed during the run', async () => {
+    const spill = join(dir, `removed-${io}`);
+    const r = await runWithFault(spill, (f) => unlinkSync(f), io);
+    expectOneLine(r.stderr, r.status, /step \d+ failed: instruction \d+ \(nvme\w+, copy \S+ -> \S+ of tensor '[^']+'\): nvme tier: the spill file .*nvme\.bin was removed during the run \(No such file or directory\)/);
+    const done = expectOnlyCompletedSteps(r.stdout);
+    expect(r.stderr).toContain(`step ${done + 1} failed`);
+    expect(leftovers(spill)).toEqual([]);
+  }, 120_000);
+
+  it.runIf(usable(io))('a short read (the spill file truncated during the run)', async () => {
+    const spill = join(dir, `truncated-${io}`);
+    const r = await runWithFault(spill, (f) => truncateSync(f, 0), io);
+    // caught before the I/O (the file's size), or by it when the truncation lands in between
+    expectOneLine(r.stderr, r.status, /step \d+ failed: instruction \d+ \(nvme\w+, copy \S+ -> \S+ of tensor '[^']+'\): nvme tier: (short read: the spill file .*nvme\.bin is 0 bytes, expected \d+ \(it was truncated during the run\)|pread .*nvme\.bin at offset \d+: short read: got 0 of \d+ bytes)/);
+    const done = expectOnlyCompletedSteps(r.stdout);
+    expect(r.stderr).toContain(`step ${done + 1} failed`);
+    expect(leftovers(spill)).toEqual([]);
+  }, 120_000);
+});
+
+describe('nvme store', () => {
   it('SIGTERM during a run removes the spill files', async () => {
     const spill = join(dir, 'sigterm');
     mkdirSync(spill);
@@ -129,38 +236,39 @@ describe('nvme faults: one line, exit 2, nothing left behind', () => {
       spawnSync('umount', [mnt]);
     }
   });
-
-  it('a spill file removed during the run', async () => {
-    const spill = join(dir, 'removed');
-    const r = await runWithFault(spill, (f) => unlinkSync(f));
-    expectOneLine(r.stderr, r.status, /step \d+ failed: instruction \d+ \(nvme\w+, copy \S+ -> \S+ of tensor '[^']+'\): nvme tier: the spill file .*nvme\.bin was removed during the run \(No such file or directory\)/);
-    const done = expectOnlyCompletedSteps(r.stdout);
-    expect(r.stderr).toContain(`step ${done + 1} failed`);
-    expect(leftovers(spill)).toEqual([]);
-  }, 120_000);
-
-  it('a short read (the spill file truncated during the run)', async () => {
-    const spill = join(dir, 'truncated');
-    const r = await runWithFault(spill, (f) => truncateSync(f, 0));
-    // the first I/O after the truncation fails: a read, or the read of an edge block before a write
-    expectOneLine(r.stderr, r.status, /step \d+ failed: instruction \d+ \(nvme\w+, copy \S+ -> \S+ of tensor '[^']+'\): nvme tier: pread .*nvme\.bin at offset \d+: short read: got 0 of \d+ bytes/);
-    const done = expectOnlyCompletedSteps(r.stdout);
-    expect(r.stderr).toContain(`step ${done + 1} failed`);
-    expect(leftovers(spill)).toEqual([]);
-  }, 120_000);
 });
 
 describe('hw calibrate', () => {
-  it('writes a profile that compile accepts', () => {
+  it('writes a profile with kernel costs, executor overheads and nvme latency and I/O settings, that compile and run use', () => {
     const profile = join(dir, 'calibrated.json');
     const c = cli('hw', 'calibrate', '-o', profile, '--spill-dir', dir);
     expect(c.status, c.stderr).toBe(0);
-    expect(c.stdout).toMatch(/^wrote .*calibrated\.json: matmul [\d.]+ GFLOPS/);
+    expect(c.stdout).toMatch(/^wrote .*calibrated\.json: matmul [\d.]+ GFLOPS.*executor per instruction [\d.]+ µs wake-up [\d.]+ µs step [\d.]+ µs, \d+ kernel kinds fitted/);
+    const p = JSON.parse(readFileSync(profile, 'utf8'));
+    for (const f of ['instructionSeconds', 'wakeSeconds', 'stepSeconds']) expect(p.executor[f]).toBeGreaterThanOrEqual(0);
+    // every op kind of the calibration workload got a cost; the costs are non-negative and not all zero
+    for (const k of ['matmul', 'matmulGradA', 'matmulGradB', 'gelu', 'layerNorm', 'causalAttention', 'crossEntropy', 'adam', 'rmsNorm', 'rope']) {
+      expect(p.kernels[k], k).toBeDefined();
+      expect(p.kernels[k].fixedSeconds).toBeGreaterThanOrEqual(0);
+      expect(p.kernels[k].rooflineFactor).toBeGreaterThanOrEqual(0);
+      expect(p.kernels[k].fixedSeconds + p.kernels[k].rooflineFactor).toBeGreaterThan(0);
+    }
+    expect(p.nvme.readLatencySeconds).toBeGreaterThanOrEqual(0);
+    expect(p.nvme.writeLatencySeconds).toBeGreaterThanOrEqual(0);
+    expect(p.nvme).toMatchObject({ queueDepth: 8, blockBytes: 1 << 20 });
+    // the plan names the store's settings through its profile; run flags still override them
+    writeFileSync(profile, JSON.stringify({ ...p, nvme: { ...p.nvme, queueDepth: 5, blockBytes: 16384 } }));
     const out = join(dir, 'calibrated.plan.json');
-    const r = cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--hw', profile, '--gpu-mem', '400000', '-o', out);
+    const r = cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--hw', profile, '--gpu-mem', '400000', '--cpu-mem', '200000', '-o', out);
     expect(r.status, r.stderr).toBe(0);
-    const run = cli('run', out, '--steps', '2', '--json');
-    expect(run.status, run.stderr).toBe(0);
+    const summary = (extra: string[]) => {
+      const run = cli('run', out, '--steps', '2', '--json', '--spill-dir', join(dir, 'calibrated'), ...extra);
+      expect(run.status, run.stderr).toBe(0);
+      return JSON.parse(run.stdout.trim().split('\n').at(-1)!).summary;
+    };
+    const s = summary([]);
+    expect(s.nvme).toMatchObject({ queueDepth: 5, blockBytes: 16384 });
+    expect(summary(['--nvme-queue-depth', '2']).nvme).toMatchObject({ queueDepth: 2, blockBytes: 16384 });
     rmSync(out);
-  }, 120_000);
+  }, 180_000);
 });

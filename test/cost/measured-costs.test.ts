@@ -1,0 +1,146 @@
+// The measured parts of the cost model: kernel costs (fixed + factor x
+// roofline, fitted by hw calibrate), NVMe request latency, and the executor's
+// overheads in the simulator — exact arithmetic on hand-made cases, the fit on
+// synthetic measurements, and profile validation of the new fields.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { copySeconds, kernelKey, opSeconds, rooflineSeconds } from '../../compiler/cost/cost.js';
+import { BUILTIN_PROFILES, loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
+import type { Graph } from '../../compiler/ir/types.js';
+import type { Placement } from '../../compiler/partition/placement.js';
+import type { PlanBuffer, PlanInstruction } from '../../compiler/plan/types.js';
+import { simulate } from '../../compiler/simulate/simulate.js';
+import { fitKernel } from '../../src/calibrate-kernels.js';
+import { compile } from '../../src/compile.js';
+
+const local = BUILTIN_PROFILES.local;
+
+describe('kernel fit', () => {
+  it('recovers fixed + factor x roofline from exact measurements', () => {
+    const r = [1e-6, 2e-6, 5e-6, 2e-5, 1e-4];
+    const f = fitKernel(r, r.map((x) => 3e-6 + 2.5 * x));
+    expect(f.fixedSeconds).toBeCloseTo(3e-6, 12);
+    expect(f.rooflineFactor).toBeCloseTo(2.5, 9);
+  });
+
+  it('never returns a negative coefficient', () => {
+    const r = [1e-6, 2e-6, 4e-6];
+    const f = fitKernel(r, r.map((x) => -1e-6 + 3 * x));  // a free fit would want fixed < 0
+    expect(f.fixedSeconds).toBe(0);
+    expect(f.rooflineFactor).toBeGreaterThan(2);
+    const g = fitKernel(r, [5e-6, 4e-6, 3e-6]);            // slower when smaller: a constant
+    expect(g.rooflineFactor).toBe(0);
+    expect(g.fixedSeconds).toBeGreaterThan(3e-6);
+    expect(g.fixedSeconds).toBeLessThan(5e-6);
+  });
+
+  it('weighs relative error: a small instance is fitted as well as a large one', () => {
+    // two regimes a straight line cannot both match: 1 µs at the small end, 10x roofline at the large
+    const r = [1e-7, 1e-7, 1e-5, 1e-5], m = [1e-6, 1e-6, 1e-4, 1e-4];
+    const f = fitKernel(r, m);
+    for (let i = 0; i < r.length; i++) expect(Math.abs(f.fixedSeconds + f.rooflineFactor * r[i] - m[i]) / m[i]).toBeLessThan(0.02);
+  });
+
+  it('goes through the origin when the instances are all alike', () => {
+    const m = [4e-6, 6e-6, 8e-6];
+    const f = fitKernel([2e-6, 2e-6, 2e-6], m);
+    expect(f.fixedSeconds).toBe(0);
+    // the constant with the least squared relative error: sum(1/m) / sum(1/m^2)
+    const best = m.reduce((s, x) => s + 1 / x, 0) / m.reduce((s, x) => s + 1 / x ** 2, 0);
+    expect(f.rooflineFactor * 2e-6).toBeCloseTo(best, 15);
+  });
+});
+
+describe('measured costs in the cost model', () => {
+  it('keys kernels by op kind and the flag / name attributes that pick their code', () => {
+    const op = (kind: string, attrs: Record<string, unknown>) => ({ kind, attrs }) as unknown as Graph['ops'][number];
+    expect(kernelKey(op('gelu', {}))).toBe('gelu');
+    expect(kernelKey(op('gelu', { erf: true }))).toBe('gelu[erf]');
+    expect(kernelKey(op('gelu', { erf: false }))).toBe('gelu');
+    expect(kernelKey(op('attention', { heads: 4, causal: true, kvHeads: 2 }))).toBe('attention[causal]');
+    expect(kernelKey(op('unary', { fn: 'exp' }))).toBe('unary[fn=exp]');
+    expect(kernelKey(op('bmm', { transB: true, transA: true }))).toBe('bmm[transA,transB]');
+  });
+
+  it("a variant's own cost wins over its kind's", async () => {
+    const plan = await compile({ model: 'models/bert.ts', preset: 'tiny' });
+    const g = plan.graph;
+    const erf = g.ops.find((o) => o.kind === 'gelu' && o.attrs.erf)!;
+    const kinds = { gelu: { fixedSeconds: 1e-6, rooflineFactor: 1 } };
+    const r = rooflineSeconds(g, erf, 'gpu', local);
+    expect(opSeconds(g, erf, 'gpu', { ...local, kernels: kinds })).toBeCloseTo(1e-6 + r, 15);
+    expect(opSeconds(g, erf, 'gpu', { ...local, kernels: { ...kinds, 'gelu[erf]': { fixedSeconds: 0, rooflineFactor: 3 } } })).toBeCloseTo(3 * r, 15);
+  }, 60_000);
+
+  it('kernels and nvme latency change only what they name', async () => {
+    const plan = await compile({ model: 'models/mlp.ts', preset: 'tiny' });
+    const g = plan.graph;
+    const mm = g.ops.find((o) => o.kind === 'matmul')!, add = g.ops.find((o) => o.kind === 'add')!;
+    const hw: HardwareProfile = { ...local, kernels: { matmul: { fixedSeconds: 1e-6, rooflineFactor: 4 } }, nvme: { ...local.nvme, readLatencySeconds: 1e-4, writeLatencySeconds: 2e-4 } };
+    expect(opSeconds(g, mm, 'gpu', hw)).toBeCloseTo(1e-6 + 4 * rooflineSeconds(g, mm, 'gpu', local), 15);
+    expect(opSeconds(g, add, 'gpu', hw)).toBe(opSeconds(g, add, 'gpu', local));
+    expect(opSeconds(g, mm, 'gpu', local)).toBe(rooflineSeconds(g, mm, 'gpu', local));
+    expect(copySeconds(4096, 'nvme', 'cpu', hw) - copySeconds(4096, 'nvme', 'cpu', local)).toBeCloseTo(1e-4, 15);
+    expect(copySeconds(4096, 'cpu', 'nvme', hw) - copySeconds(4096, 'cpu', 'nvme', local)).toBeCloseTo(2e-4, 15);
+    expect(copySeconds(4096, 'cpu', 'gpu', hw)).toBe(copySeconds(4096, 'cpu', 'gpu', local));
+  }, 60_000);
+
+  it('the simulator charges dispatch per instruction and one step overhead on a single stream', async () => {
+    const plan = await compile({ model: 'models/mlp.ts', preset: 'tiny' });
+    expect(new Set(plan.instructions.map((x) => x.stream))).toEqual(new Set(['gpu']));
+    const base = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
+    const over = { instructionSeconds: 3e-7, wakeSeconds: 5e-6, stepSeconds: 2e-5 };
+    const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, { ...plan.hardware, executor: over });
+    const n = plan.instructions.length;
+    expect(sim.stepSeconds).toBeCloseTo(base.stepSeconds + (n - 1) * over.instructionSeconds + over.stepSeconds, 12);
+    expect(sim.streamBusySeconds.gpu).toBeCloseTo(base.streamBusySeconds.gpu, 15);  // busy = the instructions only
+  }, 60_000);
+
+  it('the simulator charges a wake-up when a stream blocked on another', () => {
+    // copies back and forth between h2d and d2h, each waiting for the one before
+    const buffers: PlanBuffer[] = [
+      { id: 0, tensor: 0, tier: 'cpu', offsetBytes: 0, sizeBytes: 6e6, allocAt: -1, freeAt: -1 },
+      { id: 1, tensor: 1, tier: 'gpu', offsetBytes: 0, sizeBytes: 6e6, allocAt: -1, freeAt: -1 },
+    ];
+    const n = 9;
+    const ins: PlanInstruction[] = Array.from({ length: n }, (_, i) => ({
+      id: i, stream: i % 2 === 0 ? 'h2d' : 'd2h', kind: 'copy', op: -1,
+      inputs: [i % 2 === 0 ? 0 : 1], outputs: [i % 2 === 0 ? 1 : 0], waits: i > 0 ? [i - 1] : [],
+    }));
+    const none = {} as Graph, nowhere = {} as Placement;
+    const d = 6e6 / local.h2dBytesPerSec;
+    const over = { instructionSeconds: 1e-7, wakeSeconds: 4e-6, stepSeconds: 1e-5 };
+    const sim = simulate(none, nowhere, buffers, ins, { ...local, executor: over });
+    expect(simulate(none, nowhere, buffers, ins, local).stepSeconds).toBeCloseTo(n * d, 12);
+    expect(sim.stepSeconds).toBeCloseTo(n * d + (n - 1) * over.wakeSeconds + over.stepSeconds, 12);
+  });
+});
+
+describe('profile files with measured fields', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tiercut-profile-'));
+  const write = (name: string, extra: Record<string, unknown>) => {
+    const file = join(dir, `${name}.json`);
+    writeFileSync(file, JSON.stringify({ ...local, ...extra }));
+    return file;
+  };
+
+  it('accepts them and rejects bad values naming the field', () => {
+    const good = loadProfile(write('good', {
+      kernels: { matmul: { fixedSeconds: 1e-6, rooflineFactor: 2 } }, executor: { instructionSeconds: 1e-7, wakeSeconds: 3e-6, stepSeconds: 1e-6 },
+      nvme: { ...local.nvme, readLatencySeconds: 1e-4, writeLatencySeconds: 2e-4, queueDepth: 4, blockBytes: 8192 },
+    }));
+    expect(good.kernels?.matmul.rooflineFactor).toBe(2);
+    expect(good.nvme.queueDepth).toBe(4);
+    const bad: [Record<string, unknown>, RegExp][] = [
+      [{ kernels: { matmul: { fixedSeconds: -1, rooflineFactor: 2 } } }, /field 'kernels\.matmul\.fixedSeconds'/],
+      [{ kernels: { gelu: { fixedSeconds: 0 } } }, /field 'kernels\.gelu\.rooflineFactor'/],
+      [{ executor: { instructionSeconds: 1e-7, wakeSeconds: 'fast', stepSeconds: 0 } }, /field 'executor\.wakeSeconds'/],
+      [{ nvme: { ...local.nvme, queueDepth: 65 } }, /field 'nvme\.queueDepth'/],
+      [{ nvme: { ...local.nvme, blockBytes: 5000 } }, /field 'nvme\.blockBytes'/],
+      [{ nvme: { ...local.nvme, readLatencySeconds: -1 } }, /field 'nvme\.readLatencySeconds'/],
+    ];
+    bad.forEach(([extra, message], i) => expect(() => loadProfile(write(`bad${i}`, extra))).toThrow(message));
+  });
+});
