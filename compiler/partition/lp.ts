@@ -38,7 +38,7 @@ import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
 import { consumers, producers } from '../ir/graph.js';
-import { LpWorker, type HighsModelData } from './highs-worker.js';
+import { LpWorker, type HighsModelData, type HighsResult } from './highs-worker.js';
 import { LinearProgram } from './lp-model.js';
 import type { Placement } from './placement.js';
 
@@ -49,8 +49,6 @@ export interface LpOptions {
   timeLimitSeconds?: number;
   /** Share of each capacity the LP may plan for (the rest absorbs arena fragmentation). */
   capacityShare?: number;
-  /** Only the bound: skip the second solve that picks a placement within it. */
-  boundOnly?: boolean;
 }
 
 export interface ParamGroup {
@@ -121,7 +119,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const solver = new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? 30;
   let model = buildLp(g, hw, opts, opts.segments ?? 48);
-  let first: { status: LpSolution['status']; objective: number; x: Float64Array; iterations: number } | undefined;
+  let first: HighsResult | undefined;
   const t0 = performance.now();
   const bound = (async () => {
     first = await solver.solve(model.data, timeLimit);
@@ -146,16 +144,6 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
   })());
   return { bound, refine, close: () => solver.close() };
-}
-
-/** Solves to completion (both stages unless boundOnly) and ends the solver thread. */
-export async function solveLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Promise<LpSolution> {
-  const run = startLp(g, hw, opts);
-  try {
-    return await (opts.boundOnly ? run.bound : run.refine());
-  } finally {
-    run.close();
-  }
 }
 
 interface BuiltLp {

@@ -38,11 +38,7 @@ Napi::Value ring_attention_js(const Napi::CallbackInfo& info) {
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("ringAttention: ") + e.what());
   }
-  Napi::Object res = Napi::Object::New(env);
-  res.Set("out", out);
-  res.Set("lse", lse);
-  res.Set("stats", stats_to_js(env, stats));
-  return res;
+  return forward_result(env, out, lse, stats);
 }
 
 Napi::Value ring_attention_backward_js(const Napi::CallbackInfo& info) {
@@ -59,12 +55,7 @@ Napi::Value ring_attention_backward_js(const Napi::CallbackInfo& info) {
   } catch (const std::exception& e) {
     throw Napi::Error::New(env, std::string("ringAttentionBackward: ") + e.what());
   }
-  Napi::Object res = Napi::Object::New(env);
-  res.Set("dq", dq);
-  res.Set("dk", dk);
-  res.Set("dv", dv);
-  res.Set("stats", stats_to_js(env, stats));
-  return res;
+  return backward_result(env, dq, dk, dv, stats);
 }
 
 }  // namespace tiercut

@@ -125,4 +125,24 @@ inline Napi::Object stats_to_js(Napi::Env env, const std::vector<RankStats>& ran
   return st;
 }
 
+// The results both addons return: { out, lse, stats } and { dq, dk, dv, stats }.
+inline Napi::Object forward_result(Napi::Env env, Napi::Float32Array out, Napi::Float32Array lse,
+                                   const std::vector<RankStats>& stats) {
+  Napi::Object res = Napi::Object::New(env);
+  res.Set("out", out);
+  res.Set("lse", lse);
+  res.Set("stats", stats_to_js(env, stats));
+  return res;
+}
+
+inline Napi::Object backward_result(Napi::Env env, Napi::Float32Array dq, Napi::Float32Array dk, Napi::Float32Array dv,
+                                    const std::vector<RankStats>& stats) {
+  Napi::Object res = Napi::Object::New(env);
+  res.Set("dq", dq);
+  res.Set("dk", dk);
+  res.Set("dv", dv);
+  res.Set("stats", stats_to_js(env, stats));
+  return res;
+}
+
 }  // namespace tiercut::ring
