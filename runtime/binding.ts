@@ -205,6 +205,10 @@ export interface NativeAddon {
   };
   /** Sync; for tests. float -> fp16 / bf16 with one Adam path's conversion (compare with halfRound). */
   adamHalfRound(values: Float32Array, type: 'fp16' | 'bf16', isa: AdamIsa): Uint16Array;
+  /** Sync; for tests and bench:adam. The runtime's copy of an adam's gradient with the inf/NaN check
+   *  riding on it (true: every value finite); `check: false` is a plain memcpy (returns true). */
+  adamCopyGrads(args: { dst: Float32Array | Uint16Array; src: Float32Array | Uint16Array; type: 'fp32' | 'fp16' | 'bf16';
+    check?: boolean; isa?: AdamIsa }): boolean;
   /** Sync; for `hw calibrate`. One thread: memcpy between two host blocks of `bytes` (default 64 MiB;
    *  bytes copied per second) and a triad a = b + s*c (bytes touched per second); best of `repeats` (5). */
   hostBandwidth(args: { bytes?: number; repeats?: number }): { copyBytesPerSec: number; triadBytesPerSec: number };

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -56,6 +57,7 @@ using SpanFn = void (*)(const AdamConsts&, float*, float*, float*, const void*, 
 using CheckFn = bool (*)(const void*, float, int64_t, int64_t);
 using RooflineFn = void (*)(float*, const float*, float*, float*, int64_t, int64_t);
 using HalfFn = void (*)(const float*, uint16_t*, int64_t, int64_t);
+using CopyCheckFn = bool (*)(void*, const void*, int64_t, int64_t);
 
 template <int M, int G, int H>
 SpanFn span_isa(AdamIsa isa) {
@@ -109,6 +111,16 @@ CheckFn select_check(AdamIsa isa, AdamGradType g) {
     case ADAM_GRAD_BF16: return check_isa<ADAM_GRAD_BF16>(isa);
     default: return check_isa<ADAM_GRAD_F32>(isa);
   }
+}
+
+template <int G>
+CopyCheckFn copy_check_isa(AdamIsa isa) {
+#ifdef TIERCUT_ADAM_X86
+  if (isa == AdamIsa::avx512) return &simd_avx512::copy_grads_checked_span<G>;
+  if (isa == AdamIsa::avx2) return &simd_avx2::copy_grads_checked_span<G>;
+#endif
+  (void)isa;
+  return &simd_scalar::copy_grads_checked_span<G>;
 }
 
 RooflineFn select_roofline(AdamIsa isa) {
@@ -316,6 +328,28 @@ void adam_roofline(float* p, const float* g, float* m, float* v, int64_t n, cons
   ThreadPool::shared().run(threads_for(opts, pass.tiles), [&](int) {
     int64_t tile, b, e;
     while (pass.claim(&tile, &b, &e)) fn(p, g, m, v, b, e);
+  });
+}
+
+bool adam_copy_grads_checked(void* dst, const void* src, int64_t n, AdamGradType g_type, AdamIsa isa) {
+  if (n <= 0) return true;
+  CopyCheckFn fn = g_type == ADAM_GRAD_F16    ? copy_check_isa<ADAM_GRAD_F16>(isa)
+                   : g_type == ADAM_GRAD_BF16 ? copy_check_isa<ADAM_GRAD_BF16>(isa)
+                                              : copy_check_isa<ADAM_GRAD_F32>(isa);
+  return fn(dst, src, 0, n);
+}
+
+void adam_half_copy(const float* x, uint16_t* out, int64_t n, AdamHalfType type, const AdamRunOptions& opts) {
+  if (n <= 0) return;
+  HalfFn fn = type == ADAM_HALF_BF16 ? half_isa<ADAM_HALF_BF16>(opts.isa) : half_isa<ADAM_HALF_F16>(opts.isa);
+  TilePass pass(n, std::max<int64_t>(1, opts.tile_elems));
+  if (opts.on_tile) pass.enable_events(opts.on_tile, opts.ctx);
+  ThreadPool::shared().run(threads_for(opts, pass.tiles), [&](int) {
+    int64_t tile, b, e;
+    while (pass.claim(&tile, &b, &e)) {
+      fn(x, out, b, e);
+      pass.complete(tile);
+    }
   });
 }
 

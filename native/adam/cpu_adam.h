@@ -107,6 +107,19 @@ void cpu_adam_step(const AdamTensors& t, const AdamHyper& hp, const AdamRunOptio
 // g, m, v; writes p, m, v) with the same tiles, threads and vector width.
 void adam_roofline(float* p, const float* g, float* m, float* v, int64_t n, const AdamRunOptions& opts);
 
+// Copies n gradient elements (g_type) from src to dst, single-threaded, and
+// returns false when some element is inf or NaN: cpu_adam_step's check (with
+// grad_scale 1) done by the copy that brings the gradient in, which reads every
+// byte anyway, so the update can run with check_finite = false. The runtime
+// does this on the copy that delivers an adam's gradient (exec/executor.cc).
+bool adam_copy_grads_checked(void* dst, const void* src, int64_t n, AdamGradType g_type, AdamIsa isa);
+
+// The half-precision copy of n fp32 values (fp16 or bf16, nearest-even, the
+// bits of adam_half_round), over tiles on the shared pool with opts.on_tile
+// events in tile order, as cpu_adam_step reports its tiles: the runtime's cast
+// of master32 to param16 lets the copy towards the GPU follow it tile by tile.
+void adam_half_copy(const float* x, uint16_t* out, int64_t n, AdamHalfType type, const AdamRunOptions& opts);
+
 // For tests: float -> half with the given path's conversion.
 void adam_half_round(const float* x, uint16_t* out, int64_t n, AdamHalfType type, AdamIsa isa);
 

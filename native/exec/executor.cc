@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 
 #include "../adam/cpu_adam.h"
@@ -53,6 +54,81 @@ static bool fused_adam_types(const Program& p, const Instruction& ins, int32_t* 
   return true;
 }
 
+// A reshape of fp32 into fp16/bf16 storage of the same length between host
+// arenas: the cast that makes param16 from master32. Returns its AdamHalfType,
+// ADAM_HALF_NONE when the instruction is anything else.
+static int32_t half_cast_type(const Program& p, const Instruction& ins) {
+  if (ins.call.kind != OP_RESHAPE || ins.inputs.size() != 1 || ins.outputs.size() != 1) return ADAM_HALF_NONE;
+  const BufferSpec& a = p.buffers[ins.inputs[0]];
+  const BufferSpec& b = p.buffers[ins.outputs[0]];
+  const TensorSpec& x = p.tensors[a.tensor];
+  const TensorSpec& y = p.tensors[b.tensor];
+  if (a.tier == TIER_NVME || b.tier == TIER_NVME || x.dtype != DT_F32 || x.numel != y.numel) return ADAM_HALF_NONE;
+  if (y.dtype == DT_F16) return ADAM_HALF_F16;
+  if (y.dtype == DT_BF16) return ADAM_HALF_BF16;
+  return ADAM_HALF_NONE;
+}
+
+static bool overlaps(const BufferSpec& a, const BufferSpec& b) {
+  return a.tier == b.tier && a.offset_bytes < b.offset_bytes + b.size_bytes && b.offset_bytes < a.offset_bytes + a.size_bytes;
+}
+
+// Two kinds of copies learn something from what they carry (second pass of the
+// constructor, once all instructions are prepared):
+//  - the copy that delivers a fused adam's gradient (the last writer of the
+//    gradient buffer before the adam, waited on by it, a host-to-host memory
+//    copy) checks the gradient for inf/NaN as it copies: the adam then skips its
+//    own check pass, which would read the gradient a second time.
+//  - a copy of the half-precision output of a fused adam or of a half cast,
+//    waited on for that output, follows its producer tile by tile: it starts
+//    when its other waits are done and moves each finished tile while later
+//    tiles are still being computed (ZeRO-Offload's tiled copy overlap). Only
+//    when the copy's destination shares no bytes with the producer's operands,
+//    so starting early cannot disturb the producer.
+void Executor::prepare_arrivals() {
+  const Program& p = p_;
+  const size_t n = p.instructions.size();
+  std::vector<int32_t> last_writer(p.buffers.size(), -1);
+  int32_t producers = 0;
+  auto host_copy = [&](const Instruction& ins) {
+    return ins.kind == INSTR_COPY && p.buffers[ins.inputs[0]].tier != TIER_NVME && p.buffers[ins.outputs[0]].tier != TIER_NVME &&
+           !overlaps(p.buffers[ins.inputs[0]], p.buffers[ins.outputs[0]]);
+  };
+  auto waits_on = [&](const Instruction& ins, int32_t w) { return std::find(ins.waits.begin(), ins.waits.end(), w) != ins.waits.end(); };
+  for (size_t id = 0; id < n; id++) {
+    const Instruction& ins = p.instructions[id];
+    Prepared& pr = prepared_[id];
+    if (pr.fused_adam) {
+      const int32_t w = last_writer[ins.inputs[1]];
+      if (w >= 0 && waits_on(ins, w) && host_copy(p.instructions[w]) && prepared_[w].check_grad_type < 0 &&
+          p.buffers[p.instructions[w].inputs[0]].size_bytes == p.buffers[ins.inputs[1]].size_bytes) {
+        prepared_[w].check_grad_type = pr.adam_grad_type;
+        pr.grad_checked_by = w;
+      }
+    }
+    if (host_copy(ins)) {
+      const int32_t src = ins.inputs[0];
+      const int32_t w = last_writer[src];
+      const Prepared* wp = w >= 0 ? &prepared_[w] : nullptr;
+      const bool half_out = wp && ((wp->fused_adam && wp->adam_half_type != ADAM_HALF_NONE && p.instructions[w].outputs[3] == src) ||
+                                   wp->half_cast_type != ADAM_HALF_NONE);
+      bool clear = half_out && waits_on(ins, w);
+      if (clear) {
+        const BufferSpec& dst = p.buffers[ins.outputs[0]];
+        for (int32_t b : p.instructions[w].inputs) clear = clear && !overlaps(dst, p.buffers[b]);
+        for (int32_t b : p.instructions[w].outputs) clear = clear && !overlaps(dst, p.buffers[b]);
+      }
+      if (clear) {
+        pr.follows = w;
+        if (prepared_[w].progress < 0) prepared_[w].progress = producers++;
+      }
+    }
+    for (int32_t b : ins.outputs) last_writer[b] = (int32_t)id;
+  }
+  progress_.reset(new TileProgress[(size_t)std::max(producers, 1)]);
+  for (int32_t k = 0; k < producers; k++) progress_[k].ex = this;
+}
+
 Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* comm)
     : p_(p), arenas_(arenas), comm_(comm), epoch_(Clock::now()) {
   size_t n = p.instructions.size();
@@ -84,6 +160,7 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
       pr.fused_adam = true;
       continue;
     }
+    if ((pr.half_cast_type = half_cast_type(p, ins)) != ADAM_HALF_NONE) continue;
 
     // fp16/bf16 operands get a float copy in the stream's scratch; an output that
     // is also an input (adam's in-place p, m, v) shares the input's copy
@@ -108,6 +185,11 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
     StreamState& st = streams_[ins.stream];
     if ((int64_t)st.scratch.size() < pr.scratch_floats) st.scratch.resize((size_t)pr.scratch_floats);
   }
+
+  if (!adam_select_isa("", &adam_isa_, &adam_isa_error_)) adam_isa_ = AdamIsa::scalar;
+  grad_verdict_.reset(new std::atomic<int64_t>[n]);
+  for (size_t i = 0; i < n; i++) grad_verdict_[i].store(0);
+  prepare_arrivals();
 
   for (int32_t s = 0; s < kStreamCount; s++) {
     if (streams_[s].instructions.empty()) continue;
@@ -155,7 +237,7 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
       for (int k = 0; k < LINK_COUNT; k++) st.link_bytes[k] = 0;
     }
     running_ = (int32_t)active_streams_.size();
-    gen = ++generation_;
+    gen = gen_ = ++generation_;
   }
   start_cv_.notify_all();
   // the lead stream runs here, while the stream threads run the others
@@ -203,9 +285,12 @@ void Executor::stream_main(int32_t s) {
   }
 }
 
+// A copy that follows its producer tile by tile does not wait for the producer
+// to complete (execute_following_copy waits for its tiles instead).
 bool Executor::waits_done(int32_t id, int64_t gen) const {
+  const int32_t follows = prepared_[id].follows;
   for (int32_t w : p_.instructions[id].waits)
-    if (done_gen_[w].load(std::memory_order_acquire) != gen) return false;
+    if (w != follows && done_gen_[w].load(std::memory_order_acquire) != gen) return false;
   return true;
 }
 
@@ -246,7 +331,8 @@ void Executor::run_stream(int32_t s, int64_t gen) {
       msg = e.what();
     }
     Clock::time_point t1 = Clock::now();
-    st.busy_seconds += seconds_between(t0, t1);  // a batch's members share one interval
+    st.busy_seconds += seconds_between(t0, t1) - st.idle_seconds;  // a batch's members share one interval
+    st.idle_seconds = 0;
     for (int32_t b : batch) {
       start_[b] = seconds_between(epoch_, t0);
       end_[b] = seconds_between(epoch_, t1);
@@ -261,6 +347,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
       if (ok) {
         for (int32_t b : batch) {
           done_gen_[b].store(gen, std::memory_order_release);
+          if (prepared_[b].progress >= 0) progress_cv_.notify_all();  // its followers may take the rest
           const Instruction& ins = p_.instructions[b];
           if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
             const BufferSpec& fb = p_.buffers[ins.inputs[0]];
@@ -277,6 +364,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
         abort_ = true;
         error_ = describe(failed) + ": " + msg;
         first_error = error_;
+        progress_cv_.notify_all();
       }
       n_wake = streams_to_wake(s, gen, wake);
     }
@@ -403,8 +491,17 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
   if (ins.kind == INSTR_FREE) return true;  // bookkeeping only, done by the caller
 
   if (ins.kind == INSTR_COPY) {
+    if (pr.follows >= 0) return execute_following_copy(s, id, msg);
     const BufferSpec& src = p_.buffers[ins.inputs[0]];
     const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+    if (pr.check_grad_type >= 0) {  // a gradient on its way to its adam: checked as it is copied
+      const int64_t numel = p_.tensors[src.tensor].numel;
+      const bool finite = adam_copy_grads_checked(arenas_.host_ptr(dst.tier, dst.offset_bytes), arenas_.host_ptr(src.tier, src.offset_bytes),
+                                                  numel, (AdamGradType)pr.check_grad_type, adam_isa_);
+      grad_verdict_[id].store(finite ? gen_ : -gen_, std::memory_order_release);
+      if (pr.link >= 0) st.link_bytes[pr.link] += src.size_bytes;
+      return true;
+    }
     bool ok = dst.tier != TIER_NVME
                   ? arenas_.read(src.tier, src.offset_bytes, arenas_.host_ptr(dst.tier, dst.offset_bytes), src.size_bytes, msg)
                   : arenas_.write(dst.tier, dst.offset_bytes, arenas_.host_ptr(src.tier, src.offset_bytes), src.size_bytes, msg);
@@ -414,6 +511,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
 
   if (skip_update_ && ins.call.kind == OP_ADAM) return true;
   if (pr.fused_adam) return execute_fused_adam(id, msg);
+  if (pr.half_cast_type != ADAM_HALF_NONE) return execute_half_cast(id, msg);
 
   // run: point the views at the arenas (or at the widened float copies)
   OpCall call = ins.call;
@@ -485,15 +583,111 @@ bool Executor::execute_fused_adam(int32_t id, std::string* msg) {
   hp.weight_decay = c.fattr[4];
   hp.adamw = c.iattr[0] == 1;
   hp.step = step;
+  if (!adam_isa_error_.empty()) { *msg = "adam: " + adam_isa_error_; return false; }
+  const char* nonfinite = "adam: the gradient has an inf or NaN; parameters and moments left unchanged";
   AdamRunOptions run;
-  std::string err;
-  if (!adam_select_isa("", &run.isa, &err)) { *msg = "adam: " + err; return false; }
+  run.isa = adam_isa_;
+  if (pr.grad_checked_by >= 0) {  // the copy that brought the gradient checked it
+    const int64_t verdict = grad_verdict_[pr.grad_checked_by].load(std::memory_order_acquire);
+    if (verdict == -gen_) { *msg = nonfinite; return false; }
+    run.check_finite = verdict != gen_;
+  }
+  if (pr.progress >= 0) {
+    begin_progress(id);
+    run.on_tile = &Executor::on_tile_done;
+    run.ctx = &progress_[pr.progress];
+  }
   AdamResult result;
   cpu_adam_step(t, hp, run, &result);
-  if (!result.finite) {
-    *msg = "adam: the gradient has an inf or NaN; parameters and moments left unchanged";
-    return false;
+  if (!result.finite) { *msg = nonfinite; return false; }
+  return true;
+}
+
+// master32 -> param16 over tiles on the shared pool (bit for bit half.h's
+// rounding, which the generic path would use), reporting tiles to followers.
+bool Executor::execute_half_cast(int32_t id, std::string* msg) {
+  if (!adam_isa_error_.empty()) { *msg = "reshape: " + adam_isa_error_; return false; }
+  const Instruction& ins = p_.instructions[id];
+  const Prepared& pr = prepared_[id];
+  const BufferSpec& a = p_.buffers[ins.inputs[0]];
+  const BufferSpec& b = p_.buffers[ins.outputs[0]];
+  AdamRunOptions run;
+  run.isa = adam_isa_;
+  // the pool's threads only from the cpu stream: another stream would queue
+  // behind the cpu stream's updates for the pool (one job at a time)
+  if (ins.stream != STREAM_CPU) run.threads = 1;
+  if (pr.progress >= 0) {
+    begin_progress(id);
+    run.on_tile = &Executor::on_tile_done;
+    run.ctx = &progress_[pr.progress];
   }
+  adam_half_copy((const float*)arenas_.host_ptr(a.tier, a.offset_bytes), (uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes),
+                 p_.tensors[a.tensor].numel, (AdamHalfType)pr.half_cast_type, run);
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// tile progress: a producer publishes how many leading elements are final; a
+// copy that follows it moves them as they come
+
+void Executor::begin_progress(int32_t id) {
+  TileProgress& tp = progress_[prepared_[id].progress];
+  tp.elems.store(0);
+  tp.gen.store(gen_);  // after elems: a follower that sees this step's gen sees this step's elems
+}
+
+// Called by the kernel, in tile order, from a pool thread.
+void Executor::on_tile_done(void* ctx, const AdamTileEvent& e) {
+  TileProgress* tp = (TileProgress*)ctx;
+  tp->elems.store(e.end);  // seq_cst with the load of `want` below and the follower's store of it: no lost wake-up
+  if (e.end >= tp->want.load()) {
+    std::lock_guard<std::mutex> lk(tp->ex->mu_);
+    tp->ex->progress_cv_.notify_all();
+  }
+}
+
+// Elements of the producer's output that are final in the current step.
+int64_t Executor::available_elems(int32_t producer, int64_t n) const {
+  if (done_gen_[producer].load(std::memory_order_acquire) == gen_) return n;  // also a skipped update
+  const TileProgress& tp = progress_[prepared_[producer].progress];
+  return tp.gen.load() == gen_ ? std::min(n, tp.elems.load()) : 0;
+}
+
+// The copy of a producer's half-precision output, tile by tile: each range of
+// final elements is copied as soon as it is there; in between the stream sleeps
+// until at least kFollowChunk more elements (or the rest) are final, the
+// producer completes, or the step aborts. The time asleep is not busy time.
+bool Executor::execute_following_copy(int32_t s, int32_t id, std::string* msg) {
+  constexpr int64_t kFollowChunk = 1 << 18;  // elements: 512 KiB of fp16 per wake-up
+  StreamState& st = streams_[s];
+  const Instruction& ins = p_.instructions[id];
+  const int32_t producer = prepared_[id].follows;
+  const BufferSpec& src = p_.buffers[ins.inputs[0]];
+  const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+  const int64_t n = p_.tensors[src.tensor].numel;
+  const int64_t esize = n > 0 ? src.size_bytes / n : 0;
+  const uint8_t* from = arenas_.host_ptr(src.tier, src.offset_bytes);
+  uint8_t* to = arenas_.host_ptr(dst.tier, dst.offset_bytes);
+  TileProgress& tp = progress_[prepared_[producer].progress];
+  int64_t copied = 0;
+  while (copied < n) {
+    const int64_t ready = available_elems(producer, n);
+    if (ready > copied) {
+      std::memcpy(to + copied * esize, from + copied * esize, (size_t)((ready - copied) * esize));
+      copied = ready;
+      continue;
+    }
+    Clock::time_point w0 = Clock::now();
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      tp.want.store(std::min(n, copied + kFollowChunk));
+      progress_cv_.wait(lk, [&] { return abort_ || available_elems(producer, n) >= tp.want.load(); });
+      tp.want.store(INT64_MAX);
+    }
+    st.idle_seconds += seconds_between(w0, Clock::now());
+    if (abort_) { *msg = "stopped: the step was aborted"; return false; }
+  }
+  if (prepared_[id].link >= 0) st.link_bytes[prepared_[id].link] += src.size_bytes;
   return true;
 }
 

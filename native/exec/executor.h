@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "../adam/cpu_adam.h"
 #include "../plan/program.h"
 #include "../ring/comm.h"
 #include "../tiers/arena.h"
@@ -124,6 +125,28 @@ class Executor {
     bool fused_adam = false;
     int32_t adam_grad_type = 0;   // AdamGradType
     int32_t adam_half_type = 0;   // AdamHalfType; 0 = no p16 output
+    // adam: the copy that delivers its gradient and checks it on the way
+    // (-1: none; the adam's own check pass runs)
+    int32_t grad_checked_by = -1;
+    // a copy that delivers a fused adam's gradient between host arenas: copied
+    // by adam_copy_grads_checked, its verdict kept in grad_verdict_ (AdamGradType; -1: plain copy)
+    int32_t check_grad_type = -1;
+    // reshape of fp32 into an fp16/bf16 buffer (master32 -> param16): run by
+    // adam_half_copy over tiles on the shared pool (AdamHalfType; 0: not such a cast)
+    int32_t half_cast_type = 0;
+    // a producer of half-precision tiles (fused adam with a p16 output, half cast)
+    // that a copy follows: index into progress_ (-1: none)
+    int32_t progress = -1;
+    // a copy that follows its producer tile by tile: the producer's id (-1: none);
+    // its wait on the producer is replaced by the producer's tile progress
+    int32_t follows = -1;
+  };
+  // Tile progress of one producer in the current step (see execute_following_copy).
+  struct TileProgress {
+    Executor* ex = nullptr;
+    std::atomic<int64_t> gen{0};            // the step whose progress `elems` counts
+    std::atomic<int64_t> elems{0};          // elements [0, elems) are final
+    std::atomic<int64_t> want{INT64_MAX};   // a follower sleeps until elems >= want
   };
   struct StreamState {
     std::vector<int32_t> instructions;  // ids, increasing
@@ -136,12 +159,19 @@ class Executor {
     int64_t link_bytes[LINK_COUNT] = {0};
     int64_t ring_bytes = 0;
     int64_t ring_workspace = 0;
+    double idle_seconds = 0;            // of the current instruction: waiting inside it, not busy
   };
 
   void stream_main(int32_t s);
   void run_stream(int32_t s, int64_t gen);
   bool execute(int32_t s, int32_t id, std::string* msg);
   bool execute_fused_adam(int32_t id, std::string* msg);
+  bool execute_half_cast(int32_t id, std::string* msg);
+  bool execute_following_copy(int32_t s, int32_t id, std::string* msg);
+  void begin_progress(int32_t id);                   // a producer starts: its progress is 0 in this step
+  int64_t available_elems(int32_t producer, int64_t n) const;
+  static void on_tile_done(void* ctx, const AdamTileEvent& e);
+  void prepare_arrivals();                           // grad_checked_by, check_grad_type, follows, progress
   void gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch);  // mu_ held
   bool execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed);
   std::string describe(int32_t id) const;
@@ -177,6 +207,14 @@ class Executor {
   bool stop_ = false;
   std::atomic<bool> abort_{false};     // written under mu_
   std::string error_;
+  std::condition_variable progress_cv_;  // a producer's tiles reached a follower's `want`, it completed, or abort
+  std::unique_ptr<TileProgress[]> progress_;
+  // per instruction: a gradient-checking copy's verdict, gen (finite) or -gen
+  // (inf/NaN) of the step it ran in
+  std::unique_ptr<std::atomic<int64_t>[]> grad_verdict_;
+  AdamIsa adam_isa_ = AdamIsa::scalar;  // TIERCUT_ADAM_ISA or the best path (for copies and casts)
+  std::string adam_isa_error_;          // non-empty: TIERCUT_ADAM_ISA is invalid (adam and casts fail with it)
+  int64_t gen_ = 0;                     // the current step's generation, for the stream threads
   int64_t step_number_ = 1;
   bool has_lr_ = false;
   double lr_ = 0;

@@ -6,6 +6,8 @@
 //                 in-order tile completion events and copies each finished
 //                 half tile out from inside the event
 //   adamHalfRound for tests: one path's float -> fp16/bf16 conversion
+//   adamCopyGrads for tests and the benchmark: the runtime's gradient copy
+//                 with the inf/NaN check riding on it, or a plain memcpy
 // Arguments are parsed once on the main thread into plain structs; the work
 // then runs on the shared thread pool while the main thread waits (all calls
 // are synchronous). runtime/adam.ts validates arguments first with the public
@@ -265,6 +267,35 @@ Napi::Value adam_half_round_js(const Napi::CallbackInfo& info) {
   Napi::Uint16Array out = Napi::Uint16Array::New(env, src.ElementLength());
   adam_half_round(src.Data(), out.Data(), (int64_t)src.ElementLength(), type == "bf16" ? ADAM_HALF_BF16 : ADAM_HALF_F16, isa);
   return out;
+}
+
+// adamCopyGrads({ dst, src, type: 'fp32'|'fp16'|'bf16', check?, isa? }) -> boolean
+// dst and src: Float32Array (fp32) or Uint16Array (fp16, bf16) of one length.
+// check (default true): adam_copy_grads_checked, returning whether every value
+// is finite; false: memcpy, returning true (the benchmark's baseline).
+Napi::Value adam_copy_grads_js(const Napi::CallbackInfo& info) {
+  const char* fn = "adamCopyGrads";
+  Napi::Object o = want_object(info, fn);
+  Napi::Value tv = o.Get("type");
+  std::string type = tv.IsString() ? tv.As<Napi::String>().Utf8Value() : "";
+  if (type != "fp32" && type != "fp16" && type != "bf16")
+    throw Napi::TypeError::New(info.Env(), std::string(fn) + ": type: expected 'fp32', 'fp16' or 'bf16', got " + describe_value(tv));
+  const bool f32 = type == "fp32";
+  napi_typedarray_type want = f32 ? napi_float32_array : napi_uint16_array;
+  const char* want_name = f32 ? "Float32Array" : "Uint16Array";
+  Napi::TypedArray src = typed(o, fn, "src", want, want_name);
+  Napi::TypedArray dst = typed(o, fn, "dst", want, want_name);
+  want_length(dst, fn, "dst", src.ElementLength());
+  Napi::Value cv = o.Get("check");
+  const bool check = !cv.IsBoolean() || cv.As<Napi::Boolean>().Value();
+  AdamIsa isa = read_isa(o, fn);
+  const int64_t n = (int64_t)src.ElementLength();
+  if (!check) {
+    std::memcpy(data_of(dst), data_of(src), (size_t)n * (f32 ? 4 : 2));
+    return Napi::Boolean::New(info.Env(), true);
+  }
+  AdamGradType g = f32 ? ADAM_GRAD_F32 : type == "fp16" ? ADAM_GRAD_F16 : ADAM_GRAD_BF16;
+  return Napi::Boolean::New(info.Env(), adam_copy_grads_checked(data_of(dst), data_of(src), n, g, isa));
 }
 
 }  // namespace tiercut
