@@ -19,6 +19,14 @@
 // ceil(copies / queue depth) request latencies + its bytes / bandwidth, and
 // every member ends with it.
 //
+// Tiled copy overlap, as the executor does it (native/exec/executor.cc,
+// prepare_arrivals): a host-to-host copy of the half-precision output of a
+// fused adam (its 4th output) or of a cast f32 -> fp16/bf16 (`reshape`), that
+// waits on that producer and shares no bytes with its operands, follows the
+// producer: it starts once the producer has started (and its other waits are
+// done) and ends no earlier than the producer's end plus the copy of the last
+// chunk it takes (FOLLOW_CHUNK elements). Busy time stays its own duration.
+//
 // Instructions start in time order (always the one that can start earliest;
 // ties by id), so that when a batch forms at t every instruction that ended by
 // t is known. Since every wait points to an earlier instruction, the lowest
@@ -28,6 +36,7 @@
 import { copySeconds, opSeconds } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
+import { numel } from '../ir/types.js';
 import type { Placement } from '../partition/placement.js';
 import type { PlanBuffer, PlanInstruction, StreamName } from '../plan/types.js';
 import { STREAMS } from '../plan/types.js';
@@ -60,6 +69,34 @@ function nvmeCopy(buffers: readonly PlanBuffer[], x: PlanInstruction) {
   };
 }
 
+const FOLLOW_CHUNK = 1 << 18;  // kFollowChunk in native/exec/executor.cc
+
+/** Per instruction: the producer a copy follows tile by tile (see the header), or -1. */
+export function followedProducers(g: Graph, buffers: readonly PlanBuffer[], ins: readonly PlanInstruction[]): Int32Array {
+  const follows = new Int32Array(ins.length).fill(-1);
+  const lastWriter = new Int32Array(buffers.length).fill(-1);
+  const overlaps = (a: PlanBuffer, b: PlanBuffer) => a.tier === b.tier && a.offsetBytes < b.offsetBytes + b.sizeBytes && b.offsetBytes < a.offsetBytes + a.sizeBytes;
+  const halfOut = (w: PlanInstruction, buffer: number) => {
+    if (w.kind !== 'run') return false;
+    const op = g.ops[w.op];
+    const t = (b: number) => g.tensors[buffers[b].tensor];
+    const half = (b: number) => t(b).dtype === 'f16' || t(b).dtype === 'bf16';
+    if (op.kind === 'adam') return w.outputs.length === 4 && w.outputs[3] === buffer && half(buffer);
+    return op.kind === 'reshape' && w.inputs.length === 1 && t(w.inputs[0]).dtype === 'f32' && half(buffer) &&
+      buffers[w.inputs[0]].tier !== 'nvme' && buffers[buffer].tier !== 'nvme';
+  };
+  for (const x of ins) {
+    if (x.kind === 'copy') {
+      const src = buffers[x.inputs[0]], dst = buffers[x.outputs[0]];
+      const w = lastWriter[x.inputs[0]];
+      if (w >= 0 && src.tier !== 'nvme' && dst.tier !== 'nvme' && !overlaps(src, dst) && x.waits.includes(w) && halfOut(ins[w], x.inputs[0]) &&
+          [...ins[w].inputs, ...ins[w].outputs].every((b) => !overlaps(dst, buffers[b]))) follows[x.id] = w;
+    }
+    for (const b of x.outputs) lastWriter[b] = x.id;
+  }
+  return follows;
+}
+
 /** Instruction ids per stream, in order. */
 function streamOrder(ins: readonly PlanInstruction[]) {
   const order = new Map<StreamName, number[]>();
@@ -77,6 +114,7 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
   const lists = STREAMS.map((s) => order.get(s) ?? []);
   const next = STREAMS.map(() => 0);   // per stream: position of its next instruction
   const free = STREAMS.map(() => 0);   // per stream: when it can start its next instruction
+  const follows = followedProducers(g, buffers, ins);
 
   /** When stream s can start its next instruction, or undefined while a wait has not started yet. */
   const startTime = (s: number): number | undefined => {
@@ -85,6 +123,7 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     let t = ready;
     for (const w of x.waits) {
       if (!started[w]) return undefined;
+      if (w === follows[x.id]) { t = Math.max(t, start[w]); continue; }  // follows its tiles (see the header)
       // blocked on another stream's instruction: woken after it ends
       t = Math.max(t, end[w] > ready && ins[w].stream !== x.stream ? end[w] + over.wakeSeconds : end[w]);
     }
@@ -124,12 +163,15 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
         d = Math.ceil(copies.length / queueDepth) * latency + copies.reduce((sum, c) => sum + c.bytes, 0) / bandwidth;
       }
     }
-    for (const m of members) { start[m] = t; end[m] = t + d; started[m] = 1; }
+    let e = t + d;
+    const producer = follows[x.id];
+    if (producer >= 0) e = Math.max(e, end[producer] + d * Math.min(1, FOLLOW_CHUNK / Math.max(1, numel(g.tensors[buffers[x.inputs[0]].tensor].shape))));
+    for (const m of members) { start[m] = t; end[m] = e; started[m] = 1; }
     next[s] += members.length;
     done += members.length;
-    free[s] = t + d + over.instructionSeconds;
+    free[s] = e + over.instructionSeconds;
     busy[x.stream] += d;
-    step = Math.max(step, t + d);
+    step = Math.max(step, e);
   }
   return { stepSeconds: ins.length > 0 ? step + over.stepSeconds : 0, streamBusySeconds: busy, start, end };
 }
