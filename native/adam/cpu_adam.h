@@ -17,7 +17,9 @@
 //     per tile and roll back, would need a copy of every updated tile to be
 //     exact, which costs more. AdamRunOptions::check_finite = false skips it
 //     (for callers that checked the gradients already, as DeepSpeed does on
-//     the GPU).
+//     the GPU). The runtime does the latter: the copy that brings an adam's
+//     gradient in checks it as it copies (adam_copy_grads_checked), at no cost
+//     in memory traffic, and its adam runs without the second pass.
 //   - every instruction-set path (scalar, AVX2+FMA+F16C, AVX-512F) gives the
 //     same bits: same rounded operations in the same order, no fused
 //     multiply-add (simd.h). The path is chosen at run time from CPUID, or

@@ -35,6 +35,13 @@
 //     their requests overlap in the queue instead of paying one latency each.
 //     The members share one start, one end and one busy interval, and
 //     complete together (in stream order, as every wait assumes).
+//   - tiles and arrivals (prepare_arrivals in executor.cc): a copy of a fused
+//     adam's p16 output or of a master32 -> param16 cast, waiting on that
+//     producer, follows it tile by tile (it waits for the producer's tile
+//     progress instead of its completion; time asleep between tiles is not
+//     busy time); the copy that delivers a fused adam's gradient checks it for
+//     inf/NaN as it copies, and the adam skips its own check pass. A cast
+//     f32 -> fp16/bf16 runs tiled on the shared pool (bits as half.h).
 // Never calls N-API; touches only the Program, the Arenas, the Communicator and its own state.
 #pragma once
 #include <atomic>
