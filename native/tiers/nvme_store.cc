@@ -118,7 +118,7 @@ bool NvmeStore::check_linked(std::string* err) const {
     return false;
   }
   if ((int64_t)st.st_size < file_.file_bytes) {
-    *err = "nvme tier: short read: the spill file " + file_.path + " is " + std::to_string((long long)st.st_size) +
+    *err = "nvme tier: the spill file " + file_.path + " is " + std::to_string((long long)st.st_size) +
            " bytes, expected " + std::to_string(file_.file_bytes) + " (it was truncated during the run)";
     return false;
   }

@@ -182,7 +182,7 @@ describe.each(BACKENDS)('nvme store ($name)', ({ io, name }) => {
     const r = await runWithFault(spill, (f) => truncateSync(f, 0), io);
     // caught before the I/O (the file's size), or by it when the truncation lands in between; a
     // write-back after the truncation may have grown the file again part of the way
-    expectOneLine(r.stderr, r.status, /step \d+ failed: instruction \d+ \(nvme\w+, copy \S+ -> \S+ of tensor '[^']+'\): nvme tier: (short read: the spill file .*nvme\.bin is \d+ bytes, expected \d+ \(it was truncated during the run\)|pread .*nvme\.bin at offset \d+: short read: got \d+ of \d+ bytes)/);
+    expectOneLine(r.stderr, r.status, /step \d+ failed: instruction \d+ \(nvme\w+, copy \S+ -> \S+ of tensor '[^']+'\): nvme tier: (the spill file .*nvme\.bin is \d+ bytes, expected \d+ \(it was truncated during the run\)|pread .*nvme\.bin at offset \d+: short read: got \d+ of \d+ bytes)/);
     const done = expectOnlyCompletedSteps(r.stdout);
     expect(r.stderr).toContain(`step ${done + 1} failed`);
     expect(leftovers(spill)).toEqual([]);
