@@ -23,9 +23,23 @@ export class LinearProgram {
 
   /** lower <= sum(coef * x[col]) <= upper. */
   row(terms: Iterable<[number, number]>, lower: number, upper: number): number {
-    const merged = new Map<number, number>();
-    for (const [c, v] of terms) if (v !== 0) merged.set(c, (merged.get(c) ?? 0) + v);
-    for (const [c, v] of [...merged].sort((a, b) => a[0] - b[0])) { this.indices.push(c); this.values.push(v); }
+    // sort by column (stable: equal columns keep their order, so sums are the same every run) and sum duplicates
+    const cols: number[] = [], vals: number[] = [];
+    let sorted = true;
+    for (const [c, v] of terms) {
+      if (v === 0) continue;
+      if (cols.length && c <= cols[cols.length - 1]) sorted = false;
+      cols.push(c); vals.push(v);
+    }
+    let order: number[] | undefined;
+    if (!sorted) order = cols.map((_, k) => k).sort((a, b) => cols[a] - cols[b] || a - b);
+    const n = cols.length;
+    for (let k = 0; k < n;) {
+      const c = cols[order ? order[k] : k];
+      let v = 0;
+      for (; k < n && cols[order ? order[k] : k] === c; k++) v += vals[order ? order[k] : k];
+      this.indices.push(c); this.values.push(v); // a sum that cancels stays, as an explicit zero
+    }
     this.starts.push(this.indices.length);
     this.rowLower.push(lower);
     this.rowUpper.push(upper);
