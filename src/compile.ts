@@ -17,6 +17,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { placementFrom, roundSolution, startLp, type LpSolution } from '../compiler/partition/lp.js';
+import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
 import { assignOffsets, type Arenas } from '../compiler/schedule/arena.js';
@@ -156,11 +157,11 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * plan's lower bound. Each candidate is scheduled once; the kept one's program,
  * arenas and simulation come back with it.
  */
-export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // the LP solves on a worker thread while this thread searches a placement
-  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver });
   try {
     if (persistentBytes <= hw.gpu.capacityBytes) {
       const whole = build(g, allGpu(g));
@@ -250,22 +251,28 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
 
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
-  const { graph, preset, config, sharding } = await trainingGraph(opts);
-  // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
-  const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
-  const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
-  const model = { source: opts.model, preset, config };
-  const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
-  if (sharding) {
-    checkRingWorkspace(plan);
-    return { ...plan, sp: spSection(graph, sharding) };
+  // the LP's solver thread starts now: HiGHS loads while this thread builds the graph
+  const solver = new LpWorker();
+  try {
+    const { graph, preset, config, sharding } = await trainingGraph(opts);
+    // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
+    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver });
+    const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
+    const model = { source: opts.model, preset, config };
+    const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
+    if (sharding) {
+      checkRingWorkspace(plan);
+      return { ...plan, sp: spSection(graph, sharding) };
+    }
+    if (opts.dpuWarmupSteps === undefined) return plan;
+    const steadyGraph = lowerDpu(graph);
+    assertGraph(steadyGraph, 'dpu lowering');
+    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver });
+    const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
+    return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
+  } finally {
+    solver.close();
   }
-  if (opts.dpuWarmupSteps === undefined) return plan;
-  const steadyGraph = lowerDpu(graph);
-  assertGraph(steadyGraph, 'dpu lowering');
-  const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
-  const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
-  return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
 }
 
 /** The profile with the largest collective op's ring buffers taken off the GPU and CPU capacities (placement only). */
