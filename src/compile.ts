@@ -17,12 +17,13 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { placementFrom, roundSolution, startLp, type LpSolution } from '../compiler/partition/lp.js';
+import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
-import { assignOffsets } from '../compiler/schedule/arena.js';
+import { assignOffsets, type Arenas } from '../compiler/schedule/arena.js';
 import { buildProgram, liveBytesPeak } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
-import { simulate } from '../compiler/simulate/simulate.js';
+import { simulate, type Simulation } from '../compiler/simulate/simulate.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { diag, UserError } from './diagnostics.js';
 
@@ -78,8 +79,25 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
 
 const fitsTiers = (a: Record<Tier, number>, hw: HardwareProfile) => a.gpu <= hw.gpu.capacityBytes && a.cpu <= hw.cpu.capacityBytes && a.nvme <= hw.nvme.capacityBytes;
 
+/**
+ * A placement with its scheduled program and arenas (and, once simulated, its
+ * simulation): each candidate placement is scheduled once, and the one kept is
+ * the plan's (planFor takes it as it is).
+ */
+export interface Built { placement: Placement; arenas: Arenas; sim?: { hw: HardwareProfile; result: Simulation } }
+
+const build = (g: Graph, p: Placement): Built => ({ placement: p, arenas: assignOffsets(buildProgram(g, p)) });
+const simulated = (g: Graph, hw: HardwareProfile, b: Built): Simulation => {
+  if (b.sim?.hw !== hw) b.sim = { hw, result: simulate(g, b.placement, b.arenas.buffers, b.arenas.instructions, hw) };
+  return b.sim.result;
+};
+
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
+  return minCutBuilt(g, hw)?.placement;
+}
+
+function minCutBuilt(g: Graph, hw: HardwareProfile): Built | undefined {
   // two tiers cannot work when the state alone overflows them
   const state = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (state > hw.gpu.capacityBytes + hw.cpu.capacityBytes) return undefined;
@@ -89,8 +107,9 @@ export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefine
   for (let attempt = 0; attempt < 4; attempt++) {
     let p: Placement;
     try { p = partitionMinCut(g, hw, { gpuPeakBytes: gpuPeak, capacityBytes: target }); } catch { return undefined; }
-    const arena = assignOffsets(buildProgram(g, p)).arenaBytes;
-    if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? p : undefined;
+    const b = build(g, p);
+    const arena = b.arenas.arenaBytes;
+    if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? b : undefined;
     target -= arena.gpu - hw.gpu.capacityBytes;
   }
   return undefined;
@@ -98,13 +117,18 @@ export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefine
 
 /** The LP path: three tiers; the rounded plan is repaired until every arena fits. */
 export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placement {
+  return lpBuilt(g, hw, sol).placement;
+}
+
+function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution): Built {
   const r = roundSolution(g, sol);
   const groups = sol.groups;
   const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
   for (let attempt = 0; attempt < 40; attempt++) {
     const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds, r.recompute);
-    const arena = assignOffsets(buildProgram(g, p)).arenaBytes;
-    if (fitsTiers(arena, hw)) return p;
+    const b = build(g, p);
+    const arena = b.arenas.arenaBytes;
+    if (fitsTiers(arena, hw)) return b;
     // move the least-committed groups one tier down until the overflow is covered
     const spill = (over: number, from: Tier, to: Tier) => {
       const k = from === 'gpu' ? 0 : 1;
@@ -123,44 +147,50 @@ export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placeme
   throw diag.doesNotFit(`does not fit: no placement over gpu ${fmtBytes(hw.gpu.capacityBytes)}, cpu ${fmtBytes(hw.cpu.capacityBytes)}, nvme ${fmtBytes(hw.nvme.capacityBytes)} holds this step; raise a capacity or lower --batch/--seq`);
 }
 
-export interface Placed { placement: Placement; lp: LpSolution }
+export interface Placed { placement: Placement; lp: LpSolution; /** the placement's program and arenas, when place built them */ built?: Built }
 
 /**
  * Placement: everything on the GPU when it fits; else the min-cut when two
  * tiers suffice and no capacity binds (the cut's price is zero: exact); else
  * the LP over three tiers, or, when the priced cut also fits, whichever of the
  * two the simulator finds faster. The LP runs in every case: its optimum is the
- * plan's lower bound.
+ * plan's lower bound. Each candidate is scheduled once; the kept one's program,
+ * arenas and simulation come back with it.
  */
-export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean } = {}): Promise<Placed> {
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // the LP solves on a worker thread while this thread searches a placement
-  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver });
   try {
-    const whole = allGpu(g);
-    if (persistentBytes <= hw.gpu.capacityBytes && fitsTiers(assignOffsets(buildProgram(g, whole)).arenaBytes, hw)) return { placement: whole, lp: await lp.bound };
-    const cut = placeMinCut(g, hw);
-    const cutOk = cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.home[t.id] === 'gpu'));
+    if (persistentBytes <= hw.gpu.capacityBytes) {
+      const whole = build(g, allGpu(g));
+      if (fitsTiers(whole.arenas.arenaBytes, hw)) return { placement: whole.placement, lp: await lp.bound, built: whole };
+    }
+    const cut = minCutBuilt(g, hw);
+    const cutOk = cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.placement.home[t.id] === 'gpu'));
     // no capacity binds (the cut's price is zero): the cut is exact for two tiers
-    if (cut && cutOk && cut.lambdaSecondsPerByte === 0) return { placement: cut, lp: await lp.bound };
+    if (cut && cutOk && cut.placement.lambdaSecondsPerByte === 0) return { placement: cut.placement, lp: await lp.bound, built: cut };
+    // a capacity binds: the priced cut is a heuristic there; simulate it while the LP solves
+    if (cut && cutOk) simulated(g, hw, cut);
     const sol = await lp.refine();
     if (cut && cutOk) {
-      // a capacity binds: the priced cut is a heuristic there; keep the LP's placement when it simulates faster
+      // keep the LP's placement when it simulates faster
       let best = cut;
       if (sol.status === 'optimal') {
         try {
-          const alt = placeLp(g, hw, sol);
-          if (predictedSeconds(g, hw, alt) < predictedSeconds(g, hw, cut)) best = alt;
+          const alt = lpBuilt(g, hw, sol);
+          if (simulated(g, hw, alt).stepSeconds < simulated(g, hw, cut).stepSeconds) best = alt;
         } catch (e) {
           if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit: the cut stands
         }
       }
-      return { placement: best, lp: sol };
+      return { placement: best.placement, lp: sol, built: best };
     }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
     if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
-    return { placement: placeLp(g, hw, sol), lp: sol };
+    const chosen = lpBuilt(g, hw, sol);
+    return { placement: chosen.placement, lp: sol, built: chosen };
   } finally {
     lp.close();
   }
@@ -183,15 +213,11 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
   return short > 0 ? `${head} is short by at least ${fmtBytes(short)}` : `${head} hold the state but not the working memory beside it at its peak (activations, fetched parameters, staging); raise a capacity or lower --batch/--seq`;
 }
 
-function predictedSeconds(g: Graph, hw: HardwareProfile, p: Placement): number {
-  const arenas = assignOffsets(buildProgram(g, p));
-  return simulate(g, p, arenas.buffers, arenas.instructions, hw).stepSeconds;
-}
-
-export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution): Plan {
-  const prog = buildProgram(g, p);
-  const arenas = assignOffsets(prog);
-  const sim = simulate(g, p, arenas.buffers, arenas.instructions, hw);
+/** The plan of a placement; `built` (from place) is its program, arenas and simulation, when already made for this graph and placement. */
+export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution, built?: Built): Plan {
+  const b = built && built.placement === p ? built : build(g, p);
+  const arenas = b.arenas;
+  const sim = simulated(g, hw, b);
   const traffic = { h2dBytes: 0, d2hBytes: 0, nvmeReadBytes: 0, nvmeWriteBytes: 0, inputBytes: 0 };
   for (const x of arenas.instructions) {
     if (x.kind !== 'copy') continue;
@@ -225,22 +251,28 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
 
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
-  const { graph, preset, config, sharding } = await trainingGraph(opts);
-  // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
-  const { placement, lp } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
-  const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
-  const model = { source: opts.model, preset, config };
-  const plan = planFor(graph, hw, placement, model, optimizer, lp);
-  if (sharding) {
-    checkRingWorkspace(plan);
-    return { ...plan, sp: spSection(graph, sharding) };
+  // the LP's solver thread starts now: HiGHS loads while this thread builds the graph
+  const solver = new LpWorker();
+  try {
+    const { graph, preset, config, sharding } = await trainingGraph(opts);
+    // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
+    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver });
+    const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
+    const model = { source: opts.model, preset, config };
+    const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
+    if (sharding) {
+      checkRingWorkspace(plan);
+      return { ...plan, sp: spSection(graph, sharding) };
+    }
+    if (opts.dpuWarmupSteps === undefined) return plan;
+    const steadyGraph = lowerDpu(graph);
+    assertGraph(steadyGraph, 'dpu lowering');
+    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver });
+    const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
+    return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
+  } finally {
+    solver.close();
   }
-  if (opts.dpuWarmupSteps === undefined) return plan;
-  const steadyGraph = lowerDpu(graph);
-  assertGraph(steadyGraph, 'dpu lowering');
-  const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu });
-  const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp);
-  return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
 }
 
 /** The profile with the largest collective op's ring buffers taken off the GPU and CPU capacities (placement only). */

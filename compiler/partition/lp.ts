@@ -49,6 +49,8 @@ export interface LpOptions {
   timeLimitSeconds?: number;
   /** Share of each capacity the LP may plan for (the rest absorbs arena fragmentation). */
   capacityShare?: number;
+  /** A solver thread to use (started early, so HiGHS loads while the graph is built); its owner closes it. Default: a new one, closed by close(). */
+  solver?: LpWorker;
 }
 
 export interface ParamGroup {
@@ -106,7 +108,7 @@ export interface LpRun {
   readonly bound: Promise<LpSolution>;
   /** Stage 2: among placements within the bound, the least traffic and work (stage 1's solution when that fails). */
   refine(): Promise<LpSolution>;
-  /** Ends the solver thread. */
+  /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
 
@@ -116,7 +118,7 @@ export interface LpRun {
  * every parameter it uses at once), finer ones before giving up.
  */
 export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): LpRun {
-  const solver = new LpWorker();
+  const solver = opts.solver ?? new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? 30;
   let model = buildLp(g, hw, opts, opts.segments ?? 48);
   let first: HighsResult | undefined;
@@ -143,7 +145,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
     return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
   })());
-  return { bound, refine, close: () => solver.close() };
+  return { bound, refine, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
