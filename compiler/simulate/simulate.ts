@@ -9,7 +9,10 @@
 // stream that had to block for an instruction of another stream starts
 // wakeSeconds after that instruction ends; the step ends stepSeconds after its
 // last instruction. Busy time counts instruction durations only (as the runtime
-// measures it).
+// measures it). A free whose waits have ended when the instruction before it on
+// its stream ends completes with that instruction (start = end = its end, no
+// overhead), as the executor folds it into that completion; so do the ready
+// frees after it.
 //
 // NVMe batches, as the executor forms them (native/exec/executor.cc,
 // gather_nvme_batch): when an nvme copy starts at time t, the copies (same
@@ -77,10 +80,14 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
   const lists = STREAMS.map((s) => order.get(s) ?? []);
   const next = STREAMS.map(() => 0);   // per stream: position of its next instruction
   const free = STREAMS.map(() => 0);   // per stream: when it can start its next instruction
+  const folds = STREAMS.map(() => -1); // per stream: end of its last instruction run in a round of its own (-1: none yet)
 
+  /** Whether x, stream s's next instruction, is a free that completes with the instruction before it. */
+  const folded = (s: number, x: PlanInstruction) => x.kind === 'free' && folds[s] >= 0 && x.waits.every((w) => started[w] && end[w] <= folds[s]);
   /** When stream s can start its next instruction, or undefined while a wait has not started yet. */
   const startTime = (s: number): number | undefined => {
     const x = ins[lists[s][next[s]]];
+    if (folded(s, x)) return folds[s];
     const ready = free[s];
     let t = ready;
     for (const w of x.waits) {
@@ -103,6 +110,11 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     }
     if (s < 0) throw new Error('simulate: no instruction can start (a wait on a later instruction?)');
     const x = ins[lists[s][next[s]]];
+    if (folded(s, x)) {
+      // folded into the completion before it: no round, no overhead
+      start[x.id] = end[x.id] = t; started[x.id] = 1; next[s]++; done++;
+      continue;
+    }
     let d = instructionSeconds(g, p, buffers, x, hw);
     const members = [x.id];
     const first = nvmeCopy(buffers, x);
@@ -128,6 +140,7 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     next[s] += members.length;
     done += members.length;
     free[s] = t + d + over.instructionSeconds;
+    folds[s] = t + d;
     busy[x.stream] += d;
     step = Math.max(step, t + d);
   }
