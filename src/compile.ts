@@ -183,14 +183,16 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
   return short > 0 ? `${head} is short by at least ${fmtBytes(short)}` : `${head} hold the state but not the working memory beside it at its peak (activations, fetched parameters, staging); raise a capacity or lower --batch/--seq`;
 }
 
+const capacities = (hw: HardwareProfile): Record<Tier, number> => ({ gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
+
 function predictedSeconds(g: Graph, hw: HardwareProfile, p: Placement): number {
-  const arenas = assignOffsets(buildProgram(g, p));
+  const arenas = assignOffsets(buildProgram(g, p), capacities(hw));
   return simulate(g, p, arenas.buffers, arenas.instructions, hw).stepSeconds;
 }
 
 export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution): Plan {
   const prog = buildProgram(g, p);
-  const arenas = assignOffsets(prog);
+  const arenas = assignOffsets(prog, capacities(hw));
   const sim = simulate(g, p, arenas.buffers, arenas.instructions, hw);
   const traffic = { h2dBytes: 0, d2hBytes: 0, nvmeReadBytes: 0, nvmeWriteBytes: 0, inputBytes: 0 };
   for (const x of arenas.instructions) {

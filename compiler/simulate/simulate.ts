@@ -18,9 +18,11 @@
 // gather_nvme_batch): when an nvme copy starts at time t, the copies (same
 // direction) and frees right after it on its stream join it while they are
 // ready at t and touch nothing an earlier member touches (host bytes of a
-// read, 4096-byte file blocks of a write); up to 64. The batch lasts
-// ceil(copies / queue depth) request latencies + its bytes / bandwidth, and
-// every member ends with it.
+// read, 4096-byte file blocks of a write); up to 64. The batch lasts one
+// request latency + (copies - 1) x the profile's batch cost per request
+// (nvme.read/writeBatchRequestSeconds, measured by `hw calibrate`; without it,
+// ceil(copies / queue depth) latencies) + its bytes / bandwidth, and every
+// member ends with it.
 //
 // Instructions start in time order (always the one that can start earliest;
 // ties by id), so that when a batch forms at t every instruction that ended by
@@ -132,8 +134,10 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
       }
       if (copies.length > 1) {
         const latency = (first.write ? hw.nvme.writeLatencySeconds : hw.nvme.readLatencySeconds) ?? 0;
+        const perRequest = first.write ? hw.nvme.writeBatchRequestSeconds : hw.nvme.readBatchRequestSeconds;
         const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
-        d = Math.ceil(copies.length / queueDepth) * latency + copies.reduce((sum, c) => sum + c.bytes, 0) / bandwidth;
+        const requests = perRequest !== undefined ? latency + (copies.length - 1) * perRequest : Math.ceil(copies.length / queueDepth) * latency;
+        d = requests + copies.reduce((sum, c) => sum + c.bytes, 0) / bandwidth;
       }
     }
     for (const m of members) { start[m] = t; end[m] = t + d; started[m] = 1; }
