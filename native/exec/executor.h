@@ -187,6 +187,7 @@ class Executor {
   double lr_ = 0;
   bool skip_update_ = false;
 
+  bool extents_known_ = false;         // a step ran every instruction: mem_.peak_bytes is final (note_start)
   std::vector<uint8_t> live_;          // per buffer
   int64_t live_bytes_[kTierCount] = {0};
   MemoryStats mem_;
