@@ -1,6 +1,7 @@
 // Address intervals for the arena passes: a free list (best-fit allocation with
-// coalescing) and a "last occupant" map (for each freed byte range, the free
-// instruction of the buffer that held it last). Plain sorted arrays: the
+// coalescing, or "far" allocation: fresh bytes within a budget, else the range
+// a caller scores best) and a "last occupant" map (for each freed byte range,
+// the free instruction of the buffer that held it last). Plain sorted arrays: the
 // number of intervals stays near the number of live buffers.
 
 export class FreeList {
