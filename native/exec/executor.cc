@@ -260,7 +260,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
     std::string first_error;  // set when this instruction is the step's first failure
     {
       // one stream: no other thread touches what mu_ guards during the step
-      // (the caller of step() is this thread), and the lock is ~8 % of a round
+      // (the caller of step() is this thread), so it needs no lock
       std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
       if (!solo_) lk.lock();
       if (ok) {
