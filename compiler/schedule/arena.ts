@@ -20,13 +20,15 @@
 // nvme read fills is a prefetch, and reusing bytes freed just before it makes
 // the read wait for that free (the nvmeRead stream then runs one copy ahead at
 // most: each read waits for the previous one's consumer). Such buffers are
-// placed "far" instead: fresh bytes above the arena while the tier's capacity
-// allows, else the free range whose last occupant was freed longest ago
-// (intervals.ts allocFar), so that reads run ahead and go to the store
-// together. The compact placement is made first; the far one is tried with the
-// capacity as budget, then halfway between the compact peak and the capacity,
-// and kept only when every tier still fits (fragmentation can make it bigger);
-// otherwise the compact one stands.
+// placed "far" instead: fresh bytes above the arena while the budget allows,
+// else the free range whose last occupant was freed longest ago (intervals.ts
+// allocFar), so that reads run ahead and go to the store together. The budget
+// is the compact peak plus the room the capacity leaves, but at most the
+// compact peak again (a plan takes at most twice its minimum for prefetch,
+// however much memory the capacity would allow). The compact placement is made
+// first; the far one is tried with that budget, then with half the extra
+// room, and kept only when every tier still fits (fragmentation can make it
+// bigger); otherwise the compact one stands.
 // Keeps true: two buffers whose live ranges overlap never overlap in memory;
 // no write lands in memory before the previous occupant's last access has
 // completed; with capacities, no tier exceeds its capacity unless the compact
@@ -80,7 +82,8 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
   const far = prefetchBuffers(prog);
   if (!far.some((x) => x === 1)) return compact;
   for (const share of [1, 0.5]) {
-    const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * (capacity[t] - compact.arenaBytes[t])])) as Record<Tier, number>;
+    const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
+    const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
     const spread = place(prog, far, budget);
     if (fits(spread, capacity)) return spread;
   }

@@ -17,9 +17,9 @@ import { compile } from '../../src/compile.js';
 import { syntheticData } from '../../runtime/data.js';
 import { TrainingSession } from '../../runtime/session.js';
 
-/** Three nvme reads into 1000-byte cpu buffers, each freed by a cpu free right after. */
-function reads(): Program {
-  const n = 3;
+/** n nvme reads into 1000-byte cpu buffers, each freed by a cpu free right after; a
+ *  4096-byte cpu buffer lives throughout (the compact cpu arena is then 5096 bytes). */
+function reads(n = 3, persistent = 4096): Program {
   const buffers: Program['buffers'][number][] = [];
   const instructions: Program['instructions'][number][] = [];
   for (let i = 0; i < n; i++) buffers.push({ id: i, tensor: i, tier: 'nvme', sizeBytes: 1000, allocAt: -1, freeAt: -1 });
@@ -28,6 +28,7 @@ function reads(): Program {
     instructions.push({ id: 2 * i, stream: 'nvmeRead', kind: 'copy', op: -1, inputs: [i], outputs: [n + i], waits: [] });
     instructions.push({ id: 2 * i + 1, stream: 'cpu', kind: 'free', op: -1, inputs: [n + i], outputs: [], waits: [2 * i] });
   }
+  if (persistent > 0) buffers.push({ id: 2 * n, tensor: n, tier: 'cpu', sizeBytes: persistent, allocAt: -1, freeAt: -1 });
   return { buffers, instructions };
 }
 const cap = (cpu: number) => ({ gpu: 0, cpu, nvme: 1 << 20 });
@@ -35,26 +36,35 @@ const cap = (cpu: number) => ({ gpu: 0, cpu, nvme: 1 << 20 });
 describe('far placement of nvme read buffers', () => {
   it('compact: each read reuses the bytes freed just before it and waits for that free', () => {
     const a = assignOffsets(reads());
-    expect(a.buffers.slice(3).map((b) => b.offsetBytes)).toEqual([0, 0, 0]);
+    expect(a.arenaBytes.cpu).toBe(5096);
+    expect(a.buffers.slice(3, 6).map((b) => b.offsetBytes)).toEqual([4096, 4096, 4096]);
     expect(a.instructions[2].waits).toEqual([1]);
     expect(a.instructions[4].waits).toEqual([3]);
     // a capacity without room beyond the compact arena changes nothing
-    expect(assignOffsets(reads(), cap(1000))).toEqual(a);
+    expect(assignOffsets(reads(), cap(5096))).toEqual(a);
   });
 
   it('with room: fresh bytes for every read, no waits, within the capacity', () => {
-    const a = assignOffsets(reads(), cap(4000));
-    expect(new Set(a.buffers.slice(3).map((b) => b.offsetBytes)).size).toBe(3);
+    const a = assignOffsets(reads(), cap(8000));
+    expect(a.buffers.slice(3, 6).map((b) => b.offsetBytes)).toEqual([4096, 5120, 6144]);
     for (const i of [2, 4]) expect(a.instructions[i].waits).toEqual([]);
-    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(4000);
+    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(8000);
   });
 
   it('with room for two: the third read takes the bytes freed longest ago', () => {
-    const a = assignOffsets(reads(), cap(2048));
-    expect(a.buffers.slice(3).map((b) => b.offsetBytes)).toEqual([0, 1024, 0]);
+    const a = assignOffsets(reads(), cap(7000));
+    expect(a.buffers.slice(3, 6).map((b) => b.offsetBytes)).toEqual([4096, 5120, 4096]);
     expect(a.instructions[2].waits).toEqual([]);
     expect(a.instructions[4].waits).toEqual([1]);   // the first free, not the second
-    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(2048);
+    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(7000);
+  });
+
+  it('takes at most the compact arena again, however large the capacity', () => {
+    const compact = assignOffsets(reads(12, 0)).arenaBytes.cpu;
+    expect(compact).toBe(1000);
+    const a = assignOffsets(reads(12, 0), cap(1e9));
+    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(2 * compact);
+    expect(a.buffers.slice(12, 14).map((b) => b.offsetBytes)).toEqual([0, 0]);  // no room for a second buffer at 2 x 1000
   });
 
   it('allocFar: the top within the budget, else the range with the lowest score', () => {
