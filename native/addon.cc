@@ -26,6 +26,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("nvmeBench", Napi::Function::New(env, tiercut::nvme_bench_js, "nvmeBench"));
   exports.Set("nvmeBackends", Napi::Function::New(env, tiercut::nvme_backends_js, "nvmeBackends"));
   exports.Set("nvmeLatency", Napi::Function::New(env, tiercut::nvme_latency_js, "nvmeLatency"));
+  exports.Set("nvmeBatch", Napi::Function::New(env, tiercut::nvme_batch_js, "nvmeBatch"));
   return exports;
 }
 

@@ -232,6 +232,13 @@ export interface NativeAddon {
   nvmeLatency(args: { dir: string; requests?: number; requestBytes?: number; queueDepth?: number; blockBytes?: number }): {
     readSeconds: number; writeSeconds: number; mixedReadSeconds: number; mixedWriteSeconds: number; backend: NvmeBackendName; direct: boolean;
   };
+  /** Sync; for `hw calibrate`. Mean seconds per batch of k requests of requestBytes (4096) handed to the
+   *  store in one transfer (as the executor hands over ready nvme copies), for each k in sizes
+   *  ([1, 2, 4, 8, 16, 32]; 1..64), about `requests` (256) requests per k and direction, reads and writes
+   *  in flight at once from two threads. A file in `dir`, removed after. Throws "nvmeBatch: …". */
+  nvmeBatch(args: { dir: string; sizes?: number[]; requests?: number; requestBytes?: number; queueDepth?: number; blockBytes?: number }): {
+    sizes: number[]; readSeconds: number[]; writeSeconds: number[]; backend: NvmeBackendName; direct: boolean;
+  };
 }
 
 export type AdamIsa = 'scalar' | 'avx2' | 'avx512';

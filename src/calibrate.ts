@@ -16,6 +16,10 @@
 //                       once, as a plan's nvmeRead and nvmeWrite streams run them,
 //                       - 4 KiB / bandwidth; median of 5 passes of 256 requests:
 //                       a shared disk's latency wanders)
+//   nvme batches        nvmeBatch, k 4 KiB requests in    -> nvme.read/writeBatchRequestSeconds
+//                       one transfer, k = 1..32, reads and   (the least-squares slope of the
+//                       writes at once; median of 3 passes   time per batch over k: what each
+//                       per k                                 further request adds to a batch)
 //   kernels             src/calibrate-kernels.ts          -> kernels (per op kind)
 //   executor            src/calibrate-executor.ts         -> executor (per instruction,
 //                                                            wake-up, step)
@@ -47,6 +51,9 @@ export interface Calibration {
     adamParamsPerSec: number; adamBytesPerSec: number;
     nvmeReadBytesPerSec: number; nvmeWriteBytesPerSec: number; nvmeDirect: boolean; nvmeNote: string; nvmeBackend: string;
     nvmeReadLatencySeconds: number; nvmeWriteLatencySeconds: number;
+    /** Per batch size k, median seconds per batch (reads and writes at once), and the fitted slopes. */
+    nvmeBatch: { sizes: number[]; readSeconds: number[]; writeSeconds: number[] };
+    nvmeReadBatchRequestSeconds: number; nvmeWriteBatchRequestSeconds: number;
     /** Mean seconds per 4 KiB request with one direction alone (for comparison; the profile takes the mixed figure). */
     nvmeReadAloneSeconds: number; nvmeWriteAloneSeconds: number;
     executor: ExecutorOverheads; kernels: Record<string, KernelCost>; kernelSamples: Record<string, number>; kernelWorkloads: string[];
@@ -77,6 +84,14 @@ function adamParamsPerSec(): number {
 
 const NVME_QUEUE_DEPTH = 8, NVME_BLOCK_BYTES = 1 << 20;
 
+/** Least-squares slope of y over x (0 when x does not vary). */
+export function slope(x: readonly number[], y: readonly number[]): number {
+  const n = x.length, mx = x.reduce((a, b) => a + b, 0) / n, my = y.reduce((a, b) => a + b, 0) / n;
+  let sxy = 0, sxx = 0;
+  for (let i = 0; i < n; i++) { sxy += (x[i] - mx) * (y[i] - my); sxx += (x[i] - mx) ** 2; }
+  return sxx > 0 ? sxy / sxx : 0;
+}
+
 export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibration> {
   const addon = nativeAddon();
   const host = addon.hostBandwidth({ bytes: 64 << 20, repeats: 5 });
@@ -90,12 +105,16 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
     throw diag.runtime(`nvme tier: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
   }
   let nvme: ReturnType<typeof addon.nvmeBench>, small: { read: number; write: number; readAlone: number; writeAlone: number };
+  let batch: Calibration['measured']['nvmeBatch'];
   let freeBytes: number;
   try {
     const bytes = opts.nvmeBytes ?? 256 << 20;
     nvme = addon.nvmeBench({ dir, bytes, requestBytes: bytes, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES });
     const passes = Array.from({ length: 5 }, () => addon.nvmeLatency({ dir, requests: 256, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES }));
     const med = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
+    const batches = Array.from({ length: 3 }, () => addon.nvmeBatch({ dir, sizes: [1, 2, 4, 8, 16, 32], requests: 256, requestBytes: 4096, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES }));
+    const sizes = batches[0].sizes;
+    batch = { sizes, readSeconds: sizes.map((_, i) => med(batches.map((b) => b.readSeconds[i]))), writeSeconds: sizes.map((_, i) => med(batches.map((b) => b.writeSeconds[i]))) };
     small = {
       read: med(passes.map((r) => r.mixedReadSeconds)), write: med(passes.map((r) => r.mixedWriteSeconds)),
       readAlone: med(passes.map((r) => r.readSeconds)), writeAlone: med(passes.map((r) => r.writeSeconds)),
@@ -110,6 +129,10 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
   const latency = (perRequest: number, bandwidth: number) => Math.max(0, perRequest - 4096 / bandwidth);
   const readLatencySeconds = latency(small.read, nvme.readBytesPerSec);
   const writeLatencySeconds = latency(small.write, nvme.writeBytesPerSec);
+  // what each further request adds to a batch (the bytes' own time taken out, as for the latency)
+  const perRequest = (seconds: number[], bandwidth: number) => Math.max(0, slope(batch.sizes, seconds) - 4096 / bandwidth);
+  const readBatchRequestSeconds = perRequest(batch.readSeconds, nvme.readBytesPerSec);
+  const writeBatchRequestSeconds = perRequest(batch.writeSeconds, nvme.writeBytesPerSec);
   const peak = { f32: flops, f16: flops, bf16: flops };
   const local = BUILTIN_PROFILES.local;
   const base: HardwareProfile = {
@@ -120,7 +143,7 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
     cpu: { capacityBytes: totalmem(), memBandwidthBytesPerSec: adam * 28, peakFlops: peak },
     nvme: {
       capacityBytes: Math.max(1, freeBytes), readBytesPerSec: nvme.readBytesPerSec, writeBytesPerSec: nvme.writeBytesPerSec,
-      readLatencySeconds, writeLatencySeconds, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES,
+      readLatencySeconds, writeLatencySeconds, readBatchRequestSeconds, writeBatchRequestSeconds, queueDepth: NVME_QUEUE_DEPTH, blockBytes: NVME_BLOCK_BYTES,
     },
     h2dBytesPerSec: host.copyBytesPerSec,
     d2hBytesPerSec: host.copyBytesPerSec,
@@ -145,6 +168,7 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
       nvmeReadBytesPerSec: nvme.readBytesPerSec, nvmeWriteBytesPerSec: nvme.writeBytesPerSec, nvmeDirect: nvme.direct, nvmeNote: nvme.note,
       nvmeBackend: nvme.backend, nvmeReadLatencySeconds: readLatencySeconds, nvmeWriteLatencySeconds: writeLatencySeconds,
       nvmeReadAloneSeconds: small.readAlone, nvmeWriteAloneSeconds: small.writeAlone,
+      nvmeBatch: batch, nvmeReadBatchRequestSeconds: readBatchRequestSeconds, nvmeWriteBatchRequestSeconds: writeBatchRequestSeconds,
       executor, kernels: fit.kernels, kernelSamples: fit.samples, kernelWorkloads: fit.workloads,
     },
   };

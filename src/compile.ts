@@ -86,7 +86,9 @@ const fitsTiers = (a: Record<Tier, number>, hw: HardwareProfile) => a.gpu <= hw.
  */
 export interface Built { placement: Placement; arenas: Arenas; sim?: { hw: HardwareProfile; result: Simulation } }
 
-const build = (g: Graph, p: Placement): Built => ({ placement: p, arenas: assignOffsets(buildProgram(g, p)) });
+const capacities = (hw: HardwareProfile): Record<Tier, number> => ({ gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
+
+const build = (g: Graph, hw: HardwareProfile, p: Placement): Built => ({ placement: p, arenas: assignOffsets(buildProgram(g, p), capacities(hw)) });
 const simulated = (g: Graph, hw: HardwareProfile, b: Built): Simulation => {
   if (b.sim?.hw !== hw) b.sim = { hw, result: simulate(g, b.placement, b.arenas.buffers, b.arenas.instructions, hw) };
   return b.sim.result;
@@ -107,7 +109,7 @@ function minCutBuilt(g: Graph, hw: HardwareProfile): Built | undefined {
   for (let attempt = 0; attempt < 4; attempt++) {
     let p: Placement;
     try { p = partitionMinCut(g, hw, { gpuPeakBytes: gpuPeak, capacityBytes: target }); } catch { return undefined; }
-    const b = build(g, p);
+    const b = build(g, hw, p);
     const arena = b.arenas.arenaBytes;
     if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? b : undefined;
     target -= arena.gpu - hw.gpu.capacityBytes;
@@ -126,7 +128,7 @@ function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution): Built {
   const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
   for (let attempt = 0; attempt < 40; attempt++) {
     const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds, r.recompute);
-    const b = build(g, p);
+    const b = build(g, hw, p);
     const arena = b.arenas.arenaBytes;
     if (fitsTiers(arena, hw)) return b;
     // move the least-committed groups one tier down until the overflow is covered
@@ -164,7 +166,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver });
   try {
     if (persistentBytes <= hw.gpu.capacityBytes) {
-      const whole = build(g, allGpu(g));
+      const whole = build(g, hw, allGpu(g));
       if (fitsTiers(whole.arenas.arenaBytes, hw)) return { placement: whole.placement, lp: await lp.bound, built: whole };
     }
     const cut = minCutBuilt(g, hw);
@@ -215,7 +217,7 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
 
 /** The plan of a placement; `built` (from place) is its program, arenas and simulation, when already made for this graph and placement. */
 export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution, built?: Built): Plan {
-  const b = built && built.placement === p ? built : build(g, p);
+  const b = built && built.placement === p ? built : build(g, hw, p);
   const arenas = b.arenas;
   const sim = simulated(g, hw, b);
   const traffic = { h2dBytes: 0, d2hBytes: 0, nvmeReadBytes: 0, nvmeWriteBytes: 0, inputBytes: 0 };

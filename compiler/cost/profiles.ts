@@ -11,6 +11,9 @@
 //   executor   the runtime's own costs per instruction, per cross-stream wake-up
 //              and per step (src/calibrate-executor.ts)
 //   nvme.readLatencySeconds / writeLatencySeconds: the fixed cost of one request
+//   nvme.readBatchRequestSeconds / writeBatchRequestSeconds: what each further
+//              request adds to a batch of small requests handed to the store at
+//              once (the executor's nvme batches; compiler/simulate)
 //   nvme.queueDepth / blockBytes: the I/O settings the store runs with (the
 //              plan carries its profile, so the plan names them; run flags override)
 
@@ -29,6 +32,8 @@ export interface NvmeProfile {
   readonly writeBytesPerSec: number;
   readonly readLatencySeconds?: number;
   readonly writeLatencySeconds?: number;
+  readonly readBatchRequestSeconds?: number;
+  readonly writeBatchRequestSeconds?: number;
   readonly queueDepth?: number;
   readonly blockBytes?: number;
 }
@@ -132,6 +137,7 @@ function checkProfile(file: string, p: unknown): HardwareProfile {
     if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) throw bad(path, `${integer ? 'an integer' : 'a number'} >= ${min}`, v);
   };
   optNum('nvme.readLatencySeconds', 0); optNum('nvme.writeLatencySeconds', 0);
+  optNum('nvme.readBatchRequestSeconds', 0); optNum('nvme.writeBatchRequestSeconds', 0);
   optNum('nvme.queueDepth', 1, true);
   if (typeof get('nvme.queueDepth') === 'number' && (get('nvme.queueDepth') as number) > 64) throw bad('nvme.queueDepth', 'an integer from 1 to 64', get('nvme.queueDepth'));
   optNum('nvme.blockBytes', 4096, true);

@@ -16,10 +16,24 @@
 // Small cpu buffers keep 64: padding them to 4 KiB would cost tight CPU
 // arenas real room for a memcpy of a few KiB. Offsets and the space a buffer
 // takes are both rounded; sizeBytes stays the tensor's.
+// Prefetch room (when the caller gives the tiers' capacities): a buffer that an
+// nvme read fills is a prefetch, and reusing bytes freed just before it makes
+// the read wait for that free (the nvmeRead stream then runs one copy ahead at
+// most: each read waits for the previous one's consumer). Such buffers are
+// placed "far" instead: fresh bytes above the arena while the budget allows,
+// else the free range whose last occupant was freed longest ago (intervals.ts
+// allocFar), so that reads run ahead and go to the store together. The budget
+// is the compact peak plus the room the capacity leaves, but at most the
+// compact peak again (a plan takes at most twice its minimum for prefetch,
+// however much memory the capacity would allow). The compact placement is made
+// first; the far one is tried with that budget, then with half the extra
+// room, and kept only when every tier still fits (fragmentation can make it
+// bigger); otherwise the compact one stands.
 // Keeps true: two buffers whose live ranges overlap never overlap in memory;
 // no write lands in memory before the previous occupant's last access has
-// completed. Deterministic: ties broken by buffer id. Cost: O(B log B + B·L),
-// L = buffers alive at once.
+// completed; with capacities, no tier exceeds its capacity unless the compact
+// placement does. Deterministic: ties broken by buffer id. Cost: O(B log B +
+// B·L), L = buffers alive at once; up to three placements with capacities.
 
 import type { Tier } from '../cost/cost.js';
 import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
@@ -52,7 +66,31 @@ export interface Arenas {
   readonly arenaBytes: Readonly<Record<Tier, number>>;
 }
 
-export function assignOffsets(prog: Program): Arenas {
+/** Buffers that an nvme read fills (its first write is a copy on the nvmeRead stream). */
+function prefetchBuffers(prog: Program): Uint8Array {
+  const far = new Uint8Array(prog.buffers.length);
+  for (const b of prog.buffers) if (b.allocAt >= 0 && prog.instructions[b.allocAt].stream === 'nvmeRead') far[b.id] = 1;
+  return far;
+}
+
+const fits = (a: Arenas, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);
+
+/** Offsets for every buffer; with `capacity`, prefetch buffers are placed far when that still fits (see above). */
+export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>): Arenas {
+  const compact = place(prog);
+  if (!capacity || !fits(compact, capacity)) return compact;
+  const far = prefetchBuffers(prog);
+  if (!far.some((x) => x === 1)) return compact;
+  for (const share of [1, 0.5]) {
+    const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
+    const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
+    const spread = place(prog, far, budget);
+    if (fits(spread, capacity)) return spread;
+  }
+  return compact;
+}
+
+function place(prog: Program, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>): Arenas {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra: number[][] = prog.instructions.map(() => []);
@@ -80,7 +118,7 @@ export function assignOffsets(prog: Program): Arenas {
         list.free(offset[d.id], offset[d.id] + span(d));
         last.set(offset[d.id], offset[d.id] + span(d), d.freeAt);
       }
-      const lo = list.alloc(span(b), alignOf[b.id]);
+      const lo = far?.[b.id] && budget ? list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b))) : list.alloc(span(b), alignOf[b.id]);
       offset[b.id] = lo;
       peak = Math.max(peak, lo + b.sizeBytes);
       for (const w of last.take(lo, lo + span(b))) {

@@ -1,6 +1,7 @@
 // Address intervals for the arena passes: a free list (best-fit allocation with
-// coalescing) and a "last occupant" map (for each freed byte range, the free
-// instruction of the buffer that held it last). Plain sorted arrays: the
+// coalescing, or "far" allocation: fresh bytes within a budget, else the range
+// a caller scores best) and a "last occupant" map (for each freed byte range,
+// the free instruction of the buffer that held it last). Plain sorted arrays: the
 // number of intervals stays near the number of live buffers.
 
 export class FreeList {
@@ -28,6 +29,34 @@ export class FreeList {
       this.top = at + size;
       return at;
     }
+    const [lo, hi] = this.ranges[best];
+    const at = up(lo);
+    const parts: [number, number][] = [];
+    if (at > lo) parts.push([lo, at]);
+    if (at + size < hi) parts.push([at + size, hi]);
+    this.ranges.splice(best, 1, ...parts);
+    return at;
+  }
+
+  /** For a buffer that should not wait for recent frees: fresh bytes at the top of
+   *  the arena while `budget` allows, else the fitting free range with the lowest
+   *  score(start) (ties: the smaller range, then the lower address), else the top. */
+  allocFar(size: number, align: number, budget: number, score: (at: number) => number): number {
+    const up = (x: number) => Math.ceil(x / align) * align;
+    if (up(this.top) + size <= budget) {
+      const at = up(this.top);
+      if (at > this.top) this.free(this.top, at);
+      this.top = at + size;
+      return at;
+    }
+    let best = -1, bestScore = Infinity;
+    for (let i = 0; i < this.ranges.length; i++) {
+      const [lo, hi] = this.ranges[i];
+      if (up(lo) + size > hi) continue;
+      const s = score(up(lo));
+      if (best < 0 || s < bestScore || (s === bestScore && hi - lo < this.ranges[best][1] - this.ranges[best][0])) { best = i; bestScore = s; }
+    }
+    if (best < 0) return this.alloc(size, align);
     const [lo, hi] = this.ranges[best];
     const at = up(lo);
     const parts: [number, number][] = [];
@@ -70,6 +99,13 @@ export class LastOccupant {
       if (p[1] > hi) rest.push([hi, p[1], p[2]]);
     }
     if (j > i) this.parts.splice(i, j - i, ...rest);
+    return out;
+  }
+
+  /** The latest free instruction among the last occupants of [lo, hi); -1 when none. */
+  latest(lo: number, hi: number): number {
+    let out = -1;
+    for (let j = this.firstEndingAfter(lo); j < this.parts.length && this.parts[j][0] < hi; j++) out = Math.max(out, this.parts[j][2]);
     return out;
   }
 

@@ -13,7 +13,11 @@
 //  - a copy on a non-home tier serves the consumers that follow closely and is
 //    dropped across a long gap (REFETCH_GAP ops), then fetched again; an
 //    activation fetched back from its home stays until its last use (as the
-//    LP's memory rows count it: one fetch before its reuse);
+//    LP's memory rows count it: one fetch before its reuse); the CPU staging
+//    copy of an NVMe-homed tensor passed on to the GPU is dropped at once,
+//    unless an op on the CPU uses the tensor within REFETCH_GAP ops (the update
+//    right after the backward pass read the parameter): that op reads the
+//    staged copy instead of reading NVMe again;
 //  - a free follows the last access of every transient buffer;
 //  - a rematerialised tensor (Placement.remat) has no home: when it is needed
 //    and no copy is valid, its producer runs again (e.g. param16 cast from
@@ -125,6 +129,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
 
   // activations fetched back from their home (for the backward pass) stay until their last use
   const fetchedBack = new Uint8Array(g.tensors.length);
+  let current = -1;  // the op whose operands are being fetched
   /** A buffer holding x's current value on `tier`, copying it there if needed (NVMe <-> GPU through CPU staging). */
   function fetch(x: number, tier: Tier): number {
     const have = valid[x].get(tier);
@@ -139,7 +144,8 @@ export function buildProgram(g: Graph, p: Placement): Program {
     copy(src, b);
     valid[x].set(tier, b);
     if (g.tensors[x].role === 'activation' && bufs[src].tier === p.home[x] && !remat(x)) fetchedBack[x] = 1;
-    if (staged) valid[x].delete('cpu'); // the staging copy is dropped once passed on
+    // the staging copy is dropped once passed on, unless a cpu op reads x soon
+    if (staged && nextUse(x, 'cpu', current) - current > REFETCH_GAP) valid[x].delete('cpu');
     if (remat(x) && bufs[src].tier !== tier) valid[x].delete(bufs[src].tier); // so is a rematerialised source
     return b;
   }
@@ -174,6 +180,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   };
 
   for (const op of g.ops) {
+    current = op.id;
     const tier = p.opTier[op.id];
     const ins = op.inputs.map((x) => fetch(x, tier));
     // outputs: in place over the matching input buffer, else the home buffer

@@ -9,15 +9,20 @@
 // stream that had to block for an instruction of another stream starts
 // wakeSeconds after that instruction ends; the step ends stepSeconds after its
 // last instruction. Busy time counts instruction durations only (as the runtime
-// measures it).
+// measures it). A free whose waits have ended when the instruction before it on
+// its stream ends completes with that instruction (start = end = its end, no
+// overhead), as the executor folds it into that completion; so do the ready
+// frees after it.
 //
 // NVMe batches, as the executor forms them (native/exec/executor.cc,
 // gather_nvme_batch): when an nvme copy starts at time t, the copies (same
 // direction) and frees right after it on its stream join it while they are
 // ready at t and touch nothing an earlier member touches (host bytes of a
-// read, 4096-byte file blocks of a write); up to 64. The batch lasts
-// ceil(copies / queue depth) request latencies + its bytes / bandwidth, and
-// every member ends with it.
+// read, 4096-byte file blocks of a write); up to 64. The batch lasts one
+// request latency + (copies - 1) x the profile's batch cost per request
+// (nvme.read/writeBatchRequestSeconds, measured by `hw calibrate`; without it,
+// ceil(copies / queue depth) latencies) + its bytes / bandwidth, and every
+// member ends with it.
 //
 // Tiled copy overlap, as the executor does it (native/exec/executor.cc,
 // prepare_arrivals): a host-to-host copy of the half-precision output of a
@@ -115,10 +120,14 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
   const next = STREAMS.map(() => 0);   // per stream: position of its next instruction
   const free = STREAMS.map(() => 0);   // per stream: when it can start its next instruction
   const follows = followedProducers(g, buffers, ins);
+  const folds = STREAMS.map(() => -1); // per stream: end of its last instruction run in a round of its own (-1: none yet)
 
+  /** Whether x, stream s's next instruction, is a free that completes with the instruction before it. */
+  const folded = (s: number, x: PlanInstruction) => x.kind === 'free' && folds[s] >= 0 && x.waits.every((w) => started[w] && end[w] <= folds[s]);
   /** When stream s can start its next instruction, or undefined while a wait has not started yet. */
   const startTime = (s: number): number | undefined => {
     const x = ins[lists[s][next[s]]];
+    if (folded(s, x)) return folds[s];
     const ready = free[s];
     let t = ready;
     for (const w of x.waits) {
@@ -142,6 +151,11 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     }
     if (s < 0) throw new Error('simulate: no instruction can start (a wait on a later instruction?)');
     const x = ins[lists[s][next[s]]];
+    if (folded(s, x)) {
+      // folded into the completion before it: no round, no overhead
+      start[x.id] = end[x.id] = t; started[x.id] = 1; next[s]++; done++;
+      continue;
+    }
     let d = instructionSeconds(g, p, buffers, x, hw);
     const members = [x.id];
     const first = nvmeCopy(buffers, x);
@@ -159,8 +173,10 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
       }
       if (copies.length > 1) {
         const latency = (first.write ? hw.nvme.writeLatencySeconds : hw.nvme.readLatencySeconds) ?? 0;
+        const perRequest = first.write ? hw.nvme.writeBatchRequestSeconds : hw.nvme.readBatchRequestSeconds;
         const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
-        d = Math.ceil(copies.length / queueDepth) * latency + copies.reduce((sum, c) => sum + c.bytes, 0) / bandwidth;
+        const requests = perRequest !== undefined ? latency + (copies.length - 1) * perRequest : Math.ceil(copies.length / queueDepth) * latency;
+        d = requests + copies.reduce((sum, c) => sum + c.bytes, 0) / bandwidth;
       }
     }
     let e = t + d;
@@ -170,6 +186,7 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     next[s] += members.length;
     done += members.length;
     free[s] = e + over.instructionSeconds;
+    folds[s] = e;
     busy[x.stream] += d;
     step = Math.max(step, e);
   }

@@ -197,6 +197,7 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
     if (lead_stream_ < 0) lead_stream_ = s;  // runs on the caller of step()
     else streams_[s].thread = std::thread(&Executor::stream_main, this, s);
   }
+  solo_ = active_streams_.size() == 1;
 }
 
 Executor::~Executor() { stop(); }
@@ -263,6 +264,7 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
     stats->start_seconds = start_;
     stats->end_seconds = end_;
     if (abort_) { *err = error_; return false; }
+    extents_known_ = true;
   }
   return true;
 }
@@ -343,17 +345,26 @@ void Executor::run_stream(int32_t s, int64_t gen) {
     int32_t n_wake = 0;
     std::string first_error;  // set when this instruction is the step's first failure
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      // one stream: no other thread touches what mu_ guards during the step
+      // (the caller of step() is this thread), so it needs no lock
+      std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+      if (!solo_) lk.lock();
       if (ok) {
         for (int32_t b : batch) {
           done_gen_[b].store(gen, std::memory_order_release);
           if (prepared_[b].progress >= 0) progress_cv_.notify_all();  // its followers may take the rest
-          const Instruction& ins = p_.instructions[b];
-          if (ins.kind == INSTR_FREE && live_[ins.inputs[0]]) {
-            const BufferSpec& fb = p_.buffers[ins.inputs[0]];
-            live_[ins.inputs[0]] = 0;
-            live_bytes_[fb.tier] -= fb.size_bytes;
-          }
+          if (p_.instructions[b].kind == INSTR_FREE) complete_free(b);
+        }
+        // frees right after it that are ready complete with it: bookkeeping
+        // only, so no clock reads and no round of their own (a free costs
+        // nothing else; a plan has about one per run instruction)
+        while (k < st.instructions.size() && !abort_ && p_.instructions[st.instructions[k]].kind == INSTR_FREE &&
+               waits_done(st.instructions[k], gen)) {
+          const int32_t f = st.instructions[k++];
+          start_[f] = end_[f] = end_[id];
+          complete_free(f);
+          done_gen_[f].store(gen, std::memory_order_release);
+          st.count++;
         }
         // one lock for this completion and the next start, when the next is ready already
         if (k < st.instructions.size() && !abort_ && waits_done(st.instructions[k], gen)) {
@@ -366,7 +377,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
         first_error = error_;
         progress_cv_.notify_all();
       }
-      n_wake = streams_to_wake(s, gen, wake);
+      if (!solo_) n_wake = streams_to_wake(s, gen, wake);
     }
     for (int32_t i = 0; i < n_wake; i++) streams_[wake[i]].cv.notify_one();
     // the other ranks would wait for this rank's messages until their timeout: stop them now
@@ -707,9 +718,20 @@ void Executor::make_live(int32_t buffer) {
   mem_.peak_live_bytes[b.tier] = std::max(mem_.peak_live_bytes[b.tier], live_bytes_[b.tier]);
 }
 
+void Executor::complete_free(int32_t id) {
+  const int32_t b = p_.instructions[id].inputs[0];
+  if (!live_[b]) return;
+  live_[b] = 0;
+  live_bytes_[p_.buffers[b].tier] -= p_.buffers[b].size_bytes;
+}
+
 void Executor::note_start(int32_t id) {
   const Instruction& ins = p_.instructions[id];
   if (ins.kind == INSTR_FREE) return;
+  if (extents_known_) {  // every buffer an instruction touches was touched in a whole step already
+    for (int32_t b : ins.outputs) make_live(b);
+    return;
+  }
   for (int32_t b : ins.inputs) touch(b);
   for (int32_t b : ins.outputs) { touch(b); make_live(b); }
 }

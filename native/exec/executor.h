@@ -24,7 +24,10 @@
 //     "instruction <id> (<stream>, <what>[ of tensor '<name>']): <message>", and the next
 //     step starts clean.
 //   - every instruction's start and end (steady_clock) are recorded in the
-//     step's StepStats, for traces.
+//     step's StepStats, for traces. A free that is ready when the instruction
+//     before it on its stream completes completes with it (start = end = that
+//     end): it is bookkeeping only, and a round of its own (two clock reads,
+//     the completion) would cost more than the free itself.
 //   - collective ops (ring attention, all-reduce; exec/collective.h) run with the
 //     rank's Communicator; the first error of a step also aborts the
 //     communicator's group, so the other ranks stop at once instead of waiting
@@ -184,6 +187,7 @@ class Executor {
   std::string describe(int32_t id) const;
   bool waits_done(int32_t id, int64_t gen) const;   // mu_ not needed (atomics)
   void note_start(int32_t id);                       // mu_ held: liveness and extents
+  void complete_free(int32_t id);                    // mu_ held: a free's buffer is no longer live
   void touch(int32_t buffer);                        // mu_ held
   void make_live(int32_t buffer);                    // mu_ held
   int32_t streams_to_wake(int32_t self, int64_t gen, int32_t* out);  // mu_ held
@@ -197,6 +201,7 @@ class Executor {
   StreamState streams_[kStreamCount];
   std::vector<int32_t> active_streams_;
   int32_t lead_stream_ = -1;           // run by the caller of step(); -1 when there are no instructions
+  bool solo_ = false;                  // one active stream: its completions need no lock (run_stream)
 
   int64_t spin_ns_ = 0;                // spin_limit_ns() (exec/spin.h): poll before blocking
 
@@ -227,6 +232,7 @@ class Executor {
   double lr_ = 0;
   bool skip_update_ = false;
 
+  bool extents_known_ = false;         // a step ran every instruction: mem_.peak_bytes is final (note_start)
   std::vector<uint8_t> live_;          // per buffer
   int64_t live_bytes_[kTierCount] = {0};
   MemoryStats mem_;

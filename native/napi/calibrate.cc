@@ -7,6 +7,9 @@
 //                  reading a file in a directory, with explicit queue depth,
 //                  block size and request size; optionally checking every byte
 //   nvmeLatency    time per small request, each direction alone and both at once
+//   nvmeBatch      time per batch of k small requests handed to the store at once
+//                  (NvmeStore::transfer, as the executor hands over ready copies),
+//                  reads and writes in flight together, for several k
 //   nvmeBackends   which nvme I/O backends this build and kernel can use
 #define TIERCUT_WITH_NAPI 1
 #include <unistd.h>
@@ -238,6 +241,95 @@ Napi::Value nvme_latency_js(const Napi::CallbackInfo& info) {
   out.Set("writeSeconds", w_alone);
   out.Set("mixedReadSeconds", mixed_r);
   out.Set("mixedWriteSeconds", mixed_w);
+  out.Set("backend", backend);
+  out.Set("direct", was_direct);
+  return out;
+}
+
+// nvmeBatch({ dir, sizes?, requests?, requestBytes?, queueDepth?, blockBytes? })
+//   -> { sizes: number[], readSeconds: number[], writeSeconds: number[], backend, direct }
+// For each k in sizes (default [1, 2, 4, 8, 16, 32]; each 1..64): mean seconds per
+// batch of k requests of requestBytes (default 4096) handed to the store in one
+// NvmeStore::transfer, about `requests` requests per k and direction (default
+// 256, at least 4 batches), a reader thread and a writer thread at once on two
+// halves of one file (the regime of a plan's nvmeRead and nvmeWrite streams).
+// Every request has its own block-aligned file range and its own 4096-aligned
+// memory (as the executor's batches, whose members touch disjoint bytes).
+// The file is removed.
+Napi::Value nvme_batch_js(const Napi::CallbackInfo& info) {
+  const char* fn = "nvmeBatch";
+  Napi::Object o = options(info, fn);
+  Napi::Value dv = o.Get("dir");
+  if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
+  const std::string dir = dv.As<Napi::String>().Utf8Value();
+  std::vector<int64_t> sizes = {1, 2, 4, 8, 16, 32};
+  Napi::Value sv = o.Get("sizes");
+  if (!sv.IsUndefined()) {
+    if (!sv.IsArray() || sv.As<Napi::Array>().Length() == 0)
+      throw Napi::TypeError::New(info.Env(), std::string(fn) + ": sizes: expected a non-empty array of batch sizes, got " + describe_value(sv));
+    Napi::Array a = sv.As<Napi::Array>();
+    sizes.clear();
+    for (uint32_t i = 0; i < a.Length(); i++) sizes.push_back(read_int(a.Get(i), std::string(fn) + ": sizes[" + std::to_string(i) + "]", 1, 64));
+  }
+  const int64_t n = opt_int(o, fn, "requests", 256, 1, 1 << 20);
+  const int64_t req = opt_int(o, fn, "requestBytes", 4096, 1, 1 << 20);
+  NvmeSettings s;
+  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
+  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
+  if (s.block_bytes % kNvmeAlign != 0)
+    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
+  s.owns_block_tails = true;
+  const int64_t stride = (req + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;
+  const int64_t kmax = *std::max_element(sizes.begin(), sizes.end());
+  const int64_t half = kmax * stride;
+  Block rmem(kmax * stride), wmem(kmax * stride);
+  if (!rmem.p || !wmem.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate 2 x " + std::to_string(kmax * stride) + " bytes");
+  std::memset(wmem.p, 7, (size_t)(kmax * stride));
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  path += "/tiercut-nvme-batch-" + std::to_string((long long)::getpid()) + ".bin";
+  NvmeStore store;
+  std::string err;
+  if (!store.open(path, 2 * half, s, true, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
+  // rounds batches of k requests over [base, base + k * stride); mean seconds per batch, -1 on error
+  auto pass = [&](bool is_write, int64_t base, int64_t k, int64_t rounds, std::string* e) -> double {
+    std::vector<NvmeRequest> reqs;
+    uint8_t* mem = is_write ? wmem.p : rmem.p;
+    for (int64_t i = 0; i < k; i++) reqs.push_back(NvmeRequest{base + i * stride, mem + i * stride, req});
+    int32_t failed = 0;
+    Clock::time_point t0 = Clock::now();
+    for (int64_t r = 0; r < rounds; r++)
+      if (!store.transfer(is_write, reqs, e, &failed)) return -1;
+    return since(t0) / (double)rounds;
+  };
+  std::string e1, e2;
+  if (pass(true, half, kmax, 1, &e1) < 0) {  // fill the half the reads read
+    store.close();
+    throw Napi::Error::New(info.Env(), std::string(fn) + ": " + e1);
+  }
+  std::vector<double> rs, ws;
+  for (int64_t k : sizes) {
+    const int64_t rounds = std::max<int64_t>(4, (n + k - 1) / k);
+    double r = -1, w = -1;
+    std::thread reader([&] { r = pass(false, half, k, rounds, &e2); });
+    w = pass(true, 0, k, rounds, &e1);
+    reader.join();
+    if (!e1.empty() || !e2.empty()) break;
+    rs.push_back(r);
+    ws.push_back(w);
+  }
+  const bool was_direct = store.direct();
+  const char* backend = nvme_backend_name(store.backend());
+  store.close();
+  if (!e1.empty() || !e2.empty()) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + (e1.empty() ? e2 : e1));
+  Napi::Env env = info.Env();
+  Napi::Array ks = Napi::Array::New(env, sizes.size()), ra = Napi::Array::New(env, rs.size()), wa = Napi::Array::New(env, ws.size());
+  for (size_t i = 0; i < sizes.size(); i++) ks.Set((uint32_t)i, (double)sizes[i]);
+  for (size_t i = 0; i < rs.size(); i++) { ra.Set((uint32_t)i, rs[i]); wa.Set((uint32_t)i, ws[i]); }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("sizes", ks);
+  out.Set("readSeconds", ra);
+  out.Set("writeSeconds", wa);
   out.Set("backend", backend);
   out.Set("direct", was_direct);
   return out;

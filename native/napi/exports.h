@@ -35,5 +35,6 @@ Napi::Value host_bandwidth_js(const Napi::CallbackInfo& info);  // hostBandwidth
 Napi::Value nvme_bench_js(const Napi::CallbackInfo& info);      // nvmeBench(options)
 Napi::Value nvme_backends_js(const Napi::CallbackInfo& info);   // nvmeBackends()
 Napi::Value nvme_latency_js(const Napi::CallbackInfo& info);    // nvmeLatency(options)
+Napi::Value nvme_batch_js(const Napi::CallbackInfo& info);      // nvmeBatch(options)
 
 }  // namespace tiercut

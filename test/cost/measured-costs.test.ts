@@ -12,10 +12,20 @@ import type { Graph } from '../../compiler/ir/types.js';
 import type { Placement } from '../../compiler/partition/placement.js';
 import type { PlanBuffer, PlanInstruction } from '../../compiler/plan/types.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
+import { slope } from '../../src/calibrate.js';
 import { fitKernel } from '../../src/calibrate-kernels.js';
 import { compile } from '../../src/compile.js';
 
 const local = BUILTIN_PROFILES.local;
+
+describe('nvme batch fit', () => {
+  it('the least-squares slope recovers a line and ignores a constant', () => {
+    const k = [1, 2, 4, 8, 16, 32];
+    expect(slope(k, k.map((x) => 1.5e-4 + 3e-5 * x))).toBeCloseTo(3e-5, 15);
+    expect(slope(k, k.map(() => 2e-4))).toBe(0);
+    expect(slope([4, 4], [1, 2])).toBe(0);
+  });
+});
 
 describe('kernel fit', () => {
   it('recovers fixed + factor x roofline from exact measurements', () => {
@@ -93,10 +103,35 @@ describe('measured costs in the cost model', () => {
     const base = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
     const over = { instructionSeconds: 3e-7, wakeSeconds: 5e-6, stepSeconds: 2e-5 };
     const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, { ...plan.hardware, executor: over });
-    const n = plan.instructions.length;
-    expect(sim.stepSeconds).toBeCloseTo(base.stepSeconds + (n - 1) * over.instructionSeconds + over.stepSeconds, 12);
+    // one round per run instruction: on a single stream every free is ready when
+    // the instruction before it completes, and completes with it (no round of its own)
+    const rounds = plan.instructions.filter((x) => x.kind !== 'free').length;
+    expect(rounds).toBeLessThan(plan.instructions.length);
+    expect(sim.stepSeconds).toBeCloseTo(base.stepSeconds + (rounds - 1) * over.instructionSeconds + over.stepSeconds, 12);
+    for (const x of plan.instructions) if (x.kind === 'free') expect([sim.start[x.id], sim.end[x.id]]).toEqual([sim.end[x.id - 1], sim.end[x.id - 1]]);
     expect(sim.streamBusySeconds.gpu).toBeCloseTo(base.streamBusySeconds.gpu, 15);  // busy = the instructions only
   }, 60_000);
+
+  it('the simulator charges an nvme batch one latency plus the per-request cost of every further request', () => {
+    // five ready nvme reads of 4096 bytes, each into its own cpu buffer: one batch
+    const n = 5;
+    const buffers: PlanBuffer[] = [];
+    for (let i = 0; i < n; i++) {
+      buffers.push({ id: 2 * i, tensor: i, tier: 'nvme', offsetBytes: i * 4096, sizeBytes: 4096, allocAt: -1, freeAt: -1 });
+      buffers.push({ id: 2 * i + 1, tensor: i, tier: 'cpu', offsetBytes: i * 4096, sizeBytes: 4096, allocAt: i, freeAt: -1 });
+    }
+    const ins: PlanInstruction[] = Array.from({ length: n }, (_, i) => ({ id: i, stream: 'nvmeRead', kind: 'copy', op: -1, inputs: [2 * i], outputs: [2 * i + 1], waits: [] }));
+    const none = {} as Graph, nowhere = {} as Placement;
+    const bytes = (n * 4096) / local.nvme.readBytesPerSec;
+    const nvme = { ...local.nvme, readLatencySeconds: 1e-4, queueDepth: 2 };
+    // without a measured batch cost: one latency per queue depth of requests
+    expect(simulate(none, nowhere, buffers, ins, { ...local, nvme }).stepSeconds).toBeCloseTo(3 * 1e-4 + bytes, 12);
+    const sim = simulate(none, nowhere, buffers, ins, { ...local, nvme: { ...nvme, readBatchRequestSeconds: 3e-5 } });
+    expect(sim.stepSeconds).toBeCloseTo(1e-4 + (n - 1) * 3e-5 + bytes, 12);
+    for (let i = 0; i < n; i++) expect([sim.start[i], sim.end[i]]).toEqual([0, sim.stepSeconds]);
+    // a single copy is not a batch: latency + bytes
+    expect(simulate(none, nowhere, buffers, ins.slice(0, 1), { ...local, nvme: { ...nvme, readBatchRequestSeconds: 3e-5 } }).stepSeconds).toBeCloseTo(1e-4 + 4096 / local.nvme.readBytesPerSec, 12);
+  });
 
   it('the simulator charges a wake-up when a stream blocked on another', () => {
     // copies back and forth between h2d and d2h, each waiting for the one before
@@ -129,8 +164,9 @@ describe('profile files with measured fields', () => {
   it('accepts them and rejects bad values naming the field', () => {
     const good = loadProfile(write('good', {
       kernels: { matmul: { fixedSeconds: 1e-6, rooflineFactor: 2 } }, executor: { instructionSeconds: 1e-7, wakeSeconds: 3e-6, stepSeconds: 1e-6 },
-      nvme: { ...local.nvme, readLatencySeconds: 1e-4, writeLatencySeconds: 2e-4, queueDepth: 4, blockBytes: 8192 },
+      nvme: { ...local.nvme, readLatencySeconds: 1e-4, writeLatencySeconds: 2e-4, readBatchRequestSeconds: 2e-5, writeBatchRequestSeconds: 0, queueDepth: 4, blockBytes: 8192 },
     }));
+    expect(good.nvme.readBatchRequestSeconds).toBe(2e-5);
     expect(good.kernels?.matmul.rooflineFactor).toBe(2);
     expect(good.nvme.queueDepth).toBe(4);
     const bad: [Record<string, unknown>, RegExp][] = [
@@ -140,6 +176,8 @@ describe('profile files with measured fields', () => {
       [{ nvme: { ...local.nvme, queueDepth: 65 } }, /field 'nvme\.queueDepth'/],
       [{ nvme: { ...local.nvme, blockBytes: 5000 } }, /field 'nvme\.blockBytes'/],
       [{ nvme: { ...local.nvme, readLatencySeconds: -1 } }, /field 'nvme\.readLatencySeconds'/],
+      [{ nvme: { ...local.nvme, writeBatchRequestSeconds: -1e-6 } }, /field 'nvme\.writeBatchRequestSeconds'/],
+      [{ nvme: { ...local.nvme, readBatchRequestSeconds: 'slow' } }, /field 'nvme\.readBatchRequestSeconds'/],
     ];
     bad.forEach(([extra, message], i) => expect(() => loadProfile(write(`bad${i}`, extra))).toThrow(message));
   });

@@ -259,6 +259,33 @@ describe('nvme tier', () => {
     expect(readdirSync(spillRoot)).toEqual([]);
   });
 
+  it('completes a ready free with the instruction before it, and a free still waiting on its own', async () => {
+    const b = new Builder();
+    const N = 96;
+    const A = b.buffer(TIER.cpu, DTYPE.f32, [N, N]), Bm = b.buffer(TIER.cpu, DTYPE.f32, [N, N]), Y = b.buffer(TIER.cpu, DTYPE.f32, [N, N]);
+    const g1 = b.buffer(TIER.gpu, DTYPE.f32, [64]), g2 = b.buffer(TIER.gpu, DTYPE.f32, [64]), g3 = b.buffer(TIER.gpu, DTYPE.f32, [64]);
+    const slow = b.run(STREAM.cpu, OP_KIND.matmul, [A, Bm], [Y], [], [0]);   // the gpu stream's last free waits for it
+    const f1 = b.run(STREAM.gpu, OP_KIND.fill, [], [g1], [], [], [1]);
+    const free1 = b.free(STREAM.gpu, g1);
+    const f2 = b.run(STREAM.gpu, OP_KIND.fill, [], [g2], [], [], [2]);
+    const free2 = b.free(STREAM.gpu, g2), free3 = b.free(STREAM.gpu, g3);   // two ready frees in a row
+    b.run(STREAM.gpu, OP_KIND.fill, [], [g3], [], [], [3]);
+    const late = b.free(STREAM.gpu, g1, [slow]);
+    const s = native.createSession(b.program());
+    for (let step = 1; step <= 3; step++) {
+      const st = await s.step(step, { trace: true });
+      const t = st.trace!;
+      expect([t.startSeconds[free1], t.endSeconds[free1]]).toEqual([t.endSeconds[f1], t.endSeconds[f1]]);
+      for (const f of [free2, free3]) expect([t.startSeconds[f], t.endSeconds[f]]).toEqual([t.endSeconds[f2], t.endSeconds[f2]]);
+      expect(t.startSeconds[late]).toBeGreaterThanOrEqual(t.endSeconds[slow]);
+      expect(st.streamInstructions).toEqual([7, 1, 0, 0, 0, 0]);
+    }
+    // the folded frees still end their buffers' lives: g3 lives from its fill to free3 of the
+    // next step, beside g1 or g2 but never both (without the frees: 3 x 256)
+    expect(s.stats().peakLiveBytes[TIER.gpu]).toBe(2 * 256);
+    s.close();
+  });
+
   it('runs nvme copies that are ready together as one batch, and keeps apart those that touch the same bytes', async () => {
     for (const nvmeAlign of [4096, 64]) {
       const b = new Builder();

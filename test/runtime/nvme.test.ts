@@ -100,6 +100,19 @@ describe('nvme I/O backends', () => {
     expect(readdirSync(dir).filter((f) => f.startsWith('tiercut-nvme-latency-'))).toEqual([]);
   });
 
+  it('nvmeBatch times batches of small requests for each size asked, and leaves no file', () => {
+    const r = nativeAddon().nvmeBatch({ dir, sizes: [1, 3, 8], requests: 16, requestBytes: 4096 + 5 });
+    expect(r.sizes).toEqual([1, 3, 8]);
+    for (const k of ['readSeconds', 'writeSeconds'] as const) {
+      expect(r[k], k).toHaveLength(3);
+      for (const s of r[k]) { expect(s, k).toBeGreaterThan(0); expect(s, k).toBeLessThan(1); }
+    }
+    expect(r.backend).toBe(backends.default);
+    expect(readdirSync(dir).filter((f) => f.startsWith('tiercut-nvme-batch-'))).toEqual([]);
+    expect(() => nativeAddon().nvmeBatch({ dir, sizes: [4, 65] })).toThrow(/nvmeBatch: sizes\[1\]/);
+    expect(() => nativeAddon().nvmeBatch({ dir, sizes: [] })).toThrow(/nvmeBatch: sizes: expected a non-empty array/);
+  });
+
   it('forcing io_uring where it is unavailable fails with the reason; a bad TIERCUT_NVME_IO is named', () => {
     if (!backends.uring) {
       expect(() => withBackend('uring', () => nativeAddon().nvmeBench({ dir, bytes: 8192 }))).toThrow(/TIERCUT_NVME_IO=uring but io_uring is unavailable: /);
@@ -256,6 +269,9 @@ describe('hw calibrate', () => {
     }
     expect(p.nvme.readLatencySeconds).toBeGreaterThanOrEqual(0);
     expect(p.nvme.writeLatencySeconds).toBeGreaterThanOrEqual(0);
+    expect(p.nvme.readBatchRequestSeconds).toBeGreaterThanOrEqual(0);
+    expect(p.nvme.writeBatchRequestSeconds).toBeGreaterThanOrEqual(0);
+    expect(c.stdout).toMatch(/nvme batch cost per further request read [\d.]+ µs write [\d.]+ µs \(batches of 1\/2\/4\/8\/16\/32: read [\d/]+ µs, write [\d/]+ µs\)/);
     expect(p.nvme).toMatchObject({ queueDepth: 8, blockBytes: 1 << 20 });
     // the plan names the store's settings through its profile; run flags still override them
     writeFileSync(profile, JSON.stringify({ ...p, nvme: { ...p.nvme, queueDepth: 5, blockBytes: 16384 } }));
