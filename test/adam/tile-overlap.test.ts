@@ -78,7 +78,7 @@ describe('tiled copy overlap', () => {
         expect(copyEnd).toBeGreaterThan(adamStart);
         if (copyStart < adamEnd) overlapped++;
         // time asleep between tiles is not busy time
-        expect(st.streamBusySeconds[STREAM.h2d]!).toBeLessThan(copyEnd - copyStart);
+        expect(st.streamBusySeconds[STREAM.h2d]!).toBeLessThanOrEqual(copyEnd - copyStart + 1e-9);
         expectSameBits(`step ${step}: gpu p16`, u16(s.read(5)), half);
       }
       expect(overlapped).toBeGreaterThan(0);  // scheduling on a loaded 2-core machine: not every step
