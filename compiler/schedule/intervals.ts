@@ -29,13 +29,7 @@ export class FreeList {
       this.top = at + size;
       return at;
     }
-    const [lo, hi] = this.ranges[best];
-    const at = up(lo);
-    const parts: [number, number][] = [];
-    if (at > lo) parts.push([lo, at]);
-    if (at + size < hi) parts.push([at + size, hi]);
-    this.ranges.splice(best, 1, ...parts);
-    return at;
+    return this.take(best, size, align);
   }
 
   /** For a buffer that should not wait for recent frees: fresh bytes at the top of
@@ -57,12 +51,17 @@ export class FreeList {
       if (best < 0 || s < bestScore || (s === bestScore && hi - lo < this.ranges[best][1] - this.ranges[best][0])) { best = i; bestScore = s; }
     }
     if (best < 0) return this.alloc(size, align);
-    const [lo, hi] = this.ranges[best];
-    const at = up(lo);
+    return this.take(best, size, align);
+  }
+
+  /** Takes `size` bytes at the first `align`ed address of free range i, keeping what is left on either side. */
+  private take(i: number, size: number, align: number): number {
+    const [lo, hi] = this.ranges[i];
+    const at = Math.ceil(lo / align) * align;
     const parts: [number, number][] = [];
     if (at > lo) parts.push([lo, at]);
     if (at + size < hi) parts.push([at + size, hi]);
-    this.ranges.splice(best, 1, ...parts);
+    this.ranges.splice(i, 1, ...parts);
     return at;
   }
 
