@@ -54,6 +54,27 @@ struct Block {
   ~Block() { std::free(p); }
 };
 
+// The NvmeStore settings of a probe: queueDepth, blockBytes (a multiple of
+// 4096); every request owns its blocks unless the caller says otherwise.
+NvmeSettings probe_settings(const Napi::Object& o, const char* fn) {
+  NvmeSettings s;
+  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
+  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
+  if (s.block_bytes % kNvmeAlign != 0)
+    throw Napi::RangeError::New(o.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
+  s.owns_block_tails = true;
+  return s;
+}
+
+// The probe's file: <dir>/tiercut-nvme-<what>-<pid>.bin, dir from its options.
+std::string probe_path(const Napi::Object& o, const char* fn, const char* what) {
+  Napi::Value dv = o.Get("dir");
+  if (!dv.IsString()) throw Napi::TypeError::New(o.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
+  std::string path = dv.As<Napi::String>().Utf8Value();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path + "/tiercut-nvme-" + what + "-" + std::to_string((long long)::getpid()) + ".bin";
+}
+
 }  // namespace
 
 // hostBandwidth({ bytes?, repeats? }) -> { copyBytesPerSec, triadBytesPerSec }
@@ -100,16 +121,10 @@ Napi::Value host_bandwidth_js(const Napi::CallbackInfo& info) {
 Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   const char* fn = "nvmeBench";
   Napi::Object o = options(info, fn);
-  Napi::Value dv = o.Get("dir");
-  if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
-  const std::string dir = dv.As<Napi::String>().Utf8Value();
+  const std::string path = probe_path(o, fn, "bench");
   const int64_t bytes = opt_int(o, fn, "bytes", 256 << 20, 1, (int64_t)1 << 40);
   const int64_t request = opt_int(o, fn, "requestBytes", 64 << 20, 1, (int64_t)1 << 34);
-  NvmeSettings s;
-  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
-  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
-  if (s.block_bytes % kNvmeAlign != 0)
-    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
+  NvmeSettings s = probe_settings(o, fn);
   Napi::Value direct_v = o.Get("direct");
   const bool direct = direct_v.IsUndefined() ? true : direct_v.ToBoolean().Value();
   const bool verify = o.Get("verify").ToBoolean().Value();
@@ -126,9 +141,6 @@ Napi::Value nvme_bench_js(const Napi::CallbackInfo& info) {
   int64_t mismatches = 0;
   fill(0, req);
 
-  std::string path = dir;
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  path += "/tiercut-nvme-bench-" + std::to_string((long long)::getpid()) + ".bin";
   NvmeStore store;
   std::string err;
   if (!store.open(path, bytes, s, direct, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
@@ -192,25 +204,15 @@ Napi::Value nvme_backends_js(const Napi::CallbackInfo& info) {
 Napi::Value nvme_latency_js(const Napi::CallbackInfo& info) {
   const char* fn = "nvmeLatency";
   Napi::Object o = options(info, fn);
-  Napi::Value dv = o.Get("dir");
-  if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
-  const std::string dir = dv.As<Napi::String>().Utf8Value();
+  const std::string path = probe_path(o, fn, "latency");
   const int64_t n = opt_int(o, fn, "requests", 256, 1, 1 << 20);
   const int64_t req = opt_int(o, fn, "requestBytes", 4096, 1, 64 << 20);
-  NvmeSettings s;
-  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
-  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
-  if (s.block_bytes % kNvmeAlign != 0)
-    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
-  s.owns_block_tails = true;
+  const NvmeSettings s = probe_settings(o, fn);
   const int64_t stride = (req + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;  // every request owns its blocks
   const int64_t half = n * stride;
   Block rbuf(stride), wbuf(stride);
   if (!rbuf.p || !wbuf.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate " + std::to_string(stride) + " bytes");
   std::memset(wbuf.p, 7, (size_t)stride);
-  std::string path = dir;
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  path += "/tiercut-nvme-latency-" + std::to_string((long long)::getpid()) + ".bin";
   NvmeStore store;
   std::string err;
   if (!store.open(path, 2 * half, s, true, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
@@ -259,9 +261,7 @@ Napi::Value nvme_latency_js(const Napi::CallbackInfo& info) {
 Napi::Value nvme_batch_js(const Napi::CallbackInfo& info) {
   const char* fn = "nvmeBatch";
   Napi::Object o = options(info, fn);
-  Napi::Value dv = o.Get("dir");
-  if (!dv.IsString()) throw Napi::TypeError::New(info.Env(), std::string(fn) + ": dir: expected a string, got " + describe_value(dv));
-  const std::string dir = dv.As<Napi::String>().Utf8Value();
+  const std::string path = probe_path(o, fn, "batch");
   std::vector<int64_t> sizes = {1, 2, 4, 8, 16, 32};
   Napi::Value sv = o.Get("sizes");
   if (!sv.IsUndefined()) {
@@ -273,21 +273,13 @@ Napi::Value nvme_batch_js(const Napi::CallbackInfo& info) {
   }
   const int64_t n = opt_int(o, fn, "requests", 256, 1, 1 << 20);
   const int64_t req = opt_int(o, fn, "requestBytes", 4096, 1, 1 << 20);
-  NvmeSettings s;
-  s.queue_depth = (int32_t)opt_int(o, fn, "queueDepth", s.queue_depth, 1, 64);
-  s.block_bytes = opt_int(o, fn, "blockBytes", s.block_bytes, kNvmeAlign, 64 << 20);
-  if (s.block_bytes % kNvmeAlign != 0)
-    throw Napi::RangeError::New(info.Env(), std::string(fn) + ": blockBytes: expected a multiple of 4096, got " + std::to_string(s.block_bytes));
-  s.owns_block_tails = true;
+  const NvmeSettings s = probe_settings(o, fn);
   const int64_t stride = (req + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;
   const int64_t kmax = *std::max_element(sizes.begin(), sizes.end());
   const int64_t half = kmax * stride;
   Block rmem(kmax * stride), wmem(kmax * stride);
   if (!rmem.p || !wmem.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate 2 x " + std::to_string(kmax * stride) + " bytes");
   std::memset(wmem.p, 7, (size_t)(kmax * stride));
-  std::string path = dir;
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  path += "/tiercut-nvme-batch-" + std::to_string((long long)::getpid()) + ".bin";
   NvmeStore store;
   std::string err;
   if (!store.open(path, 2 * half, s, true, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
