@@ -135,9 +135,12 @@ function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution): Built {
     const spill = (over: number, from: Tier, to: Tier) => {
       const k = from === 'gpu' ? 0 : 1;
       let moved = 0;
-      for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (r.stateTier[i] === from) { r.stateTier[i] = to; moved += groups[i].stateBytes; } }
+      const moveState = (i: number) => { if (r.stateTier[i] === from) { r.stateTier[i] = to; moved += groups[i].stateBytes; } };
+      // the LP's small groups last: moving them frees little and adds copies
+      for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (!sol.small[i]) moveState(i); }
       for (const id of sol.saved) { if (moved >= over || from !== 'gpu') break; if (!r.offload.has(id) && !r.recompute.has(id)) { r.offload.add(id); moved += g.tensors[id].sizeBytes; } }
       for (const i of byShare(k, sol.p16Share)) { if (moved >= over) return moved; if (r.p16Tier[i] === from && !(from === 'gpu' && keepParams)) { r.p16Tier[i] = to; moved += groups[i].p16Bytes; } }
+      for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (sol.small[i]) moveState(i); }
       return moved;
     };
     const keepParams = sol.p16Share.every((s) => s[0] > 0.999) && groups.length > 0;

@@ -25,12 +25,12 @@ export interface HighsModelData {
 export interface HighsResult { status: HighsStatus; objective: number; x: Float64Array; /** simplex iterations it took */ iterations: number }
 
 // The worker: load highs once, then answer each { id, data, timeLimit,
-// iterationLimit? } with { id, status, objective, x, iterations } or { id, error }.
+// iterationLimit?, options? } with { id, status, objective, x, iterations } or { id, error }.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const mod = require(workerData.highsPath);
 const highsReady = (mod.default ?? mod)();
-parentPort.on('message', async ({ id, data, timeLimit, iterationLimit }) => {
+parentPort.on('message', async ({ id, data, timeLimit, iterationLimit, options }) => {
   try {
     const highs = await highsReady;
     const c = highs.constants.modelStatus;
@@ -38,10 +38,16 @@ parentPort.on('message', async ({ id, data, timeLimit, iterationLimit }) => {
     try {
       model.options.set({ output_flag: false, time_limit: timeLimit });
       if (iterationLimit !== undefined) model.options.set({ simplex_iteration_limit: iterationLimit });
-      model.run();
-      let code = model.getModelStatus();
-      // HiGHS can end 'unknown' on a badly scaled model; its strongest scaling often solves it
-      if (code === c.unknown) { model.options.set({ simplex_scale_strategy: 4 }); model.run(); code = model.getModelStatus(); }
+      if (options) model.options.set(options);
+      // HiGHS's simplex can fail on a badly scaled model (it ends 'unknown' or
+      // 'solve error', or run() itself reports an error): its strongest scaling
+      // often solves it, else the interior-point solver (with crossover, so the
+      // solution is a vertex as the simplex's would be)
+      const failed = (k) => k === c.unknown || k === c.solveError || k === c.notSet;
+      const attempt = () => { try { model.run(); } catch (e) { return c.notSet; } return model.getModelStatus(); };
+      let code = attempt();
+      if (failed(code)) { model.options.set({ simplex_scale_strategy: 4 }); code = attempt(); }
+      if (failed(code)) { model.options.set({ solver: 'ipm', run_crossover: 'on' }); code = attempt(); }
       // every model here is bounded below (it minimises loads >= 0), so "unbounded or infeasible" means infeasible
       const status = code === c.optimal ? 'optimal' : code === c.infeasible || code === c.unboundedOrInfeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
       const x = status === 'optimal' ? Float64Array.from(model.getSolution().colValue) : new Float64Array(data.numCols);
@@ -76,13 +82,16 @@ export class LpWorker {
     this.worker.on('exit', (code) => this.failAll(new Error(`internal: the LP solver thread exited (code ${code})`)));
   }
 
-  /** Solves one model; an iteration limit (deterministic, unlike the time limit) ends it with status 'other'. */
-  solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number): Promise<HighsResult> {
+  /**
+   * Solves one model; an iteration limit (deterministic, unlike the time limit)
+   * ends it with status 'other'; `options` are HiGHS options set before the run.
+   */
+  solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number, options?: Readonly<Record<string, number | string>>): Promise<HighsResult> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.ref();
-      this.worker.postMessage({ id, data, timeLimit: timeLimitSeconds, iterationLimit });
+      this.worker.postMessage({ id, data, timeLimit: timeLimitSeconds, iterationLimit, options });
     }).finally(() => { if (this.pending.size === 0) this.worker.unref(); }) as Promise<HighsResult>;
   }
 

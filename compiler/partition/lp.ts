@@ -49,6 +49,8 @@ export interface LpOptions {
   timeLimitSeconds?: number;
   /** Share of each capacity the LP may plan for (the rest absorbs arena fragmentation). */
   capacityShare?: number;
+  /** Share of the optimizer state that the smallest groups may hold and be left out of the LP (see smallGroups); default 1e-3. */
+  smallGroupsShare?: number;
   /** A solver thread to use (started early, so HiGHS loads while the graph is built); its owner closes it. Default: a new one, closed by close(). */
   solver?: LpWorker;
 }
@@ -71,6 +73,8 @@ export interface LpSolution {
   solveSeconds: number;
   size: { rows: number; cols: number; nonzeros: number };
   groups: ParamGroup[];
+  /** Per group, 1 when the LP left it out (smallGroups): its shares say GPU. */
+  small: Uint8Array;
   p16Share: Float64Array[];   // per group [gpu, cpu, nvme]
   stateShare: Float64Array[];
   saved: number[];            // activation tensor ids with a keep/offload/recompute decision
@@ -140,7 +144,10 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     colUpper[model.T] = first!.objective * (1 + 1e-6) + 1e-12;
     // stage 2 can be far harder than stage 1 (degenerate at the optimum): it gets
     // twice stage 1's simplex iterations (a count, so the plan stays deterministic)
-    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit, 2 * first!.iterations + 1000);
+    // and HiGHS's strongest scaling (its costs span many decades; with the
+    // default scaling the simplex failed or ran out of iterations on several
+    // GPT presets)
+    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit, 2 * first!.iterations + 1000, { simplex_scale_strategy: 4 });
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
     return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
@@ -162,9 +169,11 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const share = opts.capacityShare ?? 0.97;
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
-  const groups = paramGroups(g);
+  const allGroups = paramGroups(g);
+  const small = smallGroups(allGroups, opts.smallGroupsShare ?? SMALL_GROUPS_SHARE);
+  const groups = allGroups.filter((_, i) => !small[i]); // the groups the LP places
   const inGroup = new Set<number>();
-  for (const q of groups) { inGroup.add(q.p16); q.state.forEach((t) => inGroup.add(t)); inGroup.add(q.grad); }
+  for (const q of allGroups) { inGroup.add(q.p16); q.state.forEach((t) => inGroup.add(t)); inGroup.add(q.grad); }
 
   // fixed loads and working set per segment
   let gpuFixed = 0; // forward and backward: always on the GPU
@@ -235,6 +244,15 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   load.gpu.c = gpuFixed;
   const memG = Array.from({ length: K }, (_, s) => ({ terms: [[PG, 1]] as Terms, c: work[s] }));
   const memC = Array.from({ length: K }, () => ({ terms: [[PC, 1]] as Terms, c: 0 }));
+  // a small group's least use of every row (its relaxation, see smallGroups):
+  // its gradient on the GPU where it is made, its p16 on the GPU in every
+  // segment that reads it (resident or fetched), in every segment when kept there
+  allGroups.forEach((q, i) => {
+    if (!small[i]) return;
+    memG[seg[prod[q.grad]]].c += q.gradBytes;
+    const useSegs = opts.keepParamsOnGpu ? Array.from({ length: K }, (_, s) => s) : new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
+    for (const s of useSegs) memG[s].c += q.p16Bytes;
+  });
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   groups.forEach((q, i) => {
@@ -299,12 +317,47 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     solution: (status, objective, x, solveSeconds) => ({
       status, lowerBoundSeconds: objective / unit, solveSeconds,
       size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },
-      groups,
-      p16Share: x1.map((cols) => Float64Array.from(cols, (col) => x[col])),
-      stateShare: x2.map((cols) => Float64Array.from(cols, (col) => x[col])),
+      groups: allGroups, small,
+      // small groups were not placed by the LP: on the GPU (see smallGroups)
+      p16Share: allShares(small, x1, x),
+      stateShare: allShares(small, x2, x),
       saved, keepShare: Float64Array.from(keep, (col) => x[col]), recomputeShare: Float64Array.from(again, (col) => x[col]),
     }),
   };
+}
+
+/**
+ * Small groups (biases, norm scales): the smallest groups, by state bytes, that
+ * together hold at most SMALL_GROUPS_SHARE of the state. The LP leaves them
+ * out: every load and every precedence row gets from a group a term >= 0 that
+ * some placement makes 0, except the GPU bytes of its gradient (made there)
+ * and of its p16 where it is read, which stay in as constants. Dropping the
+ * rest relaxes the LP, so its optimum is still a lower bound; it is lower by
+ * at most those groups' work (their share of the update time and traffic,
+ * ~SMALL_GROUPS_SHARE of it). The plan puts them on the GPU (no traffic, an
+ * update of a few KiB); the LP's capacity share leaves them room. On GPT
+ * presets two thirds of the groups are small, so the LP has a third of the
+ * group columns and rows.
+ */
+const SMALL_GROUPS_SHARE = 1e-3;
+
+function smallGroups(groups: ParamGroup[], share: number): Uint8Array {
+  const small = new Uint8Array(groups.length);
+  const total = groups.reduce((s, q) => s + q.stateBytes, 0);
+  const order = groups.map((_, i) => i).sort((a, b) => groups[a].stateBytes - groups[b].stateBytes || a - b);
+  let taken = 0;
+  for (const i of order) {
+    if (taken + groups[i].stateBytes > share * total) break;
+    taken += groups[i].stateBytes;
+    small[i] = 1;
+  }
+  return small;
+}
+
+/** Shares of every group: the LP's columns for placed groups, all on the GPU for small ones. */
+function allShares(small: Uint8Array, cols: number[][], x: Float64Array): Float64Array[] {
+  let k = 0;
+  return Array.from(small, (s) => (s ? Float64Array.of(1, 0, 0) : Float64Array.from(cols[k++], (col) => x[col])));
 }
 
 /**

@@ -2,7 +2,9 @@
 // is too small, the rounded plan verified, and training through the NVMe tier
 // bit-identical to training in memory.
 import { describe, it, expect } from 'vitest';
-import { compile } from '../../src/compile.js';
+import { compile, trainingGraph } from '../../src/compile.js';
+import { startLp } from '../../compiler/partition/lp.js';
+import { loadProfile } from '../../compiler/cost/profiles.js';
 import type { Plan } from '../../compiler/plan/types.js';
 import { TrainingSession } from '../../runtime/session.js';
 import { syntheticData } from '../../runtime/data.js';
@@ -62,5 +64,34 @@ describe('LP partition over gpu, cpu and nvme', () => {
     const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', gpuMemBytes: 300_000, cpuMemBytes: 150_000, keepParamsOnGpu: true });
     for (const t of plan.graph.tensors) if (t.role === 'param16') expect(plan.placement.home[t.id]).toBe('gpu');
     await expect(compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: 100_000, cpuMemBytes: 50_000, nvmeBytes: 50_000 })).rejects.toThrow(/does not fit/);
+  });
+});
+
+describe('small groups left out of the LP', () => {
+  it('relax it: the bound stays at or below the full LP\'s, within its share; the LP is smaller; they live on the GPU', async () => {
+    const opts = { model: 'models/gpt.ts', preset: 'gpt2-124m', precision: 'fp16' as const };
+    const { graph } = await trainingGraph(opts);
+    const hw = loadProfile('v100-32g', { gpuMemBytes: 2e9 });
+    const solve = async (smallGroupsShare: number) => { const run = startLp(graph, hw, { smallGroupsShare }); try { return await run.bound; } finally { run.close(); } };
+    const full = await solve(0), relaxed = await solve(1e-3);
+    expect(full.status).toBe('optimal');
+    expect(relaxed.status).toBe('optimal');
+    console.log(`full LP ${full.size.cols} cols, bound ${full.lowerBoundSeconds.toFixed(6)} s; relaxed ${relaxed.size.cols} cols, bound ${relaxed.lowerBoundSeconds.toFixed(6)} s`);
+    // a relaxation: never above the full LP's optimum, and below it by at most the small groups' work
+    expect(relaxed.lowerBoundSeconds).toBeLessThanOrEqual(full.lowerBoundSeconds * (1 + 1e-7));
+    expect(relaxed.lowerBoundSeconds).toBeGreaterThanOrEqual(full.lowerBoundSeconds * (1 - 1e-2));
+    expect(relaxed.size.cols).toBeLessThan(0.6 * full.size.cols);
+    // the small groups (the smallest, holding <= 1e-3 of the state together) come back on the GPU
+    const total = relaxed.groups.reduce((sum, q) => sum + q.stateBytes, 0);
+    const bySize = relaxed.groups.map((_, i) => i).sort((a, b) => relaxed.groups[a].stateBytes - relaxed.groups[b].stateBytes || a - b);
+    const small: number[] = [];
+    for (let i = 0, taken = 0; i < bySize.length && taken + relaxed.groups[bySize[i]].stateBytes <= 1e-3 * total; i++) { taken += relaxed.groups[bySize[i]].stateBytes; small.push(bySize[i]); }
+    expect(small.length).toBeGreaterThan(relaxed.groups.length / 2); // biases and norm scales: most of a GPT's groups
+    for (const i of small) expect([...relaxed.stateShare[i], ...relaxed.p16Share[i]]).toEqual([1, 0, 0, 1, 0, 0]);
+    const plan = await compile({ ...opts, hw: 'v100-32g', gpuMemBytes: 2e9 });
+    expect(verifyPlan(plan)).toEqual([]);
+    const homes = small.map((i) => plan.placement.home[relaxed.groups[i].state[0]]);
+    console.log(`plan ${plan.placement.method}: small groups' state on ${[...new Set(homes)].join(', ')}`);
+    if (plan.placement.method === 'lp') expect(new Set(homes)).toEqual(new Set(['gpu']));
   });
 });
