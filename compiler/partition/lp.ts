@@ -12,7 +12,9 @@
 //    again from master32 for each use (rematerialised; in fp32 the third share
 //    is NVMe, as p16 is the parameter itself); each set of shares sums to 1;
 //    the update runs on the GPU for the state's GPU share and on the CPU for
-//    the rest (NVMe state is read into CPU staging and written back);
+//    the rest (NVMe state is read into CPU staging and written back); the
+//    smallest groups (at most 1e-3 of the state together) are left out, a
+//    relaxation, and live on the GPU (smallGroups);
 //  - per saved activation (alive across segments): kept on the GPU, offloaded
 //    to the CPU (d2h after it is made, h2d before its next use), or recomputed
 //    before its next use (its producer runs again on the GPU; allowed when the
