@@ -255,6 +255,11 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const useSegs = opts.keepParamsOnGpu ? Array.from({ length: K }, (_, s) => s) : new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
     for (const s of useSegs) memG[s].c += q.p16Bytes;
   });
+  // the NVMe rows below only when the state must use NVMe (more than GPU and
+  // CPU hold); elsewhere they are left out (a relaxation: the bound stays one)
+  // and the LP stays as small as it was
+  const persistent = g.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
+  const nvmeNeeded = hw.nvme.capacityBytes > 0 && persistent > (hw.gpu.capacityBytes + hw.cpu.capacityBytes) * share;
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   groups.forEach((q, i) => {
@@ -276,9 +281,17 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     load.d2h.terms.push([x2[i][0], -d2h(q.gradBytes)]); load.d2h.c += d2h(q.gradBytes);
     // uses of p16 by forward/backward ops: fetch the non-resident share into the segment
     const useSegs = new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
+    // fp16/bf16: a p16 made again for each use reads master32 where it lives;
+    // the share of it on NVMe is read from there each time. That share is at
+    // least x1[nvme] + x2[nvme] - 1 (the product's lower envelope, so the
+    // bound stays one)
+    const masterBytes = g.tensors[q.state[0]].sizeBytes;
+    const fromNvme = half && nvmeNeeded ? lp.col(`remat_nvme_${i}`) : -1;
+    if (fromNvme >= 0) lp.row([[fromNvme, 1], [x1[i][2], -1], [x2[i][2], -1]], -1, Infinity);
     for (const s of useSegs) {
       load.h2d.terms.push([x1[i][0], -h2d(q.p16Bytes)]); load.h2d.c += h2d(q.p16Bytes);
       if (half) load.cpu.terms.push([x1[i][2], castCpu]); else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
+      if (fromNvme >= 0) { load.nr.terms.push([fromNvme, nr(masterBytes)]); memC[s].terms.push([fromNvme, masterBytes]); }
       memG[s].terms.push([x1[i][0], -q.p16Bytes]); memG[s].c += q.p16Bytes;
       memC[s].terms.push([x1[i][2], q.p16Bytes]);
     }

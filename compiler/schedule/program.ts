@@ -20,9 +20,10 @@
 //    staged copy instead of reading NVMe again;
 //  - a free follows the last access of every transient buffer;
 //  - a rematerialised tensor (Placement.remat) has no home: when it is needed
-//    and no copy is valid, its producer runs again (e.g. param16 cast from
-//    master32 on its way to the GPU, once for the forward and once for the
-//    backward pass).
+//    and no copy is valid, its producer runs (again) there (e.g. param16 cast
+//    from master32 on its way to the GPU, once for the forward and once for
+//    the backward pass); a cast whose output is rematerialised runs only
+//    there, not also at its own place (the step start).
 // Keeps true: every read waits for its buffer's writer (RAW), every in-place
 // write waits for the earlier readers (WAR), every wait points to an earlier
 // instruction (so no step can deadlock). Cost: O(instructions + operands).
@@ -181,6 +182,12 @@ export function buildProgram(g: Graph, p: Placement): Program {
 
   for (const op of g.ops) {
     current = op.id;
+    // a cast whose output is rematerialised (param16 made again for each use)
+    // runs where it is read (rerun), not here: run here too, at the step start,
+    // its result was dropped unread (and its master32 read from NVMe twice).
+    // A recomputed activation's producer still runs here: its first reader
+    // follows at once, and moving it changed the arena for the worse
+    if (op.phase === 'update' && op.outputs.length > 0 && op.outputs.every((x) => remat(x) && !op.inputs.includes(x))) continue;
     const tier = p.opTier[op.id];
     const ins = op.inputs.map((x) => fetch(x, tier));
     // outputs: in place over the matching input buffer, else the home buffer
