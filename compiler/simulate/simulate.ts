@@ -18,11 +18,14 @@
 // gather_nvme_batch): when an nvme copy starts at time t, the copies (same
 // direction) and frees right after it on its stream join it while they are
 // ready at t and touch nothing an earlier member touches (host bytes of a
-// read, 4096-byte file blocks of a write); up to 64. The batch lasts one
-// request latency + (copies - 1) x the profile's batch cost per request
+// read, 4096-byte file blocks of a write); up to 64. The batch's i-th copy
+// (from 0) ends one request latency + i x the profile's batch cost per request
 // (nvme.read/writeBatchRequestSeconds, measured by `hw calibrate`; without it,
-// ceil(copies / queue depth) latencies) + its bytes / bandwidth, and every
-// member ends with it.
+// ceil((i + 1) / queue depth) latencies) + the bytes of copies 0..i / bandwidth
+// after the batch starts, as the executor completes each member when its own
+// request (and those before it) are done; a free in the batch ends with the
+// copy before it. The batch, and its stream's busy time, lasts until its last
+// copy ends.
 //
 // Tiled copy overlap, as the executor does it (native/exec/executor.cc,
 // prepare_arrivals): a host-to-host copy of the half-precision output of a
@@ -158,6 +161,7 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     }
     let d = instructionSeconds(g, p, buffers, x, hw);
     const members = [x.id];
+    let memberEnds: number[] | undefined;  // per member of an nvme batch: its end after t (see the header)
     const first = nvmeCopy(buffers, x);
     if (first) {
       // the batch: ready copies (same direction, nothing shared) and frees after x on its stream
@@ -175,14 +179,21 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
         const latency = (first.write ? hw.nvme.writeLatencySeconds : hw.nvme.readLatencySeconds) ?? 0;
         const perRequest = first.write ? hw.nvme.writeBatchRequestSeconds : hw.nvme.readBatchRequestSeconds;
         const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
-        const requests = perRequest !== undefined ? latency + (copies.length - 1) * perRequest : Math.ceil(copies.length / queueDepth) * latency;
-        d = requests + copies.reduce((sum, c) => sum + c.bytes, 0) / bandwidth;
+        const requests = (i: number) => perRequest !== undefined ? latency + i * perRequest : Math.ceil((i + 1) / queueDepth) * latency;
+        memberEnds = [];
+        let i = -1, bytes = 0;
+        for (const m of members) {
+          const c = nvmeCopy(buffers, ins[m]);
+          if (c) { i++; bytes += c.bytes; }
+          memberEnds.push(requests(i) + bytes / bandwidth);
+        }
+        d = memberEnds[memberEnds.length - 1];
       }
     }
     let e = t + d;
     const producer = follows[x.id];
     if (producer >= 0) e = Math.max(e, end[producer] + d * Math.min(1, FOLLOW_CHUNK / Math.max(1, numel(g.tensors[buffers[x.inputs[0]].tensor].shape))));
-    for (const m of members) { start[m] = t; end[m] = e; started[m] = 1; }
+    members.forEach((m, i) => { start[m] = t; end[m] = memberEnds ? t + memberEnds[i] : e; started[m] = 1; });
     next[s] += members.length;
     done += members.length;
     free[s] = e + over.instructionSeconds;

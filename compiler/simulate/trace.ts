@@ -8,8 +8,9 @@
 //        (STREAMS order), plus metadata events naming the process and streams.
 // Keeps true: events of one stream come in instruction order; nothing is
 //        invented (a free takes the time the runtime measured, 0 when predicted;
-//        the members of an NVMe batch share the batch's one interval, measured
-//        or predicted).
+//        the members of an NVMe batch share the batch's start and end in
+//        stream order, each when its own request is done, measured or
+//        predicted).
 // Cost: O(steps x instructions).
 
 import type { Plan, PlanInstruction } from '../plan/types.js';

@@ -326,20 +326,19 @@ void Executor::run_stream(int32_t s, int64_t gen) {
     std::string msg;
     int32_t failed = id;
     Clock::time_point t0 = Clock::now();
+    for (int32_t b : batch) start_[b] = seconds_between(epoch_, t0);
+    size_t early = 0;  // batch[0, early) completed already, as their requests finished (execute_nvme_batch)
     bool ok = false;
     try {
-      ok = batch.size() == 1 ? execute(s, id, &msg) : execute_nvme_batch(s, batch, &msg, &failed);
+      ok = batch.size() == 1 ? execute(s, id, &msg) : execute_nvme_batch(s, batch, gen, &early, &msg, &failed);
     } catch (const std::exception& e) {  // kernels never throw; this is for bad_alloc and the like
       msg = e.what();
     }
     Clock::time_point t1 = Clock::now();
     st.busy_seconds += seconds_between(t0, t1) - st.idle_seconds;  // a batch's members share one interval
     st.idle_seconds = 0;
-    for (int32_t b : batch) {
-      start_[b] = seconds_between(epoch_, t0);
-      end_[b] = seconds_between(epoch_, t1);
-    }
-    if (ok) st.count += (int64_t)batch.size();
+    for (size_t i = early; i < batch.size(); i++) end_[batch[i]] = seconds_between(epoch_, t1);
+    if (ok) st.count += (int64_t)(batch.size() - early);
     started = false;
     int32_t wake[kStreamCount];
     int32_t n_wake = 0;
@@ -350,7 +349,8 @@ void Executor::run_stream(int32_t s, int64_t gen) {
       std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
       if (!solo_) lk.lock();
       if (ok) {
-        for (int32_t b : batch) {
+        for (size_t i = early; i < batch.size(); i++) {
+          const int32_t b = batch[i];
           done_gen_[b].store(gen, std::memory_order_release);
           if (prepared_[b].progress >= 0) progress_cv_.notify_all();  // its followers may take the rest
           if (p_.instructions[b].kind == INSTR_FREE) complete_free(b);
@@ -361,7 +361,7 @@ void Executor::run_stream(int32_t s, int64_t gen) {
         while (k < st.instructions.size() && !abort_ && p_.instructions[st.instructions[k]].kind == INSTR_FREE &&
                waits_done(st.instructions[k], gen)) {
           const int32_t f = st.instructions[k++];
-          start_[f] = end_[f] = end_[id];
+          start_[f] = end_[f] = end_[batch.back()];
           complete_free(f);
           done_gen_[f].store(gen, std::memory_order_release);
           st.count++;
@@ -404,9 +404,9 @@ int32_t Executor::streams_to_wake(int32_t self, int64_t gen, int32_t* out) {
 // member touches: host bytes (a read's destination) or, for writes, a
 // 4096-byte block of the file. The copies then run as one NvmeStore::transfer:
 // their small requests are in flight together instead of paying their
-// latencies one after another. All members complete together, after the
-// transfer, so the stream's order of completion holds (a free in the batch
-// completes no earlier than the copies before it).
+// latencies one after another. Each member completes as soon as its request
+// and those before it are done (execute_nvme_batch), so the stream's order of
+// completion holds (a free in the batch completes with the copy before it).
 void Executor::gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch) {
   const int32_t first = st.instructions[k];
   const int32_t link = prepared_[first].link;
@@ -449,29 +449,75 @@ void Executor::gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, s
   }
 }
 
-// The members of an nvme batch as one transfer (mu_ not held).
-bool Executor::execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed) {
+// The members of an nvme batch as one transfer (mu_ not held). Takes the
+// batch (its first member a copy); gives *completed: how many members, from
+// the front, were completed here while the transfer ran. A copy's request
+// done (the store reports them in order) completes that copy and the frees
+// after it in the batch at once (complete_members), so a stream waiting on
+// the first read of a batch starts when that read is done, not when the
+// batch is. The last copy and the frees after it are left to the caller,
+// which completes them with one lock together with its next start. On
+// failure the members from the failed copy on are not completed.
+bool Executor::execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, int64_t gen, size_t* completed, std::string* msg,
+                                  int32_t* failed) {
   StreamState& st = streams_[s];
   const int32_t link = prepared_[batch[0]].link;
   std::vector<NvmeRequest> reqs;
   reqs.reserve(batch.size());
   std::vector<int32_t> copies;  // the members with I/O, in order (reqs[i] is copies[i])
-  for (int32_t id : batch) {
+  std::vector<size_t> at;       // at[i]: copies[i]'s position in the batch
+  for (size_t i = 0; i < batch.size(); i++) {
+    const int32_t id = batch[i];
     const Instruction& ins = p_.instructions[id];
     if (ins.kind == INSTR_FREE) continue;
     copies.push_back(id);
+    at.push_back(i);
     const BufferSpec& src = p_.buffers[ins.inputs[0]];
     const BufferSpec& dst = p_.buffers[ins.outputs[0]];
     if (link == LINK_NVME_READ) reqs.push_back(NvmeRequest{src.offset_bytes, arenas_.host_ptr(dst.tier, dst.offset_bytes), src.size_bytes});
     else reqs.push_back(NvmeRequest{dst.offset_bytes, arenas_.host_ptr(src.tier, src.offset_bytes), src.size_bytes});
   }
+  // request r done: complete the members up to the next copy (the frees after copies[r])
+  auto on_done = [&](int32_t r) {
+    if ((size_t)r + 1 >= copies.size()) return;  // the last copy: the caller's
+    st.link_bytes[link] += reqs[(size_t)r].n;
+    const size_t to = at[(size_t)r + 1];
+    complete_members(s, batch, *completed, to, gen);
+    *completed = to;
+  };
   int32_t bad = 0;
-  if (!arenas_.nvme_transfer(link == LINK_NVME_WRITE, reqs, msg, &bad)) {
+  if (!arenas_.nvme_transfer(link == LINK_NVME_WRITE, reqs, msg, &bad, on_done)) {
     *failed = copies[(size_t)std::max(0, std::min(bad, (int32_t)copies.size() - 1))];
     return false;
   }
-  for (const NvmeRequest& r : reqs) st.link_bytes[link] += r.n;
+  st.link_bytes[link] += reqs.back().n;
   return true;
+}
+
+// Completes batch[from, to) now (mu_ not held; takes it): their end time, done
+// marks and frees, the stream's count, and the streams blocked on any of them
+// woken. What run_stream does for an instruction that completes, less the
+// next start (the batch is still running).
+void Executor::complete_members(int32_t s, const std::vector<int32_t>& batch, size_t from, size_t to, int64_t gen) {
+  if (from >= to) return;
+  StreamState& st = streams_[s];
+  const double t = seconds_between(epoch_, Clock::now());
+  int32_t wake[kStreamCount];
+  int32_t n_wake = 0;
+  {
+    std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+    if (!solo_) lk.lock();
+    for (size_t i = from; i < to; i++) {
+      const int32_t b = batch[i];
+      end_[b] = t;
+      done_gen_[b].store(gen, std::memory_order_release);
+      if (prepared_[b].progress >= 0) progress_cv_.notify_all();
+      if (p_.instructions[b].kind == INSTR_FREE) complete_free(b);
+    }
+    st.count += (int64_t)(to - from);
+    if (!solo_) n_wake = streams_to_wake(s, gen, wake);
+  }
+  for (int32_t i = 0; i < n_wake; i++) streams_[wake[i]].cv.notify_one();
 }
 
 // "instruction 57 (gpu, run crossEntropy)", "instruction 3 (h2d, copy cpu -> gpu)"

@@ -36,8 +36,13 @@
 //     stream that are ready at that moment (same direction, disjoint memory;
 //     up to kMaxNvmeBatch) and runs them as one NvmeStore::transfer, so
 //     their requests overlap in the queue instead of paying one latency each.
-//     The members share one start, one end and one busy interval, and
-//     complete together (in stream order, as every wait assumes).
+//     The members share one start and one busy interval (the batch's), but
+//     each completes as soon as its own request and those before it are done
+//     (the store reports requests in order): its end time, its done mark,
+//     the frees after it in the batch and the streams waiting on it happen
+//     then, not when the whole batch is done. Stream order holds: a member
+//     never completes before the one before it. A failing request stops the
+//     run; no member from it on is reported done.
 //   - tiles and arrivals (prepare_arrivals in executor.cc): a copy of a fused
 //     adam's p16 output or of a master32 -> param16 cast, waiting on that
 //     producer, follows it tile by tile (it waits for the producer's tile
@@ -183,7 +188,8 @@ class Executor {
   static void on_tile_done(void* ctx, const AdamTileEvent& e);
   void prepare_arrivals();                           // grad_checked_by, check_grad_type, follows, progress
   void gather_nvme_batch(const StreamState& st, size_t k, int64_t gen, std::vector<int32_t>* batch);  // mu_ held
-  bool execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, std::string* msg, int32_t* failed);
+  bool execute_nvme_batch(int32_t s, const std::vector<int32_t>& batch, int64_t gen, size_t* completed, std::string* msg, int32_t* failed);
+  void complete_members(int32_t s, const std::vector<int32_t>& batch, size_t from, size_t to, int64_t gen);  // mu_ not held
   std::string describe(int32_t id) const;
   bool waits_done(int32_t id, int64_t gen) const;   // mu_ not needed (atomics)
   void note_start(int32_t id);                       // mu_ held: liveness and extents

@@ -55,8 +55,10 @@ struct Arenas {
   bool read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* err) const;
   bool write(int32_t t, int64_t offset, const void* src, int64_t n, std::string* err) const;
   // Several nvme requests at once (NvmeStore::transfer); *failed_request names the one that failed.
-  bool nvme_transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request) const {
-    return tier[TIER_NVME].store->transfer(is_write, reqs, err, failed_request);
+  // on_done: each request as soon as it and the ones before it are done (NvmeStore::transfer).
+  bool nvme_transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request,
+                     const std::function<void(int32_t)>& on_done = nullptr) const {
+    return tier[TIER_NVME].store->transfer(is_write, reqs, err, failed_request, on_done);
   }
 };
 

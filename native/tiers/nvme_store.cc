@@ -138,7 +138,8 @@ bool NvmeStore::write(int64_t offset, const void* src, int64_t n, std::string* e
   return transfer(true, {NvmeRequest{offset, (uint8_t*)src, n}}, err, &failed);
 }
 
-bool NvmeStore::transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request) {
+bool NvmeStore::transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request,
+                         const std::function<void(int32_t)>& on_done) {
   std::unique_lock<std::mutex> wl(write_mu_, std::defer_lock);
   if (is_write) wl.lock();
   *failed_request = 0;
@@ -147,8 +148,17 @@ bool NvmeStore::transfer(bool is_write, const std::vector<NvmeRequest>& reqs, st
   std::vector<NvmeChunk> chunks;
   for (size_t i = 0; i < reqs.size(); i++)
     if (!add_chunks(is_write, reqs[i], (int32_t)i, &chunks, err)) { *failed_request = (int32_t)i; return false; }
-  if (chunks.empty()) return true;
-  return backend_->run(chunks, err, failed_request);
+  if (!on_done) return chunks.empty() || backend_->run(chunks, nullptr, err, failed_request);
+  // per-request completion: count each request's chunks; empty requests at
+  // the front are done already
+  NvmeProgress progress;
+  progress.pending.assign(reqs.size(), 0);
+  for (const NvmeChunk& c : chunks) progress.pending[(size_t)c.request]++;
+  progress.on_done = on_done;
+  progress.flush();
+  if (!chunks.empty() && !backend_->run(chunks, &progress, err, failed_request)) return false;
+  progress.flush();  // (nothing left: every chunk was reported)
+  return true;
 }
 
 // Chunks end at multiples of block_bytes; when the request can go zero-copy

@@ -44,6 +44,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -111,14 +112,34 @@ void nvme_chunk_end(const NvmeChunk& c, const NvmeIo& io);
 // reaches the end of the file is a short read. *why: the OS error or the short read.
 bool nvme_full_io(const NvmeFile& f, bool is_write, uint8_t* p, int64_t n, int64_t at, std::string* why);
 
+// Per-request completion of one transfer (NvmeStore::transfer's on_done).
+// The backend calls chunk_done(request) on the thread that called run(), once
+// for each chunk that finished without error, and never after the transfer's
+// first error. Requests are reported in order: request r as soon as it and
+// every request before it are whole, so a caller that completes them as they
+// are reported keeps its own order (the executor's stream order).
+struct NvmeProgress {
+  std::vector<int32_t> pending;                 // per request: its chunks not yet done
+  int32_t reported = 0;                         // requests [0, reported) were reported
+  std::function<void(int32_t request)> on_done;
+  void flush() {
+    while (reported < (int32_t)pending.size() && pending[(size_t)reported] == 0) on_done(reported++);
+  }
+  void chunk_done(int32_t request) {
+    pending[(size_t)request]--;
+    flush();
+  }
+};
+
 class NvmeBackend {
  public:
   virtual ~NvmeBackend() = default;
   // Runs every chunk (all reads or all writes, of one or more requests that
   // touch disjoint memory and, for writes, disjoint 4096-byte blocks of the
   // file); the first failure is returned in *err, its chunk's request in
-  // *failed_request, and the chunks not yet started are skipped.
-  virtual bool run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) = 0;
+  // *failed_request, and the chunks not yet started are skipped. progress
+  // (may be null): see NvmeProgress.
+  virtual bool run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) = 0;
   virtual NvmeBackendKind kind() const = 0;
 };
 
@@ -141,8 +162,12 @@ class NvmeStore {
   // queue depth): what the executor uses for consecutive ready copies of one
   // nvme stream, so that small transfers overlap their latencies. The caller
   // guarantees the disjointness run() needs. *failed_request: the request
-  // that failed (on false).
-  bool transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request);
+  // that failed (on false). on_done (optional): called on this thread with
+  // each request index, in order, as soon as that request and every one
+  // before it are done (NvmeProgress); never for the failed request or any
+  // after it. The last request is reported too, before transfer returns.
+  bool transfer(bool is_write, const std::vector<NvmeRequest>& reqs, std::string* err, int32_t* failed_request,
+                const std::function<void(int32_t)>& on_done = nullptr);
 
   bool is_open() const { return file_.fd >= 0; }
   bool direct() const { return file_.direct; }

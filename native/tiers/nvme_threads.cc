@@ -18,7 +18,7 @@ class ThreadsBackend : public NvmeBackend {
   ThreadsBackend(const NvmeFile& f, const NvmeSettings& s) : f_(f), s_(s) {}
   ~ThreadsBackend() override;
   bool start(std::string* err);
-  bool run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) override;
+  bool run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) override;
   NvmeBackendKind kind() const override { return NVME_IO_THREADS; }
 
  private:
@@ -26,6 +26,8 @@ class ThreadsBackend : public NvmeBackend {
     int32_t pending = 0;              // chunks not yet finished (under mu_)
     std::string error;                // the first chunk error (under mu_)
     int32_t failed_request = 0;       // that chunk's request (under mu_)
+    bool report = false;              // the caller wants each chunk as it finishes (NvmeProgress)
+    std::vector<int32_t> finished;    // requests of chunks finished and not yet reported (under mu_)
   };
   struct Work {
     Request* req;
@@ -70,8 +72,11 @@ ThreadsBackend::~ThreadsBackend() {
   for (uint8_t* b : staging_) std::free(b);
 }
 
-bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) {
+// The workers do the I/O; this thread waits, and with progress reports the
+// chunks as they finish (outside mu_), until the first error or the last chunk.
+bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) {
   Request req;
+  req.report = progress != nullptr;
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (const NvmeChunk& c : chunks) queue_.push_back(Work{&req, &c});
@@ -79,6 +84,21 @@ bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err,
   }
   if (chunks.size() == 1) work_cv_.notify_one(); else work_cv_.notify_all();
   std::unique_lock<std::mutex> lk(mu_);
+  std::vector<int32_t> got;
+  for (;;) {
+    done_cv_.wait(lk, [&] { return req.pending == 0 || !req.error.empty() || !req.finished.empty(); });
+    if (!req.error.empty()) break;  // report nothing more; wait for the workers below
+    got.swap(req.finished);
+    const bool all = req.pending == 0;
+    if (!got.empty()) {
+      lk.unlock();
+      for (int32_t r : got) progress->chunk_done(r);
+      got.clear();
+      lk.lock();
+    }
+    if (all) break;
+  }
+  // the workers still hold &req until every chunk is accounted for
   done_cv_.wait(lk, [&] { return req.pending == 0; });
   if (!req.error.empty()) { *err = req.error; *failed_request = req.failed_request; return false; }
   return true;
@@ -112,7 +132,8 @@ void ThreadsBackend::worker(int32_t index) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (!ok && w.req->error.empty()) { w.req->error = msg; w.req->failed_request = c.request; }
-      if (--w.req->pending == 0) done_cv_.notify_all();
+      if (ok && w.req->report) w.req->finished.push_back(c.request);
+      if (--w.req->pending == 0 || w.req->report) done_cv_.notify_all();
     }
   }
 }

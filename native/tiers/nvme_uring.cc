@@ -51,7 +51,7 @@ class UringBackend : public NvmeBackend {
   UringBackend(const NvmeFile& f, const NvmeSettings& s) : f_(f), s_(s) {}
   ~UringBackend() override;
   bool start(std::string* why);
-  bool run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) override;
+  bool run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) override;
   NvmeBackendKind kind() const override { return NVME_IO_URING; }
 
  private:
@@ -95,7 +95,7 @@ UringBackend::~UringBackend() {
   }
 }
 
-bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, int32_t* failed_request) {
+bool UringBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) {
   if (chunks.empty()) return true;
   const bool is_write = chunks[0].is_write;
   const char* call = is_write ? "io_uring write" : "io_uring read";
@@ -109,6 +109,7 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, i
   std::string first;  // the first error; once set nothing new is submitted
   size_t next = 0;
   int32_t inflight = 0;
+  int32_t done_request = -1;  // a chunk reaped last round, reported after the slots are refilled (-1: none)
   for (;;) {
     // fill every free slot with the next chunk
     int32_t queued = 0;
@@ -138,6 +139,10 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, i
         return false;
       }
     }
+    // report the chunk reaped last round now that its slot is busy again (the
+    // caller's bookkeeping then overlaps the I/O instead of delaying it)
+    if (done_request >= 0 && first.empty()) progress->chunk_done(done_request);
+    done_request = -1;
     if (inflight == 0) break;
     // poll the completion queue first (exec/spin.h: a thread asleep in the
     // kernel wakes slowly on a VM), then block
@@ -171,6 +176,7 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, std::string* err, i
       continue;
     }
     nvme_chunk_end(*s.chunk, s.io);
+    if (progress) done_request = s.chunk->request;
   }
   if (!first.empty()) { *err = first; return false; }
   return true;

@@ -112,7 +112,7 @@ describe('measured costs in the cost model', () => {
     expect(sim.streamBusySeconds.gpu).toBeCloseTo(base.streamBusySeconds.gpu, 15);  // busy = the instructions only
   }, 60_000);
 
-  it('the simulator charges an nvme batch one latency plus the per-request cost of every further request', () => {
+  it('the simulator charges an nvme batch one latency plus the per-request cost of every further request, each member ending with its own request', () => {
     // five ready nvme reads of 4096 bytes, each into its own cpu buffer: one batch
     const n = 5;
     const buffers: PlanBuffer[] = [];
@@ -128,7 +128,19 @@ describe('measured costs in the cost model', () => {
     expect(simulate(none, nowhere, buffers, ins, { ...local, nvme }).stepSeconds).toBeCloseTo(3 * 1e-4 + bytes, 12);
     const sim = simulate(none, nowhere, buffers, ins, { ...local, nvme: { ...nvme, readBatchRequestSeconds: 3e-5 } });
     expect(sim.stepSeconds).toBeCloseTo(1e-4 + (n - 1) * 3e-5 + bytes, 12);
-    for (let i = 0; i < n; i++) expect([sim.start[i], sim.end[i]]).toEqual([0, sim.stepSeconds]);
+    // member i ends after one latency, i further requests and the bytes of members 0..i
+    for (let i = 0; i < n; i++) {
+      expect(sim.start[i]).toBe(0);
+      expect(sim.end[i]).toBeCloseTo(1e-4 + i * 3e-5 + ((i + 1) * 4096) / local.nvme.readBytesPerSec, 12);
+    }
+    expect(sim.end[n - 1]).toBe(sim.stepSeconds);
+    expect(sim.streamBusySeconds.nvmeRead).toBeCloseTo(sim.stepSeconds, 12);
+    // a reader of the first member starts when that member ends, not when the batch does
+    const gpuBuf: PlanBuffer = { id: 2 * n, tensor: n, tier: 'gpu', offsetBytes: 0, sizeBytes: 4096, allocAt: -1, freeAt: -1 };
+    const reader: PlanInstruction = { id: n, stream: 'h2d', kind: 'copy', op: -1, inputs: [1], outputs: [2 * n], waits: [0] };
+    const withReader = simulate(none, nowhere, [...buffers, gpuBuf], [...ins, reader], { ...local, nvme: { ...nvme, readBatchRequestSeconds: 3e-5 } });
+    expect(withReader.start[n]).toBeCloseTo(withReader.end[0], 12);
+    expect(withReader.start[n]).toBeLessThan(withReader.end[n - 1]);
     // a single copy is not a batch: latency + bytes
     expect(simulate(none, nowhere, buffers, ins.slice(0, 1), { ...local, nvme: { ...nvme, readBatchRequestSeconds: 3e-5 } }).stepSeconds).toBeCloseTo(1e-4 + 4096 / local.nvme.readBytesPerSec, 12);
   });

@@ -295,9 +295,11 @@ describe('nvme tier', () => {
       const file = [...Array(n)].map(() => b.buffer(TIER.nvme, DTYPE.f32, [100]));
       const dst = [...Array(n)].map(() => b.buffer(TIER.gpu, DTYPE.f32, [100]));
       const writes = src.map((x, i) => b.copy(STREAM.nvmeWrite, x, file[i]!));
-      const reads = file.map((f, i) => b.copy(STREAM.nvmeRead, f, dst[i]!, [writes[i]!]));
+      // (each read waits on the last write: the writes complete one by one, in order, so every
+      // read is ready at once only when the last write is done)
+      const reads = file.map((f, i) => b.copy(STREAM.nvmeRead, f, dst[i]!, [writes[n - 1]!]));
       // a second read into dst[3], after the first in stream order: it must land last
-      const last = b.copy(STREAM.nvmeRead, file[0]!, dst[3]!, [writes[0]!]);
+      const last = b.copy(STREAM.nvmeRead, file[0]!, dst[3]!, [writes[n - 1]!]);
       const s = native.createSession(b.program(spillRoot));
       const data = src.map((_, i) => range(100, (j) => i * 1000 + j));
       src.forEach((x, i) => s.write(x, data[i]!));
@@ -307,8 +309,10 @@ describe('nvme tier', () => {
       for (let i = 0; i < n; i++) expect(f32(s.read(file[i]!))).toEqual(data[i]);
       const t = st.trace!;
       if (nvmeAlign === 4096) {
-        // every write is ready at once and owns its blocks: one batch (one shared interval)
-        for (const w of writes) { expect(t.startSeconds[w]).toBe(t.startSeconds[writes[0]!]); expect(t.endSeconds[w]).toBe(t.endSeconds[writes[0]!]); }
+        // every write is ready at once and owns its blocks: one batch (one shared start; each
+        // member ends when its own request and those before it are done, in stream order)
+        for (const w of writes) expect(t.startSeconds[w]).toBe(t.startSeconds[writes[0]!]);
+        for (let i = 1; i < n; i++) expect(t.endSeconds[writes[i]!]).toBeGreaterThanOrEqual(t.endSeconds[writes[i - 1]!]);
         // then every read is ready at once: one batch, but not with the read into the same bytes
         for (const r of reads) expect(t.startSeconds[r]).toBe(t.startSeconds[reads[0]!]);
         expect(t.startSeconds[last]).toBeGreaterThanOrEqual(t.endSeconds[reads[3]!]);
@@ -321,6 +325,61 @@ describe('nvme tier', () => {
       expect(st.bytes.nvmeRead).toBe((n + 1) * 400);
       expect(st.streamInstructions[STREAM.nvmeRead]).toBe(n + 1);
       s.close();
+    }
+  });
+
+  // Per-request completion: a stream waiting on the first read of a batch starts when that
+  // read is done, not when the batch is. The batch is one small read then one large one
+  // (32 MiB: tens of ms from a disk, milliseconds from the page cache; the small read takes
+  // well under one); a gpu fill waits on the small read.
+  it.each(['uring', 'threads'])('completes each member of an nvme batch when its own request is done (%s)', async (io) => {
+    const before = process.env.TIERCUT_NVME_IO;
+    process.env.TIERCUT_NVME_IO = io;
+    try {
+      const b = new Builder();
+      b.nvmeAlign = 4096;
+      const smallFile = b.buffer(TIER.nvme, DTYPE.f32, [1024]);
+      const bigFile = b.buffer(TIER.nvme, DTYPE.f32, [8 << 20]);
+      const small = b.buffer(TIER.cpu, DTYPE.f32, [1024]);
+      const big = b.buffer(TIER.cpu, DTYPE.f32, [8 << 20]);
+      const scratch = b.buffer(TIER.gpu, DTYPE.f32, [16]);
+      const g = b.buffer(TIER.gpu, DTYPE.f32, [16]);
+      // the scratch buffer's fill comes first, so the free of it is ready when the batch forms
+      const fill0 = b.run(STREAM.gpu, OP_KIND.fill, [], [scratch], [], [], [1]);
+      const r0 = b.copy(STREAM.nvmeRead, smallFile, small, [fill0]);
+      const f = b.free(STREAM.nvmeRead, scratch, [fill0]);
+      const r1 = b.copy(STREAM.nvmeRead, bigFile, big, [fill0]);
+      const fill = b.run(STREAM.gpu, OP_KIND.fill, [], [g], [r0], [], [7]);
+      let s;
+      try {
+        s = native.createSession(b.program(spillRoot));
+      } catch (e) {
+        if (io === 'uring' && /io_uring is unavailable/.test(String(e))) return;  // this build or kernel has none
+        throw e;
+      }
+      s.write(smallFile, range(1024, (j) => j));
+      s.write(bigFile, range(8 << 20, (j) => j % 1000));
+      for (let step = 0; step < 3; step++) {
+        const st = await s.step(1, { trace: true });
+        const t = st.trace!;
+        // one batch: both reads start together
+        expect(t.startSeconds[r1]).toBe(t.startSeconds[r0]);
+        // the small read completes before the large one, and the gpu op runs before it ends
+        expect(t.endSeconds[r0]).toBeLessThan(t.endSeconds[r1]);
+        expect(t.startSeconds[fill]).toBeLessThan(t.endSeconds[r1]);
+        expect(t.startSeconds[fill]).toBeGreaterThanOrEqual(t.endSeconds[r0]);
+        // the free between them is a member too and completes with the small read
+        expect(t.startSeconds[f]).toBe(t.startSeconds[r0]);
+        expect(t.endSeconds[f]).toBe(t.endSeconds[r0]);
+        expect(st.streamInstructions[STREAM.nvmeRead]).toBe(3);
+        expect(st.bytes.nvmeRead).toBe(4 * 1024 + 4 * (8 << 20));
+      }
+      expect(f32(s.read(big)).subarray(0, 2000)).toEqual(range(2000, (j) => j % 1000));
+      expect(f32(s.read(small))).toEqual(range(1024, (j) => j));
+      expect(f32(s.read(g))).toEqual(new Float32Array(16).fill(7));
+      s.close();
+    } finally {
+      if (before === undefined) delete process.env.TIERCUT_NVME_IO; else process.env.TIERCUT_NVME_IO = before;
     }
   });
 });

@@ -168,6 +168,13 @@ describe.each(BACKENDS)('nvme store ($name)', ({ io, name }) => {
       return { loss: lines.slice(0, 4).map((l) => l.loss), nvme: lines.at(-1).summary.nvme };
     };
     const reference = losses('threads', []);
+    // and bit-identical to the all-in-memory plan (no nvme: nothing read back in a batch)
+    const residentFile = join(dir, `resident-${io}.plan.json`);
+    const c = cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', residentFile);
+    expect(c.status, c.stderr).toBe(0);
+    const resident = cli('run', residentFile, '--steps', '4', '--json');
+    expect(resident.status, resident.stderr).toBe(0);
+    expect(resident.stdout.trim().split('\n').slice(0, 4).map((l) => JSON.parse(l).loss)).toEqual(reference.loss);
     const runs = [losses(io, []), losses(io, ['--nvme-buffered']), losses(io, ['--nvme-queue-depth', '3', '--nvme-block-size', '8KiB'])];
     for (const r of runs) {
       expect(r.loss).toEqual(reference.loss);

@@ -1,8 +1,10 @@
 // Traces: `compile --trace` (the simulator's prediction) and `run --trace` (the
 // runtime's measurement) are Chrome trace JSON with one complete event per
 // instruction (per step), events of one stream never overlap — except the
-// members of one NVMe batch, which share one interval exactly (the executor runs
-// ready NVMe copies and frees as one transfer; the simulator predicts the same)
+// members of one NVMe batch, which share one start exactly and end in stream
+// order (the executor runs ready NVMe copies and frees as one transfer and
+// completes each member when its own request is done; the simulator predicts
+// the same)
 // — and in a run some copy overlaps compute on another stream (the streams
 // really run concurrently).
 // The run summary puts measured and predicted side by side.
@@ -31,10 +33,12 @@ function expectNoOverlapPerStream(events: Ev[]): number {
     list.sort((a, b) => a.ts - b.ts || a.args.id - b.args.id);
     for (let i = 1; i < list.length; i++) {
       const prev = list[i - 1];
-      if (prev.ts === list[i].ts && prev.dur === list[i].dur && prev.dur > 0) {
-        // one batch: only on the nvme streams, only copies and frees, first member a copy
-        expect(tid === 4 || tid === 5, `tid ${tid}: '${prev.name}' and '${list[i].name}' share an interval`).toBe(true);
+      if (prev.ts === list[i].ts && prev.dur > 0 && list[i].dur > 0) {
+        // one batch: only on the nvme streams, only copies and frees, first member a copy;
+        // each member ends no earlier than the one before it
+        expect(tid === 4 || tid === 5, `tid ${tid}: '${prev.name}' and '${list[i].name}' share a start`).toBe(true);
         expect(['copy', 'free']).toContain(list[i].cat);
+        expect(list[i].ts + list[i].dur, `tid ${tid}: '${list[i].name}' ends before '${prev.name}' of its batch`).toBeGreaterThanOrEqual(prev.ts + prev.dur - 1e-3);
         batched++;
         continue;
       }
