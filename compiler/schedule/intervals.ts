@@ -1,6 +1,8 @@
 // Address intervals for the arena passes: a free list (best-fit allocation with
-// coalescing, or "far" allocation: fresh bytes within a budget, else the range
-// a caller scores best) and a "last occupant" map (for each freed byte range,
+// coalescing; "far" allocation: fresh bytes within a budget, else the range
+// a caller scores best; "quiet" allocation: first the smallest range the
+// caller scores below zero, i.e. whose reuse adds no wait, then as "far") and
+// a "last occupant" map (for each freed byte range,
 // the free instruction of the buffer that held it last). Plain sorted arrays: the
 // number of intervals stays near the number of live buffers.
 
