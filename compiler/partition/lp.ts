@@ -30,8 +30,6 @@
 //    fixed working set (every other tensor alive in the segment) + staging.
 // Rounding: each share to its largest tier, each activation kept when k >= 1/2;
 // the caller verifies the rounded plan with the scheduler and simulator.
-// Plus one row across two resources (fetchThenUpdateRow: the forward's h2d
-// fetches, then the CPU updates of gradients that descend from the loss).
 // Keeps true: deterministic (fixed row/column order). Cost: one LP with
 // O(groups + activations) columns and O(K + groups) rows, solved on a worker
 // thread (highs-worker.ts) while compile searches the min-cut.
@@ -288,7 +286,6 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
   precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons);
-  fetchThenUpdateRow(lp, T, unit, g, hw, groups, x1, x2, h2d, prod, cons);
   for (let s = 0; s < K; s++) {
     lp.row(memG[s].terms, -Infinity, hw.gpu.capacityBytes * share - memG[s].c);
     lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * share - memC[s].c);
@@ -393,48 +390,6 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     }
   };
   for (const jobs of [...Object.values(released), ...Object.values(tailed)]) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(jobs);
-}
-
-/**
- * One more precedence row, across two resources (h2d, then CPU): every
- * gradient that descends from the loss exists only after the loss, and the
- * loss only after every forward op it descends from, each of which reads its
- * parameter's p16 on the GPU. The non-GPU-resident share of such a p16 comes
- * down the h2d link before that read (from CPU memory, from a CPU cast of
- * master32, or from NVMe through CPU staging: always h2d), and the link moves
- * one copy at a time from the step's start: so no such gradient exists before
- * H = sum over those parameters of (1 - x1[gpu]) h2d(p16) seconds. The CPU
- * share of the update of every group whose gradient descends from the loss
- * starts only after its gradient, and the CPU runs one update at a time:
- * step >= H + sum of those CPU updates (1 - x2[gpu]) aC. This holds at every
- * integral placement of the family (forward and backward on the GPU, as every
- * row here assumes) whatever the schedule, so T stays a lower bound. Groups
- * with a delayed update (gradient from the previous step) are not counted.
- * It seldom raises the optimum (a fractional placement meets it), but it
- * steers the LP away from placements whose forward fetches and CPU updates
- * form one chain (gpt3-6.7b/v100-32g: the min-cut's 4.03 s, 1.1 s of h2d
- * then 2.9 s of CPU updates; the LP's plan with this row 2.89 s).
- * Cost: one row, O(ops + edges).
- */
-function fetchThenUpdateRow(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x1: number[][], x2: number[][],
-  h2d: (bytes: number) => number, prod: Int32Array, cons: number[][]): void {
-  const lossOp = g.tensors.filter((t) => t.role === 'loss').map((t) => prod[t.id]).find((o) => o >= 0);
-  if (lossOp === undefined) return;
-  const n = g.ops.length;
-  // ancestors of the loss op (it included), and its descendants, along data edges
-  const up = new Uint8Array(n), down = new Uint8Array(n);
-  up[lossOp] = 1;
-  for (let o = lossOp; o >= 0; o--) if (up[o]) for (const t of g.ops[o].inputs) { const p = prod[t]; if (p >= 0 && p < o) up[p] = 1; }
-  down[lossOp] = 1;
-  for (let o = lossOp; o < n; o++) if (down[o]) for (const t of g.ops[o].outputs) for (const c of cons[t]) if (c > o) down[c] = 1;
-  const terms: [number, number][] = [];
-  let c = 0;
-  groups.forEach((q, i) => {
-    if (cons[q.p16].some((r) => g.ops[r].phase !== 'update' && up[r])) { const s = h2d(q.p16Bytes); c += s; terms.push([x1[i][0], s * unit]); }
-    const gp = prod[q.grad];
-    if (gp >= 0 && gp < q.adam && down[gp]) { const a = opSeconds(g, g.ops[q.adam], 'cpu', hw); c += a; terms.push([x2[i][0], a * unit]); }
-  });
-  if (terms.length) lp.row([[T, 1], ...terms], c * unit, Infinity);
 }
 
 const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];
