@@ -29,11 +29,20 @@
 // first; the far one is tried with that budget, then with half the extra
 // room, and kept only when every tier still fits (fragmentation can make it
 // bigger); otherwise the compact one stands.
+// Quiet placement (with capacities, tried before the far-only one): every
+// other buffer also avoids waits across streams where there is room — it takes
+// the smallest free range whose last occupants were all freed on its first
+// writer's own stream (stream order already puts that free before it: no
+// wait), else fresh bytes within the same budget, else the range whose latest
+// free on another stream is the oldest. Without it, a gradient's d2h copy waits
+// for the CPU update that frees the bytes it reuses, and an h2d prefetch for a
+// GPU free, which chains the streams into one (gpt3-6.7b/a100-80g: 0.94 s
+// predicted, 0.53 s with it). Kept only when every tier fits, like the far one.
 // Keeps true: two buffers whose live ranges overlap never overlap in memory;
 // no write lands in memory before the previous occupant's last access has
 // completed; with capacities, no tier exceeds its capacity unless the compact
 // placement does. Deterministic: ties broken by buffer id. Cost: O(B log B +
-// B·L), L = buffers alive at once; up to three placements with capacities.
+// B·L), L = buffers alive at once; up to five placements with capacities.
 
 import type { Tier } from '../cost/cost.js';
 import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
@@ -80,17 +89,20 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
   const compact = place(prog);
   if (!capacity || !fits(compact, capacity)) return compact;
   const far = prefetchBuffers(prog);
-  if (!far.some((x) => x === 1)) return compact;
-  for (const share of [1, 0.5]) {
-    const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
-    const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
-    const spread = place(prog, far, budget);
-    if (fits(spread, capacity)) return spread;
+  const hasFar = far.some((x) => x === 1);
+  for (const quiet of [true, false]) {
+    if (!quiet && !hasFar) continue;
+    for (const share of [1, 0.5]) {
+      const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
+      const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
+      const spread = place(prog, far, budget, quiet);
+      if (fits(spread, capacity)) return spread;
+    }
   }
   return compact;
 }
 
-function place(prog: Program, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>): Arenas {
+function place(prog: Program, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false): Arenas {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra: number[][] = prog.instructions.map(() => []);
@@ -118,7 +130,12 @@ function place(prog: Program, far?: Uint8Array, budget?: Readonly<Record<Tier, n
         list.free(offset[d.id], offset[d.id] + span(d));
         last.set(offset[d.id], offset[d.id] + span(d), d.freeAt);
       }
-      const lo = far?.[b.id] && budget ? list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b))) : list.alloc(span(b), alignOf[b.id]);
+      let lo: number;
+      if (far?.[b.id] && budget) lo = list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b)));
+      else if (quiet && budget && b.allocAt >= 0) {
+        const mine = prog.instructions[b.allocAt].stream;
+        lo = list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => last.latestWhere(at, at + span(b), (w) => prog.instructions[w].stream !== mine));
+      } else lo = list.alloc(span(b), alignOf[b.id]);
       offset[b.id] = lo;
       peak = Math.max(peak, lo + b.sizeBytes);
       for (const w of last.take(lo, lo + span(b))) {

@@ -1,6 +1,8 @@
 // Address intervals for the arena passes: a free list (best-fit allocation with
-// coalescing, or "far" allocation: fresh bytes within a budget, else the range
-// a caller scores best) and a "last occupant" map (for each freed byte range,
+// coalescing; "far" allocation: fresh bytes within a budget, else the range
+// a caller scores best; "quiet" allocation: first the smallest range the
+// caller scores below zero, i.e. whose reuse adds no wait, then as "far") and
+// a "last occupant" map (for each freed byte range,
 // the free instruction of the buffer that held it last). Plain sorted arrays: the
 // number of intervals stays near the number of live buffers.
 
@@ -54,6 +56,22 @@ export class FreeList {
     return this.take(best, size, align);
   }
 
+  /** For any buffer when there is room: the smallest fitting free range with
+   *  score(start) < 0 (reusing it adds no wait), else fresh bytes at the top
+   *  while `budget` allows, else the fitting range with the lowest score (ties:
+   *  the smaller range), else the top. */
+  allocQuiet(size: number, align: number, budget: number, score: (at: number) => number): number {
+    const up = (x: number) => Math.ceil(x / align) * align;
+    let best = -1;
+    for (let i = 0; i < this.ranges.length; i++) {
+      const [lo, hi] = this.ranges[i];
+      if (up(lo) + size > hi) continue;
+      if ((best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0]) && score(up(lo)) < 0) best = i;
+    }
+    if (best >= 0) return this.take(best, size, align);
+    return this.allocFar(size, align, budget, score);
+  }
+
   /** Takes `size` bytes at the first `align`ed address of free range i, keeping what is left on either side. */
   private take(i: number, size: number, align: number): number {
     const [lo, hi] = this.ranges[i];
@@ -98,6 +116,13 @@ export class LastOccupant {
       if (p[1] > hi) rest.push([hi, p[1], p[2]]);
     }
     if (j > i) this.parts.splice(i, j - i, ...rest);
+    return out;
+  }
+
+  /** The latest free instruction among the last occupants of [lo, hi) for which `counts` holds; -1 when none. */
+  latestWhere(lo: number, hi: number, counts: (freeInstruction: number) => boolean): number {
+    let out = -1;
+    for (let j = this.firstEndingAfter(lo); j < this.parts.length && this.parts[j][0] < hi; j++) if (counts(this.parts[j][2])) out = Math.max(out, this.parts[j][2]);
     return out;
   }
 

@@ -18,7 +18,10 @@
 //    unless an op on the CPU uses the tensor within REFETCH_GAP ops (the update
 //    right after the backward pass read the parameter): that op reads the
 //    staged copy instead of reading NVMe again;
-//  - a free follows the last access of every transient buffer;
+//  - a free follows the last access of every transient buffer, on that
+//    access's stream, except that a GPU buffer the d2h stream reads (an
+//    eviction) is freed on d2h: the GPU then never waits for an eviction to
+//    finish before going on (the free on d2h waits for the GPU's last read);
 //  - a rematerialised tensor (Placement.remat) has no home: when it is needed
 //    and no copy is valid, its producer runs (again) there (e.g. param16 cast
 //    from master32 on its way to the GPU, once for the forward and once for
@@ -71,6 +74,13 @@ function copyStream(from: Tier, to: Tier): StreamName {
   if (from === 'nvme' && to === 'cpu') return 'nvmeRead';
   if (from === 'cpu' && to === 'nvme') return 'nvmeWrite';
   throw new Error(`no copy stream ${from} -> ${to}`);
+}
+
+/** The stream a buffer's free goes on: that of its last access, except that a
+ *  GPU buffer the d2h stream also reads (an eviction) is freed on d2h, so the
+ *  GPU never blocks on the eviction's progress. */
+function freeStream(last: StreamName, tier: Tier, accessors: Map<StreamName, number>): StreamName {
+  return last === 'gpu' && tier === 'gpu' && accessors.has('d2h') ? 'd2h' : last;
 }
 
 export function buildProgram(g: Graph, p: Placement): Program {
@@ -235,10 +245,11 @@ export function buildProgram(g: Graph, p: Placement): Program {
     out.push({ stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: [...d.waits].map((w) => newId[w]).sort((a, b) => a - b) });
     for (const b of d.outputs) if (firstWrite[b] < 0) firstWrite[b] = newId[i];
     for (const b of freesAfter[i]) {
+      const stream = freeStream(d.stream, bufs[b].tier, accessors[b]);
       const waits: number[] = [];
-      for (const [s, j] of accessors[b]) if (s !== d.stream) waits.push(newId[j]);
+      for (const [s, j] of accessors[b]) if (s !== stream) waits.push(newId[j]);
       freeAt[b] = out.length;
-      out.push({ stream: d.stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
+      out.push({ stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
     }
   });
 

@@ -36,6 +36,20 @@ describe('free list with alignment', () => {
     expect(g.alloc(10, 4096)).toBe(4096);
     expect(g.alloc(50)).toBe(100);               // [100, 4096) was kept
   });
+
+  it('quiet allocation: a range whose reuse adds no wait, else fresh bytes within the budget, else the oldest free', () => {
+    const f = new FreeList(0);
+    for (let k = 0; k < 4; k++) f.alloc(100);    // [0, 400)
+    f.free(0, 100); f.free(200, 300);
+    // score: < 0 = no wait (range at 200), else the age of its free (range at 0 freed later)
+    const score = (at: number) => (at === 200 ? -1 : at === 0 ? 7 : 3);
+    expect(f.allocQuiet(100, 1, 500, score)).toBe(200);
+    // no quiet range left: fresh bytes while the budget allows
+    expect(f.allocQuiet(100, 1, 500, score)).toBe(400);
+    expect(f.top).toBe(500);
+    // budget spent: the fitting range with the lowest score
+    expect(f.allocQuiet(100, 1, 500, score)).toBe(0);
+  });
 });
 
 describe('nvme plans', () => {
