@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 
 import { DTYPE, INSTRUCTION, OP_KIND, STREAM, TIER, nativeAddon, type NativeProgram } from '../../runtime/binding.js';
 import { cpuAdamInfo, cpuAdamStep } from '../../src/index.js';
-import { bytesOf, expectSameBits, randomState } from './helpers.js';
+import { expectSameBits, expectStepFailsUntouched, randomState } from './helpers.js';
 
 const addon = nativeAddon();
 const info = cpuAdamInfo();
@@ -98,10 +98,7 @@ describe('runtime: the gradient is checked by the copy that delivers it', () => 
             const values = randomState(N, 22).grads;
             values[at] = bad;
             s.write(4, gradsOf(type, values));
-            const before = [0, 2, 3].map((b) => s.read(b));
-            await expect(s.step(4), `${bad} at ${at}`).rejects.toThrow(
-              'instruction 1 (cpu, run adam): adam: the gradient has an inf or NaN; parameters and moments left unchanged');
-            [0, 2, 3].forEach((b, k) => expect(Buffer.compare(bytesOf(s.read(b)), bytesOf(before[k]!)), `${bad} at ${at}: buffer ${b}`).toBe(0));
+            await expectStepFailsUntouched(s, 4, 'instruction 1 (cpu, run adam): adam: the gradient has an inf or NaN; parameters and moments left unchanged', [0, 2, 3], `${bad} at ${at}:`);
           }
         }
         // and the next finite gradient trains on

@@ -41,3 +41,13 @@ export function expectSameBits(name: string, a: Float32Array | Uint16Array, b: F
   if (count) console.log(`${name}: ${count} of ${a.length} differ, first at ${first}: ${a[first]} vs ${b[first]}`);
   expect(count, `${name}: elements whose bits differ (first at ${first})`).toBe(0);
 }
+
+/** A session's step, the buffers it may not touch when it fails. */
+interface StepSession { read(buffer: number): ArrayBufferView; step(step: number): Promise<unknown> }
+
+/** Asserts that step `k` fails with `message` and leaves every buffer in `kept` byte-for-byte as it was. */
+export async function expectStepFailsUntouched(s: StepSession, k: number, message: string, kept: number[], label = ''): Promise<void> {
+  const before = kept.map((b) => bytesOf(s.read(b)).slice());
+  await expect(s.step(k), label).rejects.toThrow(message);
+  kept.forEach((b, i) => expect(Buffer.compare(bytesOf(s.read(b)), before[i]!), `${label} buffer ${b}`).toBe(0));
+}
