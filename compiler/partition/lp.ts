@@ -27,21 +27,30 @@
 //    placement can beat), then, with T held within 1e-6 of its optimum, the
 //    total load (so the chosen placement wastes no work); times are in units
 //    of the fixed GPU time, so the model is well scaled at every size;
-//  - capacity of every tier in every segment: persistent shares + fetched
-//    copies of the parameters used in the segment + kept activations + the
-//    fixed working set (every other tensor alive in the segment) + staging.
-// Rounding: each share to its largest tier, each activation kept when k >= 1/2;
-// the caller verifies the rounded plan with the scheduler and simulator.
-// Keeps true: deterministic (fixed row/column order). Cost: one LP with
+//  - capacity of every tier, in two forms, so two LPs: the bound LP's rows
+//    count, at one instant per segment, only the bytes every schedule holds
+//    there (boundMemoryRows: valid, so its optimum is a lower bound and its
+//    infeasibility a proof that nothing fits); the placement LP's rows count
+//    every tensor alive anywhere in a segment at once within 97 % of the
+//    capacity (planMemoryRows: high, which leaves the schedule room to
+//    prefetch); remade p16 is charged where its cast runs in the bound LP (a
+//    McCormick column), the CPU cast and copy in the placement LP.
+// Rounding: the placement LP's shares each to its largest tier, each
+// activation to its largest choice; the bound LP's (when the placement LP has
+// no solution) keeping its bytes per tier (roundShares); the caller verifies
+// the rounded plan with the scheduler and simulator and repairs overflows.
+// Keeps true: deterministic (fixed row/column order). Cost: two LPs with
 // O(groups + activations) columns and O(K + groups) rows, solved on a worker
-// thread (highs-worker.ts) while compile searches the min-cut.
+// thread (highs-worker.ts) while compile searches the min-cut; the placement
+// LP only when compile needs its placement.
 
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
 import { consumers, producers } from '../ir/graph.js';
-import { LpWorker, type HighsModelData, type HighsResult } from './highs-worker.js';
+import { LpWorker, type HighsModelData } from './highs-worker.js';
 import { LinearProgram } from './lp-model.js';
+import { REFETCH_GAP } from '../schedule/program.js';
 import type { Placement } from './placement.js';
 
 export interface LpOptions {
@@ -49,8 +58,6 @@ export interface LpOptions {
   keepParamsOnGpu?: boolean;
   segments?: number;
   timeLimitSeconds?: number;
-  /** Share of each capacity the LP may plan for (the rest absorbs arena fragmentation). */
-  capacityShare?: number;
   /** Share of the optimizer state that the smallest groups may hold and be left out of the LP (see smallGroups); default 1e-3. */
   smallGroupsShare?: number;
   /** A solver thread to use (started early, so HiGHS loads while the graph is built); its owner closes it. Default: a new one, closed by close(). */
@@ -73,6 +80,8 @@ export interface LpSolution {
   status: 'optimal' | 'infeasible' | 'timeLimit' | 'other';
   lowerBoundSeconds: number;
   solveSeconds: number;
+  /** Which LP's shares these are: the bound LP's (rounded keeping its bytes per tier) or the placement LP's (each share to its largest tier). */
+  rows: 'bound' | 'plan';
   size: { rows: number; cols: number; nonzeros: number };
   groups: ParamGroup[];
   /** Per group, 1 when the LP left it out (smallGroups): its shares say GPU. */
@@ -108,51 +117,62 @@ function segmentsOf(g: Graph, hw: HardwareProfile, K: number): Int32Array {
   return seg;
 }
 
-/** An LP being solved: stage 1 (the bound) starts at once; stage 2 (a placement within it) on demand. */
+/** LPs being solved: the bound LP at once; the placement LP on demand. */
 export interface LpRun {
-  /** Stage 1: the bound, with the shares of some optimal solution. */
+  /** The bound, with the shares of some optimal solution of the bound LP. */
   readonly bound: Promise<LpSolution>;
-  /** Stage 2: among placements within the bound, the least traffic and work (stage 1's solution when that fails). */
+  /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
 
 /**
- * Builds the LP now (on this thread) and solves it on a worker thread: coarse
- * segments first; when they make it infeasible (a segment's working set counts
- * every parameter it uses at once), finer ones before giving up.
+ * Two LPs with the same columns and loads, solved one after the other on a
+ * worker thread. The bound LP (built now, solved at once) has memory rows that
+ * count only what every schedule must hold (boundMemoryRows): its optimum is
+ * the lower bound, and infeasible means no placement of the family fits. The
+ * placement LP (refine) has rows that count high and leave room to prefetch
+ * (planMemoryRows): its solution is the one rounded into the plan, the least
+ * traffic and work within its optimum. When it has none (its rows are
+ * stricter than the capacity), the bound LP's solution is rounded instead.
  */
 export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): LpRun {
   const solver = opts.solver ?? new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? 30;
-  let model = buildLp(g, hw, opts, opts.segments ?? 48);
-  let first: HighsResult | undefined;
+  const segments = opts.segments ?? 48;
+  const model = buildLp(g, hw, opts, segments, 'bound');
   const t0 = performance.now();
   const bound = (async () => {
-    first = await solver.solve(model.data, timeLimit);
-    if (first.status === 'infeasible' && opts.segments === undefined) {
-      model = buildLp(g, hw, opts, 384);
-      first = await solver.solve(model.data, timeLimit);
-    }
+    const first = await solver.solve(model.data, timeLimit);
     return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
   })();
   bound.catch(() => {}); // the caller awaits it, or closes without needing it
   let refined: Promise<LpSolution> | undefined;
   const refine = () => (refined ??= (async () => {
     const sol = await bound;
-    if (first!.status !== 'optimal') return sol;
-    const colUpper = Float64Array.from(model.data.colUpper);
-    colUpper[model.T] = first!.objective * (1 + 1e-6) + 1e-12;
+    if (sol.status !== 'optimal') return sol;
+    // coarse segments first; when they make it infeasible (a segment's
+    // working set counts every parameter it reads at once), finer ones
+    let plan = buildLp(g, hw, opts, segments, 'plan');
+    let first = await solver.solve(plan.data, timeLimit);
+    if (first.status === 'infeasible' && opts.segments === undefined) {
+      plan = buildLp(g, hw, opts, 384, 'plan');
+      first = await solver.solve(plan.data, timeLimit);
+    }
+    if (first.status !== 'optimal') return sol;
+    const colUpper = Float64Array.from(plan.data.colUpper);
+    colUpper[plan.T] = first.objective * (1 + 1e-6) + 1e-12;
     // stage 2 can be far harder than stage 1 (degenerate at the optimum): it gets
     // twice stage 1's simplex iterations (a count, so the plan stays deterministic)
     // and HiGHS's strongest scaling (its costs span many decades; with the
     // default scaling the simplex failed or ran out of iterations on several
     // GPT presets)
-    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit, 2 * first!.iterations + 1000, { simplex_scale_strategy: 4 });
+    const second = await solver.solve({ ...plan.data, colCost: plan.secondaryCost, colUpper }, timeLimit, 2 * first.iterations + 1000, { simplex_scale_strategy: 4 });
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
-    return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
+    const x = second.status === 'optimal' ? second.x : first.x;
+    return { ...plan.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3), lowerBoundSeconds: sol.lowerBoundSeconds, size: sol.size };
   })());
   return { bound, refine, close: () => { if (!opts.solver) solver.close(); } };
 }
@@ -166,9 +186,8 @@ interface BuiltLp {
   solution(status: LpSolution['status'], objective: number, x: Float64Array, solveSeconds: number): LpSolution;
 }
 
-function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number): BuiltLp {
+function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan'): BuiltLp {
   const K = Math.max(1, Math.min(segments, g.ops.length));
-  const share = opts.capacityShare ?? 0.97;
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
   const allGroups = paramGroups(g);
@@ -177,32 +196,18 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const inGroup = new Set<number>();
   for (const q of allGroups) { inGroup.add(q.p16); q.state.forEach((t) => inGroup.add(t)); inGroup.add(q.grad); }
 
-  // fixed loads and working set per segment
-  let gpuFixed = 0; // forward and backward: always on the GPU
+  // fixed loads: forward and backward always run on the GPU
+  let gpuFixed = 0;
   for (const op of g.ops) if (op.kind !== 'adam') gpuFixed += opSeconds(g, op, 'gpu', hw);
   // T and every time row are in units of the fixed GPU time, so that they are
   // near 1 whatever the model's size (HiGHS's tolerances are absolute, ~1e-7)
   const unit = 1 / Math.max(gpuFixed, 1e-12);
-  const work = new Float64Array(K);
+  // saved activations: read again two or more segments after they are made
   const saved: number[] = [];
-  const savedSpan: [number, number, number][] = []; // [producer seg, reuse seg, last seg]
   for (const t of g.tensors) {
-    if (inGroup.has(t.id)) continue;
-    if (t.persistent || t.role === 'input' || t.role === 'loss') { for (let s = 0; s < K; s++) work[s] += t.sizeBytes; continue; }
+    if (inGroup.has(t.id) || t.persistent || t.role !== 'activation') continue;
     const p = prod[t.id];
-    if (p < 0 || cons[t.id].length === 0) { if (p >= 0) work[seg[p]] += t.sizeBytes; continue; }
-    const ps = seg[p];
-    const useSegs = cons[t.id].map((c) => seg[c]);
-    const last = Math.max(...useSegs);
-    const reuse = Math.min(...useSegs.filter((s) => s > ps + 1).concat([Infinity]));
-    if (t.role === 'activation' && reuse !== Infinity) {
-      saved.push(t.id);
-      savedSpan.push([ps, reuse, last]);
-      for (const s of new Set([ps, ...useSegs.filter((u) => u <= ps + 1)])) work[s] += t.sizeBytes;
-      for (let s = reuse; s <= last; s++) work[s] += t.sizeBytes; // the fetched copy, from its reuse on
-    } else {
-      for (let s = ps; s <= last; s++) work[s] += t.sizeBytes;
-    }
+    if (p >= 0 && cons[t.id].some((c) => seg[c] > seg[p] + 1)) saved.push(t.id);
   }
 
   const lp = new LinearProgram();
@@ -233,28 +238,21 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     lp.row([[ov[i], 1], [x1[i][0], -1], [x2[i][0], 1]], 0, Infinity);
     lp.row([[ov2[i], 1], [x2[i][0], -1], [x1[i][0], 1]], 0, Infinity);
   });
-  const persist = (col: number, k: number) => groups.flatMap((q, i): [number, number][] => [[x1[i][k], -q.p16Bytes], [x2[i][k], -q.stateBytes]]).concat([[col, 1]]);
+  // bytes of the placed groups resting on the GPU (PG) and the CPU (PC):
+  // their state, and p16 (in fp32 the parameter, its own state; in fp16/bf16
+  // the placement LP counts a resident p16 all step, the bound LP only between
+  // its readers, in boundMemoryRows)
+  const share = rows === 'plan' ? PLAN_CAPACITY_SHARE : 1;
+  const persist = (col: number, k: number) => groups.flatMap((q, i): [number, number][] => (half && rows === 'bound' ? [[x2[i][k], -q.stateBytes]] : [[x1[i][k], -q.p16Bytes], [x2[i][k], -q.stateBytes]])).concat([[col, 1]]);
   lp.row(persist(PG, 0), 0, 0);
   lp.row(persist(PC, 1), 0, 0);
   lp.row(groups.flatMap((q, i): [number, number][] => (half ? [[x2[i][2], q.stateBytes]] : [[x1[i][2], q.p16Bytes], [x2[i][2], q.stateBytes]])), -Infinity, hw.nvme.capacityBytes * share);
 
-  // loads of the whole step per resource (seconds) and memory per segment
-  // (bytes), each as linear terms plus a constant
+  // loads of the whole step per resource (seconds), each as linear terms plus a constant
   type Terms = [number, number][];
   const resources = ['gpu', 'cpu', 'h2d', 'd2h', 'nr', 'nw'] as const;
   const load = Object.fromEntries(resources.map((r) => [r, { terms: [] as Terms, c: 0 }])) as Record<typeof resources[number], { terms: Terms; c: number }>;
   load.gpu.c = gpuFixed;
-  const memG = Array.from({ length: K }, (_, s) => ({ terms: [[PG, 1]] as Terms, c: work[s] }));
-  const memC = Array.from({ length: K }, () => ({ terms: [[PC, 1]] as Terms, c: 0 }));
-  // a small group's least use of every row (its relaxation, see smallGroups):
-  // its gradient on the GPU where it is made, its p16 on the GPU in every
-  // segment that reads it (resident or fetched), in every segment when kept there
-  allGroups.forEach((q, i) => {
-    if (!small[i]) return;
-    memG[seg[prod[q.grad]]].c += q.gradBytes;
-    const useSegs = opts.keepParamsOnGpu ? Array.from({ length: K }, (_, s) => s) : new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
-    for (const s of useSegs) memG[s].c += q.p16Bytes;
-  });
   // the NVMe rows below only when the state must use NVMe (more than GPU and
   // CPU hold); elsewhere they are left out (a relaxation: the bound stays one)
   // and the LP stays as small as it was
@@ -262,9 +260,9 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const nvmeNeeded = hw.nvme.capacityBytes > 0 && persistent > (hw.gpu.capacityBytes + hw.cpu.capacityBytes) * share;
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
+  const remat = groups.map(() => -1); // per group: its remat_nvme column, -1 when none
   groups.forEach((q, i) => {
     const u = g.ops[q.adam];
-    const us = seg[u.id];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
     // update: gpu share on the GPU, the rest on the CPU (cpu load = aC * (1 - g2))
     load.gpu.terms.push([x2[i][0], aG]);
@@ -275,9 +273,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     load.nw.terms.push([x2[i][2], nw(q.stateBytes)]);
     if (!half) load.nw.terms.push([x1[i][2], nw(q.p16Bytes)]);
     const castCpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'cpu', hw) : 0;
-    memC[us].terms.push([x2[i][2], q.stateBytes]); // NVMe state staged in CPU memory while updated
     // gradient: made on the GPU; the CPU-updated share goes down once: d2h(grad) * (1 - g2)
-    memG[seg[prod[q.grad]]].c += q.gradBytes;
     load.d2h.terms.push([x2[i][0], -d2h(q.gradBytes)]); load.d2h.c += d2h(q.gradBytes);
     // uses of p16 by forward/backward ops: fetch the non-resident share into the segment
     const useSegs = new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
@@ -287,27 +283,37 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     // bound stays one)
     const masterBytes = g.tensors[q.state[0]].sizeBytes;
     const fromNvme = half && nvmeNeeded ? lp.col(`remat_nvme_${i}`) : -1;
+    remat[i] = fromNvme;
     if (fromNvme >= 0) lp.row([[fromNvme, 1], [x1[i][2], -1], [x2[i][2], -1]], -1, Infinity);
+    // fp16/bf16: a p16 made again for each use is cast where its state is: on
+    // the GPU (no copy) for the state's GPU share, else on the CPU and copied
+    // in. In the bound LP the share cast on the CPU is a column, at least
+    // x1[remat] - x2[gpu] (the product's lower envelope) and at most
+    // x1[remat]; the placement LP charges the whole remat share the CPU's cast
+    // and the copy (it places as before: a cheaper remat there moved plans
+    // across its many optima, some far slower when simulated)
+    const onCpu = half && rows === 'bound' ? lp.col(`remat_cpu_${i}`) : -1;
+    if (onCpu >= 0) { lp.row([[onCpu, 1], [x1[i][2], -1], [x2[i][0], 1]], 0, Infinity); lp.row([[x1[i][2], 1], [onCpu, -1]], 0, Infinity); }
+    const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
     for (const s of useSegs) {
-      load.h2d.terms.push([x1[i][0], -h2d(q.p16Bytes)]); load.h2d.c += h2d(q.p16Bytes);
-      if (half) load.cpu.terms.push([x1[i][2], castCpu]); else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
-      if (fromNvme >= 0) { load.nr.terms.push([fromNvme, nr(masterBytes)]); memC[s].terms.push([fromNvme, masterBytes]); }
-      memG[s].terms.push([x1[i][0], -q.p16Bytes]); memG[s].c += q.p16Bytes;
-      memC[s].terms.push([x1[i][2], q.p16Bytes]);
+      if (onCpu >= 0) {
+        load.h2d.terms.push([x1[i][1], h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
+        load.cpu.terms.push([onCpu, castCpu]);
+        load.gpu.terms.push([x1[i][2], castGpu], [onCpu, -castGpu]);
+      } else {
+        load.h2d.terms.push([x1[i][0], -h2d(q.p16Bytes)]); load.h2d.c += h2d(q.p16Bytes);
+        if (half) load.cpu.terms.push([x1[i][2], castCpu]); else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
+      }
+      if (fromNvme >= 0) load.nr.terms.push([fromNvme, nr(masterBytes)]);
     }
   });
   saved.forEach((t, j) => {
     const b = g.tensors[t].sizeBytes;
-    const [ps, reuse] = savedSpan[j];
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
     load.d2h.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); load.d2h.c += d2h(b);
     load.h2d.terms.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load.h2d.c += h2d(b);
     // recompute share r: the producer runs again before the reuse
     load.gpu.terms.push([again[j], opSeconds(g, g.ops[prod[t]], 'gpu', hw)]);
-    for (let s = ps + 1; s < reuse; s++) {
-      memG[s].terms.push([keep[j], b]);
-      memC[s].terms.push([keep[j], -b], [again[j], -b]); memC[s].c += b;
-    }
   });
   // every resource serves its whole step's load one item at a time, so the step
   // takes at least T >= each resource's load: a bound that holds for any
@@ -319,10 +325,9 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
   precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons);
-  for (let s = 0; s < K; s++) {
-    lp.row(memG[s].terms, -Infinity, hw.gpu.capacityBytes * share - memG[s].c);
-    lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * share - memC[s].c);
-  }
+  const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false };
+  if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
+  else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
 
   const secondaryCost = Float64Array.from({ length: lp.numCols }, (_, c) => Math.max(0, secondary[c] ?? 0) + 1e-12);
   secondaryCost[T] = 0;
@@ -330,7 +335,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     data: lp.toHighs(Infinity), // HiGHS's infinity is IEEE infinity
     T, secondaryCost,
     solution: (status, objective, x, solveSeconds) => ({
-      status, lowerBoundSeconds: objective / unit, solveSeconds,
+      status, lowerBoundSeconds: objective / unit, solveSeconds, rows,
       size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },
       groups: allGroups, small,
       // small groups were not placed by the LP: on the GPU (see smallGroups)
@@ -339,6 +344,165 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       saved, keepShare: Float64Array.from(keep, (col) => x[col]), recomputeShare: Float64Array.from(again, (col) => x[col]),
     }),
   };
+}
+
+/**
+ * Memory rows, valid for every placement of the family and every schedule
+ * compiler/schedule/program.ts makes of it, so the LP's optimum stays a lower
+ * bound at any number of segments: at one instant per segment (the run of the
+ * op at which the most bytes are on the GPU whatever the placement), the bytes
+ * certainly on each tier there <= its capacity. The scheduler keeps a home
+ * buffer from its first write to its last use and an op's operands on its own
+ * tier, so at the run of op o the GPU certainly holds:
+ *  - the fixed working set: every tensor the LP does not place, from its first
+ *    to its last access (the inputs, the loss and other persistent tensors all
+ *    step);
+ *  - o's own operands among the placed tensors, whole (the p16 it reads, the
+ *    gradient it makes, the saved activations it makes or reads);
+ *  - the placed groups' persistent state on the GPU (PG) and, in fp16/bf16, the
+ *    GPU-resident share of every p16 between its first and last reader (it is
+ *    made at the step start; small groups' only when parameters are kept on
+ *    the GPU);
+ *  - a saved activation's kept share from its producer to its last reader, and
+ *    its offloaded share too after its reuse (fetched back, it stays).
+ * On the CPU: the persistent state there (PC) and, in fp16/bf16, a CPU-homed
+ * p16 from its first reader until its last cluster of reads begins (its home
+ * is read again for each fetch). Whatever else a schedule holds (prefetched
+ * copies, staging, fragmentation) only adds: a plan that fits satisfies every
+ * row. The rounding meets the rest by repair (src/compile.ts).
+ */
+interface MemoryColumns {
+  allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
+  x1: number[][]; x2: number[][]; remat: number[]; saved: number[]; keep: number[]; again: number[];
+  PG: number; PC: number; keepParams: boolean;
+}
+
+function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns): void {
+  const n = g.ops.length;
+  const half = g.precision !== 'fp32';
+  const first = new Int32Array(g.tensors.length).fill(-1), last = new Int32Array(g.tensors.length).fill(-1);
+  for (const op of g.ops) for (const t of [...op.inputs, ...op.outputs]) { if (first[t] < 0) first[t] = op.id; last[t] = op.id; }
+  const placed = new Uint8Array(g.tensors.length);
+  for (const q of m.allGroups) { placed[q.p16] = 1; placed[q.grad] = 1; for (const t of q.state) placed[t] = 1; }
+  for (const t of m.saved) placed[t] = 1;
+  // the constant bytes at each op's run: the fixed working set and the op's own placed operands
+  const atOp = new Float64Array(n + 1);
+  let always = 0;
+  for (const t of g.tensors) {
+    if (placed[t.id]) continue;
+    if (t.persistent || t.role === 'input' || t.role === 'loss') always += t.sizeBytes;
+    else if (first[t.id] >= 0) { atOp[first[t.id]] += t.sizeBytes; atOp[last[t.id] + 1] -= t.sizeBytes; }
+  }
+  for (let o = 1; o <= n; o++) atOp[o] += atOp[o - 1];
+  const isGpuOp = (o: number) => g.ops[o].phase !== 'update'; // forward and backward: on the GPU in every placement of the family
+  const operand = (o: number, t: number) => isGpuOp(o) && (g.ops[o].inputs.includes(t) || g.ops[o].outputs.includes(t));
+  for (const op of g.ops) if (isGpuOp(op.id)) for (const t of new Set([...op.inputs, ...op.outputs])) if (placed[t]) atOp[op.id] += g.tensors[t].sizeBytes;
+  // the instant of each segment: its op with the most constant bytes
+  const instant = new Int32Array(K).fill(-1);
+  for (let o = 0; o < n; o++) { const s = seg[o]; if (instant[s] < 0 || atOp[o] > atOp[instant[s]]) instant[s] = o; }
+  // per placed p16: its forward/backward readers (first, last, start of the last cluster)
+  const readers = (q: ParamGroup) => [...new Set(cons[q.p16].filter(isGpuOp))];
+  const span = (q: ParamGroup) => {
+    const r = readers(q);
+    if (r.length === 0) return { lo: -1, hi: -2, lastCluster: -1 };
+    let lastCluster = r[0];
+    for (let k = 1; k < r.length; k++) if (r[k] - r[k - 1] > REFETCH_GAP) lastCluster = r[k];
+    return { lo: r[0], hi: r[r.length - 1], lastCluster };
+  };
+  const spans = m.groups.map(span);
+  const smallSpans = m.keepParams && half ? m.allGroups.filter((_, i) => m.small[i]).map((q) => ({ q, ...span(q) })) : [];
+  const savedSpans = m.saved.map((t) => {
+    const p = prod[t];
+    return { p, reuse: cons[t].find((c) => seg[c] > seg[p] + 1)!, last: last[t] };
+  });
+  lp.row([[m.PC, 1]], -Infinity, hw.cpu.capacityBytes);
+  for (const o of instant) {
+    if (o < 0) continue;
+    let c = always + atOp[o];
+    const gpu: [number, number][] = [[m.PG, 1]], cpu: [number, number][] = [[m.PC, 1]];
+    m.groups.forEach((q, i) => {
+      const { lo, hi, lastCluster } = spans[i];
+      const reads = operand(o, q.p16);
+      // fp32: the resident share is in PG and the op's operand is counted whole
+      if (!half) { if (reads) gpu.push([m.x1[i][0], -q.p16Bytes]); return; }
+      if (lo <= o && o <= hi && !reads) gpu.push([m.x1[i][0], q.p16Bytes]);
+      if (lo <= o && o < lastCluster) cpu.push([m.x1[i][1], q.p16Bytes]);
+    });
+    for (const { q, lo, hi } of smallSpans) if (lo <= o && o <= hi && !operand(o, q.p16)) c += q.p16Bytes;
+    m.saved.forEach((t, j) => {
+      const { p, reuse, last: end } = savedSpans[j];
+      if (o <= p || o >= end || operand(o, t)) return;
+      const b = g.tensors[t].sizeBytes;
+      if (o < reuse) gpu.push([m.keep[j], b]);
+      else { c += b; gpu.push([m.again[j], -b]); }
+    });
+    lp.row(gpu, -Infinity, hw.gpu.capacityBytes - c);
+    if (cpu.length > 1) lp.row(cpu, -Infinity, hw.cpu.capacityBytes);
+  }
+}
+
+/**
+ * Memory rows of the placement LP: per segment, every tensor alive anywhere in
+ * it at once (the fixed working set, the fetched copies of every parameter the
+ * segment reads, the kept activations across it, the NVMe state staged for the
+ * updates in it), within PLAN_CAPACITY_SHARE of each capacity. They count high
+ * (not valid for the bound: a plan that fits can break them), and that is what
+ * the placement needs: the bytes they overcount are the room the schedule
+ * prefetches into, so the rounded plan overlaps its copies with compute.
+ * Placing by the bound's rows, which count only what must be there, filled
+ * the GPU to the brim and serialised the copies (gpt2-1.5b on 16 GB: 0.31 ->
+ * 0.56 s; docs/BENCHMARKS.md).
+ */
+const PLAN_CAPACITY_SHARE = 0.97;
+
+function planMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns): void {
+  const half = g.precision !== 'fp32';
+  const placed = new Set<number>();
+  for (const q of m.allGroups) { placed.add(q.p16); placed.add(q.grad); q.state.forEach((t) => placed.add(t)); }
+  const savedIndex = new Map(m.saved.map((t, j) => [t, j]));
+  type Terms = [number, number][];
+  const memG = Array.from({ length: K }, () => ({ terms: [[m.PG, 1]] as Terms, c: 0 }));
+  const memC = Array.from({ length: K }, () => ({ terms: [[m.PC, 1]] as Terms, c: 0 }));
+  for (const t of g.tensors) {
+    if (placed.has(t.id)) continue;
+    if (t.persistent || t.role === 'input' || t.role === 'loss') { for (let s = 0; s < K; s++) memG[s].c += t.sizeBytes; continue; }
+    const p = prod[t.id];
+    if (p < 0 || cons[t.id].length === 0) { if (p >= 0) memG[seg[p]].c += t.sizeBytes; continue; }
+    const ps = seg[p], last = seg[cons[t.id][cons[t.id].length - 1]];
+    const j = savedIndex.get(t.id);
+    if (j === undefined) { for (let s = ps; s <= last; s++) memG[s].c += t.sizeBytes; continue; }
+    // a saved activation: whole where made and read nearby, and its fetched copy from its reuse on
+    const useSegs = cons[t.id].map((c) => seg[c]);
+    const reuse = Math.min(...useSegs.filter((s) => s > ps + 1));
+    for (const s of new Set([ps, ...useSegs.filter((u) => u <= ps + 1)])) memG[s].c += t.sizeBytes;
+    for (let s = reuse; s <= last; s++) memG[s].c += t.sizeBytes;
+    // across the gap: the kept share on the GPU, the offloaded share on the CPU
+    for (let s = ps + 1; s < reuse; s++) {
+      memG[s].terms.push([m.keep[j], t.sizeBytes]);
+      memC[s].terms.push([m.keep[j], -t.sizeBytes], [m.again[j], -t.sizeBytes]); memC[s].c += t.sizeBytes;
+    }
+  }
+  // small groups: the gradient where made, p16 where read (everywhere when kept on the GPU)
+  m.allGroups.forEach((q, i) => {
+    if (!m.small[i]) return;
+    memG[seg[prod[q.grad]]].c += q.gradBytes;
+    const useSegs = m.keepParams ? Array.from({ length: K }, (_, s) => s) : new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
+    for (const s of useSegs) memG[s].c += q.p16Bytes;
+  });
+  m.groups.forEach((q, i) => {
+    memC[seg[q.adam]].terms.push([m.x2[i][2], q.stateBytes]); // NVMe state staged in CPU memory while updated
+    memG[seg[prod[q.grad]]].c += q.gradBytes;
+    // each segment reading p16 fetches its non-resident share (staged on the CPU when made again)
+    for (const s of new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]))) {
+      memG[s].terms.push([m.x1[i][0], -q.p16Bytes]); memG[s].c += q.p16Bytes;
+      memC[s].terms.push([m.x1[i][2], q.p16Bytes]);
+      if (m.remat[i] >= 0) memC[s].terms.push([m.remat[i], g.tensors[q.state[0]].sizeBytes]);
+    }
+  });
+  for (let s = 0; s < K; s++) {
+    lp.row(memG[s].terms, -Infinity, hw.gpu.capacityBytes * PLAN_CAPACITY_SHARE - memG[s].c);
+    lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * PLAN_CAPACITY_SHARE - memC[s].c);
+  }
 }
 
 /**
@@ -485,10 +649,35 @@ export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], s
   return { opTier, home, method: 'lp', lambdaSecondsPerByte: 0, cutSeconds: lowerBound, ...(remat.some(Boolean) ? { remat } : {}) };
 }
 
-/** Rounds the LP's shares: each to its largest tier; each activation to its largest choice (ties: keep, offload, recompute). */
+/**
+ * Tiers of the groups, keeping the LP's bytes per tier: the GPU takes the
+ * groups with the largest GPU shares while their bytes stay within (half a
+ * group of) the LP's GPU bytes, then NVMe likewise among the rest, and the CPU
+ * the others. Rounding each group to its largest share alone can put every
+ * half-GPU group on the GPU at once, far over the capacity the LP kept to.
+ * Small groups (not placed by the LP) stay on the GPU.
+ */
+function roundShares(shares: Float64Array[], bytes: number[], small: Uint8Array): Tier[] {
+  const tier: Tier[] = shares.map(() => 'cpu');
+  const open = new Set(shares.map((_, i) => i).filter((i) => !small[i]));
+  small.forEach((s, i) => { if (s) tier[i] = 'gpu'; });
+  for (const [k, name] of [[0, 'gpu'], [2, 'nvme']] as const) {
+    let budget = 0;
+    for (const i of open) budget += shares[i][k] * bytes[i];
+    const order = [...open].sort((a, b) => shares[b][k] - shares[a][k] || a - b);
+    let used = 0;
+    for (const i of order) {
+      if (shares[i][k] < 1e-9 || used + bytes[i] / 2 > budget) break;
+      tier[i] = name; used += bytes[i]; open.delete(i);
+    }
+  }
+  return tier;
+}
+
+/** Rounds the LP's shares: groups by roundShares; each activation to its largest choice (ties: keep, offload, recompute). */
 export function roundSolution(g: Graph, sol: LpSolution): { p16Tier: Tier[]; stateTier: Tier[]; offload: Set<number>; recompute: Set<number> } {
-  const p16Tier = sol.p16Share.map(argmax);
-  const stateTier = sol.stateShare.map(argmax);
+  const p16Tier = sol.rows === 'plan' ? sol.p16Share.map(argmax) : roundShares(sol.p16Share, sol.groups.map((q) => q.p16Bytes), sol.small);
+  const stateTier = sol.rows === 'plan' ? sol.stateShare.map(argmax) : roundShares(sol.stateShare, sol.groups.map((q) => q.stateBytes), sol.small);
   const offload = new Set<number>(), recompute = new Set<number>();
   sol.saved.forEach((t, j) => {
     const k = sol.keepShare[j], r = sol.recomputeShare[j], o = 1 - k - r;
