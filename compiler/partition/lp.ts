@@ -236,7 +236,9 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     lp.row(x2[i].map((c) => [c, 1]), 1, 1);
     if (!half) for (let k = 0; k < 3; k++) lp.row([[x1[i][k], 1], [x2[i][k], -1]], 0, 0); // fp32: the parameter is its own state
     lp.row([[ov[i], 1], [x1[i][0], -1], [x2[i][0], 1]], 0, Infinity);
-    lp.row([[ov2[i], 1], [x2[i][0], -1], [x1[i][0], 1]], 0, Infinity);
+    // (the bound LP: only a CPU-homed p16 goes down; a remade one is cast on the GPU there)
+    if (rows === 'bound' && half) lp.row([[ov2[i], 1], [x2[i][0], -1], [x1[i][1], -1]], -1, Infinity);
+    else lp.row([[ov2[i], 1], [x2[i][0], -1], [x1[i][0], 1]], 0, Infinity);
   });
   // bytes of the placed groups resting on the GPU (PG) and the CPU (PC):
   // their state, and p16 (in fp32 the parameter, its own state; in fp16/bf16
@@ -276,7 +278,10 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     // gradient: made on the GPU; the CPU-updated share goes down once: d2h(grad) * (1 - g2)
     load.d2h.terms.push([x2[i][0], -d2h(q.gradBytes)]); load.d2h.c += d2h(q.gradBytes);
     // uses of p16 by forward/backward ops: fetch the non-resident share into the segment
-    const useSegs = new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
+    // the placement LP: one fetch per segment that reads it; the bound LP: one
+    // per cluster of reads (the scheduler keeps a copy across gaps of up to
+    // REFETCH_GAP ops, so a fetch can serve two segments)
+    const fetches = rows === 'plan' ? new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c])).size : readClusters(g, cons[q.p16]).length;
     // fp16/bf16: a p16 made again for each use reads master32 where it lives;
     // the share of it on NVMe is read from there each time. That share is at
     // least x1[nvme] + x2[nvme] - 1 (the product's lower envelope, so the
@@ -295,7 +300,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const onCpu = half && rows === 'bound' ? lp.col(`remat_cpu_${i}`) : -1;
     if (onCpu >= 0) { lp.row([[onCpu, 1], [x1[i][2], -1], [x2[i][0], 1]], 0, Infinity); lp.row([[x1[i][2], 1], [onCpu, -1]], 0, Infinity); }
     const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
-    for (const s of useSegs) {
+    for (let k = 0; k < fetches; k++) {
       if (onCpu >= 0) {
         load.h2d.terms.push([x1[i][1], h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         load.cpu.terms.push([onCpu, castCpu]);
@@ -503,6 +508,18 @@ function planMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: I
     lp.row(memG[s].terms, -Infinity, hw.gpu.capacityBytes * PLAN_CAPACITY_SHARE - memG[s].c);
     lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * PLAN_CAPACITY_SHARE - memC[s].c);
   }
+}
+
+/** The clusters of forward/backward reads of a tensor: reads closer than REFETCH_GAP ops share one copy. */
+function readClusters(g: Graph, readers: number[]): number[] {
+  const starts: number[] = [];
+  let prev = -Infinity;
+  for (const r of readers) {
+    if (g.ops[r].phase === 'update') continue;
+    if (r - prev > REFETCH_GAP) starts.push(r);
+    prev = r;
+  }
+  return starts;
 }
 
 /**
