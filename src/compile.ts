@@ -16,7 +16,7 @@ import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../comp
 import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
-import { placementFrom, roundSolution, startLp, type LpSolution } from '../compiler/partition/lp.js';
+import { placementFrom, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -118,12 +118,39 @@ function minCutBuilt(g: Graph, hw: HardwareProfile): Built | undefined {
 }
 
 /** The LP path: three tiers; the rounded plan is repaired until every arena fits. */
-export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution): Placement {
-  return lpBuilt(g, hw, sol).placement;
+export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution, how: Rounding = sol.rows === 'plan' ? 'largest' : 'bytes'): Placement {
+  return lpBuilt(g, hw, sol, roundSolution(g, sol, how)).placement;
 }
 
-function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution): Built {
-  const r = roundSolution(g, sol);
+/**
+ * The LP's plan: the placement LP's shares rounded both ways, and the bound
+ * LP's keeping its bytes per tier, each repaired to fit and simulated; the
+ * fastest (the first on ties; equal roundings are built once). Which rounding
+ * wins varies by case (docs/BENCHMARKS.md, issue 5). Throws the first
+ * rounding's does-not-fit when none fits.
+ */
+function lpBest(g: Graph, hw: HardwareProfile, sol: LpSolution, bound: LpSolution): Built {
+  const tries: [LpSolution, Rounding][] = sol.rows === 'plan' ? [[sol, 'largest'], [sol, 'bytes'], [bound, 'bytes']] : [[sol, 'bytes']];
+  const seen = new Set<string>();
+  let best: Built | undefined, firstError: unknown;
+  for (const [s, how] of tries) {
+    const r = roundSolution(g, s, how);
+    const key = JSON.stringify([r.p16Tier, r.stateTier, [...r.offload], [...r.recompute]]);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    try {
+      const b = lpBuilt(g, hw, s, r);
+      if (!best || simulated(g, hw, b).stepSeconds < simulated(g, hw, best).stepSeconds) best = b;
+    } catch (e) {
+      if (!(e instanceof UserError)) throw e;
+      firstError ??= e;
+    }
+  }
+  if (!best) throw firstError;
+  return best;
+}
+
+function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Built {
   const groups = sol.groups;
   const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
   for (let attempt = 0; attempt < 40; attempt++) {
@@ -184,7 +211,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       let best = cut;
       if (sol.status === 'optimal') {
         try {
-          const alt = lpBuilt(g, hw, sol);
+          const alt = lpBest(g, hw, sol, await lp.bound);
           if (simulated(g, hw, alt).stepSeconds < simulated(g, hw, cut).stepSeconds) best = alt;
         } catch (e) {
           if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit: the cut stands
@@ -194,7 +221,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
     if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
-    const chosen = lpBuilt(g, hw, sol);
+    const chosen = lpBest(g, hw, sol, await lp.bound);
     return { placement: chosen.placement, lp: sol, built: chosen };
   } finally {
     lp.close();

@@ -80,7 +80,7 @@ export interface LpSolution {
   status: 'optimal' | 'infeasible' | 'timeLimit' | 'other';
   lowerBoundSeconds: number;
   solveSeconds: number;
-  /** Which LP's shares these are: the bound LP's (rounded keeping its bytes per tier) or the placement LP's (each share to its largest tier). */
+  /** Which LP's shares these are: the bound LP's or the placement LP's. */
   rows: 'bound' | 'plan';
   size: { rows: number; cols: number; nonzeros: number };
   groups: ParamGroup[];
@@ -691,10 +691,17 @@ function roundShares(shares: Float64Array[], bytes: number[], small: Uint8Array)
   return tier;
 }
 
-/** Rounds the LP's shares: groups by roundShares; each activation to its largest choice (ties: keep, offload, recompute). */
-export function roundSolution(g: Graph, sol: LpSolution): { p16Tier: Tier[]; stateTier: Tier[]; offload: Set<number>; recompute: Set<number> } {
-  const p16Tier = sol.rows === 'plan' ? sol.p16Share.map(argmax) : roundShares(sol.p16Share, sol.groups.map((q) => q.p16Bytes), sol.small);
-  const stateTier = sol.rows === 'plan' ? sol.stateShare.map(argmax) : roundShares(sol.stateShare, sol.groups.map((q) => q.stateBytes), sol.small);
+export type Rounding = 'largest' | 'bytes';
+export interface Rounded { p16Tier: Tier[]; stateTier: Tier[]; offload: Set<number>; recompute: Set<number> }
+
+/**
+ * Rounds the LP's shares: each group's to its largest tier ('largest') or
+ * keeping the LP's bytes per tier (roundShares, 'bytes'); each activation to
+ * its largest choice (ties: keep, offload, recompute).
+ */
+export function roundSolution(g: Graph, sol: LpSolution, how: Rounding): Rounded {
+  const p16Tier = how === 'largest' ? sol.p16Share.map(argmax) : roundShares(sol.p16Share, sol.groups.map((q) => q.p16Bytes), sol.small);
+  const stateTier = how === 'largest' ? sol.stateShare.map(argmax) : roundShares(sol.stateShare, sol.groups.map((q) => q.stateBytes), sol.small);
   const offload = new Set<number>(), recompute = new Set<number>();
   sol.saved.forEach((t, j) => {
     const k = sol.keepShare[j], r = sol.recomputeShare[j], o = 1 - k - r;
