@@ -184,6 +184,26 @@ interface BuiltLp {
   /** Stage 2's objective: every load's coefficients (so no work or traffic is wasted), T free. */
   secondaryCost: Float64Array;
   solution(status: LpSolution['status'], objective: number, x: Float64Array, solveSeconds: number): LpSolution;
+  /** Column bounds that fix the LP's choices to those of an integral placement of the family. */
+  fixedTo(p: Placement): { colLower: Float64Array; colUpper: Float64Array };
+  /** Seconds per unit of T. */
+  seconds: number;
+}
+
+/**
+ * The bound LP's optimum with its choices fixed to those of one placement of
+ * the family (forward and backward on the GPU, each update where its state
+ * is): a lower bound on that placement's step under any schedule, so never
+ * above its simulated step. Tests check the LP's rows with it, one placement
+ * at a time; 'infeasible' means the rows reject the placement (which, if it
+ * fits, is a row that is not valid).
+ */
+export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, opts: LpOptions = {}): Promise<number | 'infeasible'> {
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound');
+  const r = await solver.solve({ ...model.data, ...model.fixedTo(p) }, opts.timeLimitSeconds ?? 30);
+  if (r.status === 'infeasible') return 'infeasible';
+  if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
+  return r.objective * model.seconds;
 }
 
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan'): BuiltLp {
@@ -336,9 +356,25 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
 
   const secondaryCost = Float64Array.from({ length: lp.numCols }, (_, c) => Math.max(0, secondary[c] ?? 0) + 1e-12);
   secondaryCost[T] = 0;
+  const fixedTo = (p: Placement) => {
+    const colLower = Float64Array.from(lp.colLower), colUpper = Float64Array.from(lp.colUpper);
+    const fix = (col: number, v: number) => { colLower[col] = colUpper[col] = v; };
+    const index = (t: Tier) => (t === 'gpu' ? 0 : t === 'cpu' ? 1 : 2);
+    groups.forEach((q, i) => {
+      const st = index(p.home[q.state[0]]);
+      const p16 = half && p.remat?.[q.p16] ? 2 : index(p.home[q.p16]);
+      for (let k = 0; k < 3; k++) { fix(x2[i][k], k === st ? 1 : 0); fix(x1[i][k], k === p16 ? 1 : 0); }
+    });
+    saved.forEach((t, j) => {
+      const again_ = p.remat?.[t] ? 1 : 0;
+      fix(again[j], again_);
+      fix(keep[j], !again_ && p.home[t] === 'gpu' ? 1 : 0);
+    });
+    return { colLower, colUpper };
+  };
   return {
     data: lp.toHighs(Infinity), // HiGHS's infinity is IEEE infinity
-    T, secondaryCost,
+    T, secondaryCost, fixedTo, seconds: 1 / unit,
     solution: (status, objective, x, solveSeconds) => ({
       status, lowerBoundSeconds: objective / unit, solveSeconds, rows,
       size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },

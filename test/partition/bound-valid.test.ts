@@ -8,10 +8,17 @@
 // a "bound" of 1.28 s while the memory rows counted every tensor alive in a
 // segment at once within 97 % of each capacity, and remade p16 was charged a
 // CPU cast and a copy even where the state (and so the cast) is on the GPU.
+// Row by row: for every plan of the family that fits (the LP's roundings, the
+// all-GPU plan, and random placements of the small cases), the bound LP with
+// its choices fixed to that plan's (placementBound) is feasible and at or
+// below the plan's simulated step.
 import { describe, it, expect } from 'vitest';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
-import { startLp } from '../../compiler/partition/lp.js';
+import { paramGroups, placementBound, placementFrom, roundSolution, startLp } from '../../compiler/partition/lp.js';
+import { LpWorker } from '../../compiler/partition/highs-worker.js';
+import type { Graph } from '../../compiler/ir/types.js';
+import type { Tier } from '../../compiler/cost/cost.js';
 import { assignOffsets } from '../../compiler/schedule/arena.js';
 import { buildProgram } from '../../compiler/schedule/program.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
@@ -19,37 +26,79 @@ import { trainingGraph, placeMinCut, placeLp } from '../../src/compile.js';
 import type { Placement } from '../../compiler/partition/placement.js';
 
 const cases = [
-  { preset: 'tiny', hw: 'v100-32g' },
-  { preset: 'tiny', hw: 'v100-32g', gpuMemBytes: 400_000 },
-  { preset: 'tiny', hw: 'a100-80g', gpuMemBytes: 400_000, cpuMemBytes: 300_000 },
+  { preset: 'tiny', hw: 'v100-32g', randomPlans: 8 },
+  { preset: 'tiny', hw: 'v100-32g', gpuMemBytes: 400_000, randomPlans: 8 },
+  { preset: 'tiny', hw: 'a100-80g', gpuMemBytes: 400_000, cpuMemBytes: 300_000, randomPlans: 8 },
   { preset: 'gpt2-124m', hw: 'a100-80g' },
   { preset: 'gpt2-124m', hw: 'v100-32g', gpuMemBytes: 2e9 },
   { preset: 'gpt3-13b', layers: 40, hw: 'h200-141g', cpuMemBytes: 32e9, nvmeBytes: 0 },
 ];
+
+/** Forward and backward on the GPU, each update (and cast) where its state is: the placements the LP ranges over. */
+function inFamily(g: Graph, p: Placement): boolean {
+  const where = new Map<number, Tier>();
+  for (const q of paramGroups(g)) { where.set(q.adam, p.home[q.state[0]]); if (q.cast >= 0) where.set(q.cast, p.home[q.state[0]]); }
+  return g.ops.every((op) => p.opTier[op.id] === (where.has(op.id) ? (where.get(op.id) === 'gpu' ? 'gpu' : 'cpu') : 'gpu'));
+}
+
+/** A seeded generator (mulberry32), so the random placements are the same every run. */
+function random(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
 
 describe('LP lower bound validity', () => {
   for (const c of cases) {
     it(`${c.preset}${c.layers ? ` (${c.layers} layers)` : ''} on ${c.hw}${c.gpuMemBytes ? `, gpu ${c.gpuMemBytes}` : ''}${c.cpuMemBytes ? `, cpu ${c.cpuMemBytes}` : ''}: no plan simulates below the bound`, async () => {
       const hw = loadProfile(c.hw, { gpuMemBytes: c.gpuMemBytes, cpuMemBytes: c.cpuMemBytes, nvmeBytes: c.nvmeBytes });
       const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: c.preset, precision: 'fp16', ...(c.layers ? { config: { layers: c.layers } } : {}) });
-      const run = startLp(g, hw);
+      const solver = new LpWorker();
+      const run = startLp(g, hw, { solver });
       try {
-        const bound = (await run.bound).lowerBoundSeconds;
+        const boundSol = await run.bound;
+        const bound = boundSol.lowerBoundSeconds;
         const candidates: [string, Placement | undefined][] = [['all-gpu', allGpu(g)], ['mincut', placeMinCut(g, hw)]];
         const sol = await run.refine();
-        if (sol.status === 'optimal') { try { candidates.push(['lp', placeLp(g, hw, sol)]); } catch { /* its rounding may not fit */ } }
-        let checked = 0;
+        const tryLp = (name: string, f: () => Placement) => { try { candidates.push([name, f()]); } catch { /* its rounding may not fit */ } };
+        if (sol.status === 'optimal') {
+          tryLp('lp', () => placeLp(g, hw, sol, 'largest'));
+          tryLp('lp, bytes', () => placeLp(g, hw, sol, 'bytes'));
+          tryLp('bound lp, bytes', () => placeLp(g, hw, boundSol, 'bytes'));
+          // random placements around the LP's: each group's tiers and each saved activation drawn anew
+          const next = random(c.randomPlans ?? 0);
+          const r = roundSolution(g, sol, 'largest');
+          const tiers: Tier[] = hw.nvme.capacityBytes > 0 ? ['gpu', 'cpu', 'nvme'] : ['gpu', 'cpu'];
+          for (let k = 0; k < (c.randomPlans ?? 0); k++) {
+            const pick = () => tiers[Math.floor(next() * tiers.length)];
+            const offload = new Set(sol.saved.filter(() => next() < 0.5));
+            const recompute = new Set([...r.recompute].filter((t) => !offload.has(t) && next() < 0.5));
+            candidates.push([`random ${k}`, placementFrom(g, sol.groups, sol.groups.map(pick), sol.groups.map(pick), offload, bound, recompute)]);
+          }
+        }
+        let checked = 0, fixed = 0;
         for (const [name, p] of candidates) {
           if (!p) continue;
           const a = assignOffsets(buildProgram(g, p), { gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
           if (a.arenaBytes.gpu > hw.gpu.capacityBytes || a.arenaBytes.cpu > hw.cpu.capacityBytes || a.arenaBytes.nvme > hw.nvme.capacityBytes) continue; // does not fit
           const step = simulate(g, p, a.buffers, a.instructions, hw).stepSeconds;
-          console.log(`${c.preset}/${c.hw} ${name}: step ${step.toExponential(4)} s, bound ${bound.toExponential(4)} s`);
+          const own = inFamily(g, p) ? await placementBound(g, hw, p, solver) : undefined;
+          console.log(`${c.preset}/${c.hw} ${name}: step ${step.toExponential(4)} s, bound ${bound.toExponential(4)} s${own !== undefined ? `, its own ${typeof own === 'number' ? own.toExponential(4) : own}` : ''}`);
           expect(step, name).toBeGreaterThanOrEqual(bound * (1 - 1e-9));
+          if (own !== undefined) {
+            expect(own, `${name}: the bound LP rejects a plan that fits`).not.toBe('infeasible');
+            expect(own as number, name).toBeLessThanOrEqual(step * (1 + 1e-9));
+            expect(own as number, name).toBeGreaterThanOrEqual(bound * (1 - 1e-6));
+            fixed++;
+          }
           checked++;
         }
         expect(checked).toBeGreaterThan(0);
-      } finally { run.close(); }
+        expect(fixed).toBeGreaterThan(0);
+      } finally { run.close(); solver.close(); }
     }, 120_000);
   }
 });
