@@ -123,14 +123,15 @@ export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution, how: Rou
 }
 
 /**
- * The LP's plan: the placement LP's shares rounded both ways, and the bound
- * LP's keeping its bytes per tier, each repaired to fit and simulated; the
- * fastest (the first on ties; equal roundings are built once). Which rounding
- * wins varies by case (docs/BENCHMARKS.md, issue 5). Throws the first
- * rounding's does-not-fit when none fits.
+ * The LP's plan: its shares rounded both ways (the bound LP's only keeping
+ * its bytes per tier), each repaired to fit and simulated; the fastest (the
+ * first on ties; equal roundings are built once). Which rounding wins varies
+ * by case (docs/BENCHMARKS.md, issue 5). The bound LP's shares as a third
+ * candidate won one grid cell by 8.5 % and cost gpt3-175b 3.7 s of repair;
+ * left out. Throws the first rounding's does-not-fit when none fits.
  */
-function lpBest(g: Graph, hw: HardwareProfile, sol: LpSolution, bound: LpSolution): Built {
-  const tries: [LpSolution, Rounding][] = sol.rows === 'plan' ? [[sol, 'largest'], [sol, 'bytes'], [bound, 'bytes']] : [[sol, 'bytes']];
+function lpBest(g: Graph, hw: HardwareProfile, sol: LpSolution): Built {
+  const tries: [LpSolution, Rounding][] = sol.rows === 'plan' ? [[sol, 'largest'], [sol, 'bytes']] : [[sol, 'bytes']];
   const seen = new Set<string>();
   let best: Built | undefined, firstError: unknown;
   for (const [s, how] of tries) {
@@ -211,7 +212,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       let best = cut;
       if (sol.status === 'optimal') {
         try {
-          const alt = lpBest(g, hw, sol, await lp.bound);
+          const alt = lpBest(g, hw, sol);
           if (simulated(g, hw, alt).stepSeconds < simulated(g, hw, cut).stepSeconds) best = alt;
         } catch (e) {
           if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit: the cut stands
@@ -221,7 +222,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
     if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
-    const chosen = lpBest(g, hw, sol, await lp.bound);
+    const chosen = lpBest(g, hw, sol);
     return { placement: chosen.placement, lp: sol, built: chosen };
   } finally {
     lp.close();
