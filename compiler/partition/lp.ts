@@ -396,8 +396,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
  * buffer from its first write to its last use and an op's operands on its own
  * tier, so at the run of op o the GPU certainly holds:
  *  - the fixed working set: every tensor the LP does not place, from its first
- *    to its last access (the inputs, the loss and other persistent tensors all
- *    step);
+ *    to its last access (the loss from when it is made on; the inputs and
+ *    other persistent tensors all step);
  *  - o's own operands among the placed tensors, whole (the p16 it reads, the
  *    gradient it makes, the saved activations it makes or reads);
  *  - the placed groups' persistent state on the GPU (PG) and, in fp16/bf16, the
@@ -405,7 +405,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
  *    made at the step start; small groups' only when parameters are kept on
  *    the GPU);
  *  - a saved activation's kept share from its producer to its last reader, and
- *    its offloaded share too after its reuse (fetched back, it stays).
+ *    its offloaded share too after its reuse when fetched back there (the
+ *    copy made was dropped across a gap before it): then it stays.
  * On the CPU: the persistent state there (PC) and, in fp16/bf16, a CPU-homed
  * p16 from its first reader until its last cluster of reads begins (its home
  * is read again for each fetch). Whatever else a schedule holds (prefetched
@@ -431,8 +432,8 @@ function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: 
   let always = 0;
   for (const t of g.tensors) {
     if (placed[t.id]) continue;
-    if (t.persistent || t.role === 'input' || t.role === 'loss') always += t.sizeBytes;
-    else if (first[t.id] >= 0) { atOp[first[t.id]] += t.sizeBytes; atOp[last[t.id] + 1] -= t.sizeBytes; }
+    if (t.persistent || t.role === 'input') always += t.sizeBytes;
+    else if (first[t.id] >= 0) { atOp[first[t.id]] += t.sizeBytes; atOp[t.role === 'loss' ? n : last[t.id] + 1] -= t.sizeBytes; } // the loss stays once made
   }
   for (let o = 1; o <= n; o++) atOp[o] += atOp[o - 1];
   const isGpuOp = (o: number) => g.ops[o].phase !== 'update'; // forward and backward: on the GPU in every placement of the family
@@ -452,9 +453,15 @@ function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: 
   };
   const spans = m.groups.map(span);
   const smallSpans = m.keepParams && half ? m.allGroups.filter((_, i) => m.small[i]).map((q) => ({ q, ...span(q) })) : [];
+  // a saved activation's offloaded share is back on the GPU from its reuse to
+  // its last read when its copy was dropped before the reuse (a gap of more
+  // than REFETCH_GAP ops): fetched back, it stays. Otherwise the first copy
+  // may last to the reuse and be dropped after it, so only the kept share counts
   const savedSpans = m.saved.map((t) => {
     const p = prod[t];
-    return { p, reuse: cons[t].find((c) => seg[c] > seg[p] + 1)!, last: last[t] };
+    const reuse = cons[t].find((c) => seg[c] > seg[p] + 1)!;
+    const before = Math.max(p, ...cons[t].filter((c) => c < reuse));
+    return { p, reuse, last: last[t], fetchedBack: reuse - before > REFETCH_GAP };
   });
   lp.row([[m.PC, 1]], -Infinity, hw.cpu.capacityBytes);
   for (const o of instant) {
@@ -471,10 +478,10 @@ function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: 
     });
     for (const { q, lo, hi } of smallSpans) if (lo <= o && o <= hi && !operand(o, q.p16)) c += q.p16Bytes;
     m.saved.forEach((t, j) => {
-      const { p, reuse, last: end } = savedSpans[j];
+      const { p, reuse, last: end, fetchedBack } = savedSpans[j];
       if (o <= p || o >= end || operand(o, t)) return;
       const b = g.tensors[t].sizeBytes;
-      if (o < reuse) gpu.push([m.keep[j], b]);
+      if (o < reuse || !fetchedBack) gpu.push([m.keep[j], b]);
       else { c += b; gpu.push([m.again[j], -b]); }
     });
     lp.row(gpu, -Infinity, hw.gpu.capacityBytes - c);
