@@ -1,0 +1,181 @@
+// Memory rows of the LPs in lp.ts: each tier's capacity, in two forms.
+//
+// Takes the LP being built, the graph, the profile, the segments and the
+// columns lp.ts made (group shares, saved activations' choices, PG and PC).
+// Gives rows only (no columns). The bound LP's rows count low and are valid for
+// every placement of the family and every schedule the scheduler makes of it;
+// the placement LP's count high and leave the schedule room to prefetch. Keeps
+// true: deterministic (fixed row order). Cost: O(K x (groups + saved
+// activations)) terms, O(ops + operands) to find the instants.
+
+import type { HardwareProfile } from '../cost/profiles.js';
+import type { Graph } from '../ir/types.js';
+import { REFETCH_GAP } from '../schedule/program.js';
+import type { LinearProgram } from './lp-model.js';
+import type { ParamGroup } from './lp.js';
+
+/**
+ * Memory rows, valid for every placement of the family and every schedule
+ * compiler/schedule/program.ts makes of it, so the LP's optimum stays a lower
+ * bound at any number of segments: at one instant per segment (the run of the
+ * op at which the most bytes are on the GPU whatever the placement), the bytes
+ * certainly on each tier there <= its capacity. The scheduler keeps a home
+ * buffer from its first write to its last use and an op's operands on its own
+ * tier, so at the run of op o the GPU certainly holds:
+ *  - the fixed working set: every tensor the LP does not place, from its first
+ *    to its last access (the loss from when it is made on; the inputs and
+ *    other persistent tensors all step);
+ *  - o's own operands among the placed tensors, whole (the p16 it reads, the
+ *    gradient it makes, the saved activations it makes or reads);
+ *  - the placed groups' persistent state on the GPU (PG) and, in fp16/bf16, the
+ *    GPU-resident share of every p16 between its first and last reader (it is
+ *    made at the step start; small groups' only when parameters are kept on
+ *    the GPU);
+ *  - a saved activation's kept share from its producer to its last reader, and
+ *    its offloaded share too after its reuse when fetched back there (the
+ *    copy made was dropped across a gap before it): then it stays.
+ * On the CPU: the persistent state there (PC) and, in fp16/bf16, a CPU-homed
+ * p16 from its first reader until its last cluster of reads begins (its home
+ * is read again for each fetch). Whatever else a schedule holds (prefetched
+ * copies, staging, fragmentation) only adds: a plan that fits satisfies every
+ * row. The rounding meets the rest by repair (src/compile.ts).
+ */
+export interface MemoryColumns {
+  allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
+  x1: number[][]; x2: number[][]; remat: number[]; saved: number[]; keep: number[]; again: number[];
+  PG: number; PC: number; keepParams: boolean;
+}
+
+export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns): void {
+  const n = g.ops.length;
+  const half = g.precision !== 'fp32';
+  const first = new Int32Array(g.tensors.length).fill(-1), last = new Int32Array(g.tensors.length).fill(-1);
+  for (const op of g.ops) for (const t of [...op.inputs, ...op.outputs]) { if (first[t] < 0) first[t] = op.id; last[t] = op.id; }
+  const placed = new Uint8Array(g.tensors.length);
+  for (const q of m.allGroups) { placed[q.p16] = 1; placed[q.grad] = 1; for (const t of q.state) placed[t] = 1; }
+  for (const t of m.saved) placed[t] = 1;
+  // the constant bytes at each op's run: the fixed working set and the op's own placed operands
+  const atOp = new Float64Array(n + 1);
+  let always = 0;
+  for (const t of g.tensors) {
+    if (placed[t.id]) continue;
+    if (t.persistent || t.role === 'input') always += t.sizeBytes;
+    else if (first[t.id] >= 0) { atOp[first[t.id]] += t.sizeBytes; atOp[t.role === 'loss' ? n : last[t.id] + 1] -= t.sizeBytes; } // the loss stays once made
+  }
+  for (let o = 1; o <= n; o++) atOp[o] += atOp[o - 1];
+  const isGpuOp = (o: number) => g.ops[o].phase !== 'update'; // forward and backward: on the GPU in every placement of the family
+  const operand = (o: number, t: number) => isGpuOp(o) && (g.ops[o].inputs.includes(t) || g.ops[o].outputs.includes(t));
+  for (const op of g.ops) if (isGpuOp(op.id)) for (const t of new Set([...op.inputs, ...op.outputs])) if (placed[t]) atOp[op.id] += g.tensors[t].sizeBytes;
+  // the instant of each segment: its op with the most constant bytes
+  const instant = new Int32Array(K).fill(-1);
+  for (let o = 0; o < n; o++) { const s = seg[o]; if (instant[s] < 0 || atOp[o] > atOp[instant[s]]) instant[s] = o; }
+  // per placed p16: its forward/backward readers (first, last, start of the last cluster)
+  const readers = (q: ParamGroup) => [...new Set(cons[q.p16].filter(isGpuOp))];
+  const span = (q: ParamGroup) => {
+    const r = readers(q);
+    if (r.length === 0) return { lo: -1, hi: -2, lastCluster: -1 };
+    let lastCluster = r[0];
+    for (let k = 1; k < r.length; k++) if (r[k] - r[k - 1] > REFETCH_GAP) lastCluster = r[k];
+    return { lo: r[0], hi: r[r.length - 1], lastCluster };
+  };
+  const spans = m.groups.map(span);
+  const smallSpans = m.keepParams && half ? m.allGroups.filter((_, i) => m.small[i]).map((q) => ({ q, ...span(q) })) : [];
+  // a saved activation's offloaded share is back on the GPU from its reuse to
+  // its last read when its copy was dropped before the reuse (a gap of more
+  // than REFETCH_GAP ops): fetched back, it stays. Otherwise the first copy
+  // may last to the reuse and be dropped after it, so only the kept share counts
+  const savedSpans = m.saved.map((t) => {
+    const p = prod[t];
+    const reuse = cons[t].find((c) => seg[c] > seg[p] + 1)!;
+    const before = Math.max(p, ...cons[t].filter((c) => c < reuse));
+    return { p, reuse, last: last[t], fetchedBack: reuse - before > REFETCH_GAP };
+  });
+  lp.row([[m.PC, 1]], -Infinity, hw.cpu.capacityBytes);
+  for (const o of instant) {
+    if (o < 0) continue;
+    let c = always + atOp[o];
+    const gpu: [number, number][] = [[m.PG, 1]], cpu: [number, number][] = [[m.PC, 1]];
+    m.groups.forEach((q, i) => {
+      const { lo, hi, lastCluster } = spans[i];
+      const reads = operand(o, q.p16);
+      // fp32: the resident share is in PG and the op's operand is counted whole
+      if (!half) { if (reads) gpu.push([m.x1[i][0], -q.p16Bytes]); return; }
+      if (lo <= o && o <= hi && !reads) gpu.push([m.x1[i][0], q.p16Bytes]);
+      if (lo <= o && o < lastCluster) cpu.push([m.x1[i][1], q.p16Bytes]);
+    });
+    for (const { q, lo, hi } of smallSpans) if (lo <= o && o <= hi && !operand(o, q.p16)) c += q.p16Bytes;
+    m.saved.forEach((t, j) => {
+      const { p, reuse, last: end, fetchedBack } = savedSpans[j];
+      if (o <= p || o >= end || operand(o, t)) return;
+      const b = g.tensors[t].sizeBytes;
+      if (o < reuse || !fetchedBack) gpu.push([m.keep[j], b]);
+      else { c += b; gpu.push([m.again[j], -b]); }
+    });
+    lp.row(gpu, -Infinity, hw.gpu.capacityBytes - c);
+    if (cpu.length > 1) lp.row(cpu, -Infinity, hw.cpu.capacityBytes);
+  }
+}
+
+/**
+ * Memory rows of the placement LP: per segment, every tensor alive anywhere in
+ * it at once (the fixed working set, the fetched copies of every parameter the
+ * segment reads, the kept activations across it, the NVMe state staged for the
+ * updates in it), within PLAN_CAPACITY_SHARE of each capacity. They count high
+ * (not valid for the bound: a plan that fits can break them), and that is what
+ * the placement needs: the bytes they overcount are the room the schedule
+ * prefetches into, so the rounded plan overlaps its copies with compute.
+ * Placing by the bound's rows, which count only what must be there, filled
+ * the GPU to the brim and serialised the copies (gpt2-1.5b on 16 GB: 0.31 ->
+ * 0.56 s; docs/BENCHMARKS.md).
+ */
+export const PLAN_CAPACITY_SHARE = 0.97;
+
+export function planMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns): void {
+  const half = g.precision !== 'fp32';
+  const placed = new Set<number>();
+  for (const q of m.allGroups) { placed.add(q.p16); placed.add(q.grad); q.state.forEach((t) => placed.add(t)); }
+  const savedIndex = new Map(m.saved.map((t, j) => [t, j]));
+  type Terms = [number, number][];
+  const memG = Array.from({ length: K }, () => ({ terms: [[m.PG, 1]] as Terms, c: 0 }));
+  const memC = Array.from({ length: K }, () => ({ terms: [[m.PC, 1]] as Terms, c: 0 }));
+  for (const t of g.tensors) {
+    if (placed.has(t.id)) continue;
+    if (t.persistent || t.role === 'input' || t.role === 'loss') { for (let s = 0; s < K; s++) memG[s].c += t.sizeBytes; continue; }
+    const p = prod[t.id];
+    if (p < 0 || cons[t.id].length === 0) { if (p >= 0) memG[seg[p]].c += t.sizeBytes; continue; }
+    const ps = seg[p], last = seg[cons[t.id][cons[t.id].length - 1]];
+    const j = savedIndex.get(t.id);
+    if (j === undefined) { for (let s = ps; s <= last; s++) memG[s].c += t.sizeBytes; continue; }
+    // a saved activation: whole where made and read nearby, and its fetched copy from its reuse on
+    const useSegs = cons[t.id].map((c) => seg[c]);
+    const reuse = Math.min(...useSegs.filter((s) => s > ps + 1));
+    for (const s of new Set([ps, ...useSegs.filter((u) => u <= ps + 1)])) memG[s].c += t.sizeBytes;
+    for (let s = reuse; s <= last; s++) memG[s].c += t.sizeBytes;
+    // across the gap: the kept share on the GPU, the offloaded share on the CPU
+    for (let s = ps + 1; s < reuse; s++) {
+      memG[s].terms.push([m.keep[j], t.sizeBytes]);
+      memC[s].terms.push([m.keep[j], -t.sizeBytes], [m.again[j], -t.sizeBytes]); memC[s].c += t.sizeBytes;
+    }
+  }
+  // small groups: the gradient where made, p16 where read (everywhere when kept on the GPU)
+  m.allGroups.forEach((q, i) => {
+    if (!m.small[i]) return;
+    memG[seg[prod[q.grad]]].c += q.gradBytes;
+    const useSegs = m.keepParams ? Array.from({ length: K }, (_, s) => s) : new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]));
+    for (const s of useSegs) memG[s].c += q.p16Bytes;
+  });
+  m.groups.forEach((q, i) => {
+    memC[seg[q.adam]].terms.push([m.x2[i][2], q.stateBytes]); // NVMe state staged in CPU memory while updated
+    memG[seg[prod[q.grad]]].c += q.gradBytes;
+    // each segment reading p16 fetches its non-resident share (staged on the CPU when made again)
+    for (const s of new Set(cons[q.p16].filter((c) => c !== q.adam).map((c) => seg[c]))) {
+      memG[s].terms.push([m.x1[i][0], -q.p16Bytes]); memG[s].c += q.p16Bytes;
+      memC[s].terms.push([m.x1[i][2], q.p16Bytes]);
+      if (m.remat[i] >= 0) memC[s].terms.push([m.remat[i], g.tensors[q.state[0]].sizeBytes]);
+    }
+  });
+  for (let s = 0; s < K; s++) {
+    lp.row(memG[s].terms, -Infinity, hw.gpu.capacityBytes * PLAN_CAPACITY_SHARE - memG[s].c);
+    lp.row(memC[s].terms, -Infinity, hw.cpu.capacityBytes * PLAN_CAPACITY_SHARE - memC[s].c);
+  }
+}
