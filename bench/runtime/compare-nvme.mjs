@@ -60,10 +60,11 @@ const load1 = loadavg()[0];
 rmSync(work, { recursive: true, force: true });
 const ms = (s) => (s * 1e3).toFixed(2);
 console.log(`${rounds} rounds, ${STEPS} steps a run, load ${load0.toFixed(1)} -> ${load1.toFixed(1)}\n`);
-console.log('| variant | predicted ms | step ms (median; per round) | measured / predicted | step / busiest (median) | nvme I/Os per run | merged |');
-console.log('|---|---:|---:|---:|---:|---:|---:|');
+console.log(`| variant | predicted ms | step ms (median; per round) | step / ${variants[0].label}'s, same round (median) | measured / predicted | step / busiest (median) | nvme I/Os per run | merged |`);
+console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
 for (const v of variants) {
   const step = median(v.runs.map((x) => x.step)), pred = v.runs[0].predicted;
-  console.log(`| ${v.label} | ${ms(pred)} | ${ms(step)} (${v.runs.map((x) => ms(x.step)).join(', ')}) | ${(step / pred).toFixed(2)} | ` +
+  const paired = median(v.runs.map((x, r) => x.step / variants[0].runs[r].step));
+  console.log(`| ${v.label} | ${ms(pred)} | ${ms(step)} (${v.runs.map((x) => ms(x.step)).join(', ')}) | ${paired.toFixed(2)} | ${(step / pred).toFixed(2)} | ` +
     `${median(v.runs.map((x) => x.overlap)).toFixed(2)} | ${v.runs[0].ios ?? '-'} | ${v.runs[0].merged ?? '-'} |`);
 }
