@@ -6,16 +6,11 @@
 // adam op's state operands — outputs [p, m, v]: the parameter (param16 in
 // fp32 training, master32 otherwise), Adam m, Adam v — that rest on nvme for
 // the whole run form one group, in operand order (the order the update reads
-// them and writes them back), and groups follow the order of their first
-// buffer (the forward pass's order, in which it reads the parameters). So the
-// update's reads and write-backs of one parameter, which the executor hands
-// to the store together, are file-contiguous and go as one I/O
-// (native/tiers/nvme_run.h); and the forward pass's reads of consecutive
-// parameters' p are in ascending file order, one small gap (that parameter's
-// m and v) apart, which the store's reads also merge across. (Groups in
-// update order instead would make consecutive updates contiguous, but the
-// forward reads one request each: the first update then starts later —
-// docs/BENCHMARKS.md, fourth pass on issue #6.)
+// them and writes them back), and groups follow the order of their update
+// instructions in the step. So the update's reads and write-backs of one
+// parameter, which the executor hands to the store together, are
+// file-contiguous and go as one I/O (native/tiers/nvme_run.h), and so are
+// those of parameters updated one after another.
 // Keeps true: the key is a pure function of the graph and the program
 // (deterministic). Cost: O(ops + instructions + buffers).
 
@@ -31,13 +26,12 @@ export function stateOrder(g: Graph, prog: Program): Float64Array {
   const runAt = new Map<number, number>();  // op -> its first run instruction
   for (const x of prog.instructions) if (x.kind === 'run' && !runAt.has(x.op)) runAt.set(x.op, x.id);
   for (const op of g.ops) {
-    if (op.kind !== 'adam' || !runAt.has(op.id)) continue;
-    const group = op.outputs.map((t) => homeOf.get(t)).filter((b): b is number => b !== undefined && Number.isNaN(key[b]));
-    if (group.length === 0) continue;
-    const first = Math.min(...group);
+    if (op.kind !== 'adam') continue;
+    const at = runAt.get(op.id);
+    if (at === undefined) continue;
     op.outputs.forEach((t, rank) => {
       const b = homeOf.get(t);
-      if (b !== undefined && group.includes(b)) key[b] = first * 8 + rank;
+      if (b !== undefined && Number.isNaN(key[b])) key[b] = at * 8 + rank;
     });
   }
   return key;

@@ -27,12 +27,10 @@
 // copy before it. The batch, and its stream's busy time, lasts until its last
 // copy ends.
 // Merged requests, as the store makes them (native/tiers/nvme_run.h): a copy
-// whose file blocks start where the previous copy's in the batch end — or,
-// for a read, at most MAX_READ_GAP_BYTES after — goes in that copy's I/O (up
-// to the profile's nvme.blockBytes in all, gaps included, 64 copies), and such
-// a run of copies is priced as one request: above, i counts runs, not copies,
-// the bytes include the gaps read, and every copy of a run ends when the run's
-// last byte is moved.
+// whose file blocks start where the previous copy's in the batch end goes in
+// that copy's I/O (up to the profile's nvme.blockBytes in all, 64 copies), and
+// such a run of copies is priced as one request: above, i counts runs, not
+// copies, and every copy of a run ends when the run's last byte is moved.
 //
 // Tiled copy overlap, as the executor does it (native/exec/executor.cc,
 // prepare_arrivals): a host-to-host copy of the half-precision output of a
@@ -86,21 +84,17 @@ function nvmeCopy(buffers: readonly PlanBuffer[], x: PlanInstruction) {
 
 const DEFAULT_BLOCK_BYTES = 1 << 20;  // NvmeSettings::block_bytes
 
-const MAX_READ_GAP_BYTES = 64 * 1024;  // kNvmeMaxReadGap in native/tiers/nvme_run.h
-
-/** Per copy of a batch (in order): the index of the merged I/O it goes in, and the gap bytes read before it (see the header). */
-export function mergedRuns(copies: readonly { write: boolean; f0: number; f1: number }[], blockBytes: number): { run: number[]; gapBytes: number[] } {
-  const run: number[] = [], gapBytes: number[] = [];
+/** Per copy of a batch (in order): the index of the merged I/O it goes in (see the header). */
+export function mergedRuns(copies: readonly { f0: number; f1: number }[], blockBytes: number): number[] {
+  const run: number[] = [];
   let r = -1, len = 0, count = 0;
   copies.forEach((c, k) => {
     const n = c.f1 - c.f0;
-    const gap = k > 0 ? c.f0 - copies[k - 1].f1 : -1;
-    const joins = gap === 0 || (gap > 0 && gap <= MAX_READ_GAP_BYTES && !c.write);
-    if (k > 0 && joins && len + gap + n <= blockBytes && count < MAX_NVME_BATCH) { len += gap + n; count++; gapBytes.push(gap); }
-    else { r++; len = n; count = 1; gapBytes.push(0); }
+    if (k > 0 && c.f0 === copies[k - 1].f1 && len + n <= blockBytes && count < MAX_NVME_BATCH) { len += n; count++; }
+    else { r++; len = n; count = 1; }
     run.push(r);
   });
-  return { run, gapBytes };
+  return run;
 }
 
 const FOLLOW_CHUNK = 1 << 18;  // kFollowChunk in native/exec/executor.cc
@@ -207,9 +201,9 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
         const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
         const requests = (i: number) => perRequest !== undefined ? latency + i * perRequest : Math.ceil((i + 1) / queueDepth) * latency;
         // per copy: its run (merged I/O) and the bytes moved when that run is done
-        const { run, gapBytes } = mergedRuns(copies, hw.nvme.blockBytes ?? DEFAULT_BLOCK_BYTES);
-        const upTo: number[] = [];   // bytes of copies 0..k, with the gaps read
-        copies.forEach((c, k) => { upTo[k] = (k > 0 ? upTo[k - 1] : 0) + gapBytes[k] + c.bytes; });
+        const run = mergedRuns(copies, hw.nvme.blockBytes ?? DEFAULT_BLOCK_BYTES);
+        const upTo: number[] = [];   // bytes of copies 0..k
+        copies.forEach((c, k) => { upTo[k] = (k > 0 ? upTo[k - 1] : 0) + c.bytes; });
         const lastOf = new Map<number, number>();  // run -> its last copy
         run.forEach((r, k) => lastOf.set(r, k));
         memberEnds = [];

@@ -23,7 +23,6 @@
 #include <string>
 
 #include "../plan/program.h"
-#include "../tiers/nvme_run.h"
 #include "../tiers/nvme_store.h"
 #include "exports.h"
 
@@ -258,9 +257,8 @@ Napi::Value nvme_latency_js(const Napi::CallbackInfo& info) {
 // halves of one file (the regime of a plan's nvmeRead and nvmeWrite streams).
 // Every request has its own block-aligned file range and its own 4096-aligned
 // memory (as the executor's batches, whose members touch disjoint bytes); the
-// file ranges are further apart than the largest read gap the store merges
-// across, so that it does not merge them into one I/O (native/tiers/nvme_run.h):
-// this prices separate requests.
+// file ranges are one block apart, so that the store does not merge them into
+// one I/O (native/tiers/nvme_run.h): this prices separate requests.
 // The file is removed.
 Napi::Value nvme_batch_js(const Napi::CallbackInfo& info) {
   const char* fn = "nvmeBatch";
@@ -280,7 +278,7 @@ Napi::Value nvme_batch_js(const Napi::CallbackInfo& info) {
   const NvmeSettings s = probe_settings(o, fn);
   const int64_t stride = (req + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;
   const int64_t kmax = *std::max_element(sizes.begin(), sizes.end());
-  const int64_t fstride = stride + kNvmeMaxReadGap + kNvmeAlign;  // (the gap: no merging)
+  const int64_t fstride = stride + kNvmeAlign;  // (the gap: no merging)
   const int64_t half = kmax * fstride;
   Block rmem(kmax * stride), wmem(kmax * stride);
   if (!rmem.p || !wmem.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate 2 x " + std::to_string(kmax * stride) + " bytes");

@@ -17,11 +17,9 @@ std::vector<NvmeRun> nvme_merge_runs(const NvmeFile& f, const std::vector<NvmeCh
     nvme_chunk_extent(f, chunks[(size_t)i], &at, &len);
     if (merge && !runs.empty()) {
       NvmeRun& r = runs.back();
-      const int64_t gap = at - (r.at + r.len);
-      const bool joins = gap == 0 || (gap > 0 && gap <= kNvmeMaxReadGap && f.direct && !chunks[(size_t)i].is_write);
-      if (joins && r.len + gap + len <= block_bytes && r.count < kNvmeMaxRunChunks) {
+      if (r.at + r.len == at && r.len + len <= block_bytes && r.count < kNvmeMaxRunChunks) {
         r.count++;
-        r.len += gap + len;
+        r.len += len;
         continue;
       }
     }
@@ -36,20 +34,14 @@ bool nvme_run_begin(const NvmeFile& f, const std::vector<NvmeChunk>& chunks, con
   io->len = run.len;
   io->parts.assign((size_t)run.count, NvmeIo{});
   io->iov.clear();
-  auto add = [&](uint8_t* p, int64_t n) {
-    if (!io->iov.empty() && (uint8_t*)io->iov.back().iov_base + io->iov.back().iov_len == p) io->iov.back().iov_len += (size_t)n;
-    else io->iov.push_back(iovec{p, (size_t)n});
-  };
-  int64_t pos = run.at;  // the file offset the iovecs reach
   for (int32_t k = 0; k < run.count; k++) {
     const NvmeChunk& c = chunks[(size_t)(run.first + k)];
     int64_t at = 0, len = 0;
     nvme_chunk_extent(f, c, &at, &len);
-    if (at > pos) add(staging + (pos - run.at), at - pos);  // a read gap (direct mode: staging exists): read and dropped
     NvmeIo& part = io->parts[(size_t)k];
     if (!nvme_chunk_begin(f, c, staging ? staging + (at - run.at) : nullptr, &part, err)) return false;
-    add(part.buf, part.len);
-    pos = at + len;
+    if (!io->iov.empty() && (uint8_t*)io->iov.back().iov_base + io->iov.back().iov_len == part.buf) io->iov.back().iov_len += (size_t)part.len;
+    else io->iov.push_back(iovec{part.buf, (size_t)part.len});
   }
   f.ios++;
   f.merged_chunks += run.count - 1;

@@ -14,13 +14,6 @@
 // executor hands its reads / write-backs to the store together, so they go as
 // one request instead of three.
 //
-// Reads also merge across a small gap (at most kNvmeMaxReadGap bytes of whole
-// blocks, O_DIRECT only): the gap's blocks are read into the run's staging
-// buffer and dropped — a few KiB more from the disk instead of one more
-// request. (Plans put a parameter's p, m, v together in forward order, so the
-// forward pass's reads of consecutive parameters' p are one gap apart.)
-// Writes never cross a gap: they would overwrite bytes of other buffers.
-//
 // A run is done or failed as a whole: the backends report its chunks done, in
 // order, when its I/O is complete, and a failed run names its first chunk's
 // request (no chunk of it is reported). TIERCUT_NVME_MERGE=0 (read at open)
@@ -37,7 +30,6 @@
 namespace tiercut {
 
 constexpr int32_t kNvmeMaxRunChunks = 64;
-constexpr int64_t kNvmeMaxReadGap = 64 * 1024;  // MAX_READ_GAP_BYTES in compiler/simulate/simulate.ts
 
 // The extent of chunk c's I/O in the file (see above; nvme_chunk_begin plans the same).
 void nvme_chunk_extent(const NvmeFile& f, const NvmeChunk& c, int64_t* at, int64_t* len);
@@ -49,7 +41,7 @@ std::vector<NvmeRun> nvme_merge_runs(const NvmeFile& f, const std::vector<NvmeCh
 struct NvmeRunIo {
   int64_t at = 0, len = 0;
   std::vector<NvmeIo> parts;          // per chunk of the run (nvme_chunk_begin)
-  std::vector<struct iovec> iov;      // the parts' memory (and read gaps' staging) in file order, neighbours joined
+  std::vector<struct iovec> iov;      // the parts' memory in file order, neighbours joined
 };
 
 // Plans run's I/O (staged chunks at staging + their offset in the run; staged

@@ -387,47 +387,6 @@ describe('nvme tier', () => {
     }
   });
 
-  // Reads merge across a small gap of whole blocks (read into staging and dropped); writes never
-  // do (they would overwrite the gap's buffer). Two buffers with a third between them in the file.
-  it.each(['uring', 'threads'])('merges reads across a small gap in the file, never writes (%s)', async (io) => {
-    const env = process.env.TIERCUT_NVME_IO;
-    process.env.TIERCUT_NVME_IO = io;
-    try {
-      const b = new Builder();
-      b.nvmeAlign = 4096;
-      const [a, between, c] = [b.buffer(TIER.nvme, DTYPE.f32, [300]), b.buffer(TIER.nvme, DTYPE.f32, [2048]), b.buffer(TIER.nvme, DTYPE.f32, [50])];
-      const [ha, hc, ra, rc] = [300, 50, 300, 50].map((n) => b.buffer(TIER.cpu, DTYPE.f32, [n]));
-      const wa = b.copy(STREAM.nvmeWrite, ha!, a);
-      const wc = b.copy(STREAM.nvmeWrite, hc!, c);
-      const r1 = b.copy(STREAM.nvmeRead, a, ra!, [wc]);
-      const r2 = b.copy(STREAM.nvmeRead, c, rc!, [wc]);
-      let s;
-      try {
-        s = native.createSession(b.program(spillRoot));
-      } catch (e) {
-        if (io === 'uring' && /io_uring is unavailable/.test(String(e))) return;
-        throw e;
-      }
-      s.write(between, range(2048, (j) => -j));
-      s.write(ha!, range(300, (j) => j + 0.5));
-      s.write(hc!, range(50, (j) => 7 * j));
-      const before = s.info();
-      const st = await s.step(1, { trace: true });
-      const after = s.info();
-      expect(st.trace!.startSeconds[r2]).toBe(st.trace!.startSeconds[r1]);  // one batch each way
-      expect(st.trace!.startSeconds[wc]).toBe(st.trace!.startSeconds[wa]);
-      // the writes apart, the reads together (O_DIRECT: the gap goes to staging; buffered I/O has none)
-      expect(after.nvmeIos - before.nvmeIos).toBe(after.nvmeDirect ? 3 : 4);
-      expect(after.nvmeMergedChunks - before.nvmeMergedChunks).toBe(after.nvmeDirect ? 1 : 0);
-      expect(f32(s.read(ra!))).toEqual(range(300, (j) => j + 0.5));
-      expect(f32(s.read(rc!))).toEqual(range(50, (j) => 7 * j));
-      expect(f32(s.read(between))).toEqual(range(2048, (j) => -j));
-      s.close();
-    } finally {
-      if (env === undefined) delete process.env.TIERCUT_NVME_IO; else process.env.TIERCUT_NVME_IO = env;
-    }
-  });
-
   // Merged I/O (native/tiers/nvme_run.h): the members of a batch whose file ranges follow each
   // other go as one vectored I/O (preadv/pwritev, io_uring readv/writev), host memory mixed:
   // a zero-copy buffer, one with an unaligned tail (zero-copy body + staged tail), two staged
