@@ -17,6 +17,7 @@
         "native/plan/program.cc",
         "native/tiers/arena.cc",
         "native/tiers/nvme_store.cc",
+        "native/tiers/nvme_run.cc",
         "native/tiers/nvme_threads.cc",
         "native/tiers/nvme_uring.cc",
         "native/napi/calibrate.cc",

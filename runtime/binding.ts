@@ -100,6 +100,10 @@ export interface NativeSessionInfo {
   /** Blocks read only to be rewritten (read-modify-write of partial blocks) since the session opened;
    *  0 when every nvme buffer is block-aligned (plans from this compiler). */
   nvmeEdgeReads: number;
+  /** I/Os the nvme store issued since open, and chunks that went in the I/O of the chunk before
+   *  them because their file ranges follow each other (native/tiers/nvme_run.h; 0 with TIERCUT_NVME_MERGE=0). */
+  nvmeIos: number;
+  nvmeMergedChunks: number;
   /** Why buffered I/O is used, or ''. */
   nvmeNote: string;
   nvmeQueueDepth: number;

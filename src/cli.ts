@@ -222,14 +222,14 @@ async function cmdRun(args: Args): Promise<void> {
       // how the nvme tier was served (null without one)
       nvme: io.nvmeFile === '' ? null : {
         backend: io.nvmeBackend, direct: io.nvmeDirect, queueDepth: io.nvmeQueueDepth, blockBytes: io.nvmeBlockBytes,
-        edgeReads: io.nvmeEdgeReads, note: io.nvmeNote,
+        edgeReads: io.nvmeEdgeReads, ios: io.nvmeIos, mergedChunks: io.nvmeMergedChunks, note: io.nvmeNote,
       },
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
     else {
       process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
       const n = summary.nvme;
-      if (n) process.stdout.write(`nvme tier: ${n.backend}, ${n.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${n.queueDepth}, blocks ${fmtBytes(n.blockBytes)}, ${n.edgeReads} edge-block reads\n`);
+      if (n) process.stdout.write(`nvme tier: ${n.backend}, ${n.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${n.queueDepth}, blocks ${fmtBytes(n.blockBytes)}, ${n.edgeReads} edge-block reads, ${n.ios} I/Os (${n.mergedChunks} requests merged into the one before)\n`);
     }
   } finally {
     session.close();

@@ -21,6 +21,7 @@ import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
 import { assignOffsets, type Arenas } from '../compiler/schedule/arena.js';
+import { stateOrder } from '../compiler/schedule/state-order.js';
 import { buildProgram, liveBytesPeak } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
 import { simulate, type Simulation } from '../compiler/simulate/simulate.js';
@@ -88,7 +89,10 @@ export interface Built { placement: Placement; arenas: Arenas; sim?: { hw: Hardw
 
 const capacities = (hw: HardwareProfile): Record<Tier, number> => ({ gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
 
-const build = (g: Graph, hw: HardwareProfile, p: Placement): Built => ({ placement: p, arenas: assignOffsets(buildProgram(g, p), capacities(hw)) });
+const build = (g: Graph, hw: HardwareProfile, p: Placement): Built => {
+  const prog = buildProgram(g, p);
+  return { placement: p, arenas: assignOffsets(prog, capacities(hw), stateOrder(g, prog)) };
+};
 const simulated = (g: Graph, hw: HardwareProfile, b: Built): Simulation => {
   if (b.sim?.hw !== hw) b.sim = { hw, result: simulate(g, b.placement, b.arenas.buffers, b.arenas.instructions, hw) };
   return b.sim.result;

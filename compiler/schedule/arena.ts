@@ -38,6 +38,10 @@
 // for the CPU update that frees the bytes it reuses, and an h2d prefetch for a
 // GPU free, which chains the streams into one (gpt3-6.7b/a100-80g: 0.94 s
 // predicted, 0.53 s with it). Kept only when every tier fits, like the far one.
+// State order (when the caller gives it: state-order.ts): the persistent nvme
+// buffers are packed in that order — a parameter's p, m, v next to each other,
+// parameters in update order — then the rest in buffer order; without it, all
+// persistent buffers in buffer order (all p, then all m, then all v).
 // Keeps true: two buffers whose live ranges overlap never overlap in memory;
 // no write lands in memory before the previous occupant's last access has
 // completed; with capacities, no tier exceeds its capacity unless the compact
@@ -84,9 +88,11 @@ function prefetchBuffers(prog: Program): Uint8Array {
 
 const fits = (a: Arenas, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);
 
-/** Offsets for every buffer; with `capacity`, prefetch buffers are placed far when that still fits (see above). */
-export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>): Arenas {
-  const compact = place(prog);
+/** Offsets for every buffer; with `capacity`, prefetch buffers are placed far when that still fits;
+ *  with `order` (per buffer, state-order.ts), persistent nvme buffers are packed in that order (see above). */
+export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array): Arenas {
+  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, order, far, budget, quiet);
+  const compact = place();
   if (!capacity || !fits(compact, capacity)) return compact;
   const far = prefetchBuffers(prog);
   const hasFar = far.some((x) => x === 1);
@@ -95,14 +101,22 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
     for (const share of [1, 0.5]) {
       const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
       const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
-      const spread = place(prog, far, budget, quiet);
+      const spread = place(far, budget, quiet);
       if (fits(spread, capacity)) return spread;
     }
   }
   return compact;
 }
 
-function place(prog: Program, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false): Arenas {
+/** Persistent buffers of a tier in packing order: on nvme with an order, the ordered ones by key, then the rest; else by id. */
+function persistentOrder(mine: readonly Program['buffers'][number][], tier: Tier, order?: Float64Array) {
+  const persistent = mine.filter((b) => b.allocAt < 0 && b.freeAt < 0);
+  if (tier !== 'nvme' || !order) return persistent;
+  const k = (id: number) => (Number.isNaN(order[id]) ? Infinity : order[id]);
+  return [...persistent].sort((a, b) => (k(a.id) === k(b.id) ? a.id - b.id : k(a.id) < k(b.id) ? -1 : 1));
+}
+
+function placeAll(prog: Program, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false): Arenas {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra: number[][] = prog.instructions.map(() => []);
@@ -111,8 +125,7 @@ function place(prog: Program, far?: Uint8Array, budget?: Readonly<Record<Tier, n
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const mine = prog.buffers.filter((b) => b.tier === tier);
     let top = 0, peak = 0;
-    for (const b of mine) {
-      if (!(b.allocAt < 0 && b.freeAt < 0)) continue;
+    for (const b of persistentOrder(mine, tier, order)) {
       offset[b.id] = roundUp(top, alignOf[b.id]);
       peak = offset[b.id] + b.sizeBytes;
       top = roundUp(offset[b.id] + span(b), ALIGN_BYTES);

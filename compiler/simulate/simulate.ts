@@ -26,6 +26,11 @@
 // request (and those before it) are done; a free in the batch ends with the
 // copy before it. The batch, and its stream's busy time, lasts until its last
 // copy ends.
+// Merged requests, as the store makes them (native/tiers/nvme_run.h): a copy
+// whose file blocks start where the previous copy's in the batch end goes in
+// that copy's I/O (up to the profile's nvme.blockBytes in all, 64 copies), and
+// such a run of copies is priced as one request: above, i counts runs, not
+// copies, and every copy of a run ends when the run's last byte is moved.
 //
 // Tiled copy overlap, as the executor does it (native/exec/executor.cc,
 // prepare_arrivals): a host-to-host copy of the half-precision output of a
@@ -75,6 +80,21 @@ function nvmeCopy(buffers: readonly PlanBuffer[], x: PlanInstruction) {
     write: d.tier === 'nvme', bytes: s.sizeBytes, hostTier: host.tier, h0: host.offsetBytes, h1: host.offsetBytes + host.sizeBytes,
     f0: Math.floor(file.offsetBytes / NVME_BLOCK) * NVME_BLOCK, f1: Math.ceil((file.offsetBytes + file.sizeBytes) / NVME_BLOCK) * NVME_BLOCK,
   };
+}
+
+const DEFAULT_BLOCK_BYTES = 1 << 20;  // NvmeSettings::block_bytes
+
+/** Per copy of a batch (in order): the index of the merged I/O it goes in (see the header). */
+export function mergedRuns(copies: readonly { f0: number; f1: number }[], blockBytes: number): number[] {
+  const run: number[] = [];
+  let r = -1, len = 0, count = 0;
+  copies.forEach((c, k) => {
+    const n = c.f1 - c.f0;
+    if (k > 0 && c.f0 === copies[k - 1].f1 && len + n <= blockBytes && count < MAX_NVME_BATCH) { len += n; count++; }
+    else { r++; len = n; count = 1; }
+    run.push(r);
+  });
+  return run;
 }
 
 const FOLLOW_CHUNK = 1 << 18;  // kFollowChunk in native/exec/executor.cc
@@ -180,12 +200,17 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
         const perRequest = first.write ? hw.nvme.writeBatchRequestSeconds : hw.nvme.readBatchRequestSeconds;
         const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
         const requests = (i: number) => perRequest !== undefined ? latency + i * perRequest : Math.ceil((i + 1) / queueDepth) * latency;
+        // per copy: its run (merged I/O) and the bytes moved when that run is done
+        const run = mergedRuns(copies, hw.nvme.blockBytes ?? DEFAULT_BLOCK_BYTES);
+        const upTo: number[] = [];   // bytes of copies 0..k
+        copies.forEach((c, k) => { upTo[k] = (k > 0 ? upTo[k - 1] : 0) + c.bytes; });
+        const lastOf = new Map<number, number>();  // run -> its last copy
+        run.forEach((r, k) => lastOf.set(r, k));
         memberEnds = [];
-        let i = -1, bytes = 0;
+        let k = -1;
         for (const m of members) {
-          const c = nvmeCopy(buffers, ins[m]);
-          if (c) { i++; bytes += c.bytes; }
-          memberEnds.push(requests(i) + bytes / bandwidth);
+          if (nvmeCopy(buffers, ins[m])) k++;
+          memberEnds.push(requests(run[k]) + upTo[lastOf.get(run[k])!] / bandwidth);
         }
         d = memberEnds[memberEnds.length - 1];
       }

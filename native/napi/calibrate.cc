@@ -256,7 +256,9 @@ Napi::Value nvme_latency_js(const Napi::CallbackInfo& info) {
 // 256, at least 4 batches), a reader thread and a writer thread at once on two
 // halves of one file (the regime of a plan's nvmeRead and nvmeWrite streams).
 // Every request has its own block-aligned file range and its own 4096-aligned
-// memory (as the executor's batches, whose members touch disjoint bytes).
+// memory (as the executor's batches, whose members touch disjoint bytes); the
+// file ranges are one block apart, so that the store does not merge them into
+// one I/O (native/tiers/nvme_run.h): this prices separate requests.
 // The file is removed.
 Napi::Value nvme_batch_js(const Napi::CallbackInfo& info) {
   const char* fn = "nvmeBatch";
@@ -276,18 +278,19 @@ Napi::Value nvme_batch_js(const Napi::CallbackInfo& info) {
   const NvmeSettings s = probe_settings(o, fn);
   const int64_t stride = (req + kNvmeAlign - 1) / kNvmeAlign * kNvmeAlign;
   const int64_t kmax = *std::max_element(sizes.begin(), sizes.end());
-  const int64_t half = kmax * stride;
+  const int64_t fstride = stride + kNvmeAlign;  // (the gap: no merging)
+  const int64_t half = kmax * fstride;
   Block rmem(kmax * stride), wmem(kmax * stride);
   if (!rmem.p || !wmem.p) throw Napi::Error::New(info.Env(), std::string(fn) + ": cannot allocate 2 x " + std::to_string(kmax * stride) + " bytes");
   std::memset(wmem.p, 7, (size_t)(kmax * stride));
   NvmeStore store;
   std::string err;
   if (!store.open(path, 2 * half, s, true, &err)) throw Napi::Error::New(info.Env(), std::string(fn) + ": " + err);
-  // rounds batches of k requests over [base, base + k * stride); mean seconds per batch, -1 on error
+  // rounds batches of k requests over [base, base + k * fstride); mean seconds per batch, -1 on error
   auto pass = [&](bool is_write, int64_t base, int64_t k, int64_t rounds, std::string* e) -> double {
     std::vector<NvmeRequest> reqs;
     uint8_t* mem = is_write ? wmem.p : rmem.p;
-    for (int64_t i = 0; i < k; i++) reqs.push_back(NvmeRequest{base + i * stride, mem + i * stride, req});
+    for (int64_t i = 0; i < k; i++) reqs.push_back(NvmeRequest{base + i * fstride, mem + i * stride, req});
     int32_t failed = 0;
     Clock::time_point t0 = Clock::now();
     for (int64_t r = 0; r < rounds; r++)

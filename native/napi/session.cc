@@ -194,6 +194,8 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
     o.Set("nvmeDirect", nv.store ? nv.store->direct() : false);
     o.Set("nvmeBackend", nv.store ? nvme_backend_name(nv.store->backend()) : "");
     o.Set("nvmeEdgeReads", nv.store ? (double)nv.store->edge_reads() : 0.0);
+    o.Set("nvmeIos", nv.store ? (double)nv.store->ios() : 0.0);
+    o.Set("nvmeMergedChunks", nv.store ? (double)nv.store->merged_chunks() : 0.0);
     o.Set("nvmeNote", core_->arenas.nvme_note());
     o.Set("nvmeQueueDepth", (double)core_->program.nvme.queue_depth);
     o.Set("nvmeBlockBytes", (double)core_->program.nvme.block_bytes);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "nvme_run.h"
 #include "nvme_threads.h"
 #include "nvme_uring.h"
 
@@ -37,6 +38,10 @@ bool NvmeStore::open(const std::string& path, int64_t bytes, const NvmeSettings&
   file_.path = path;
   file_.file_bytes = align_up(bytes);
   file_.edge_reads = 0;
+  file_.ios = 0;
+  file_.merged_chunks = 0;
+  const char* merge_env = std::getenv("TIERCUT_NVME_MERGE");
+  merge_ = !(merge_env && std::string(merge_env) == "0");
   int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
   file_.fd = direct ? ::open(path.c_str(), flags | O_DIRECT, 0600) : -1;
   if (file_.fd >= 0) {
@@ -148,7 +153,12 @@ bool NvmeStore::transfer(bool is_write, const std::vector<NvmeRequest>& reqs, st
   std::vector<NvmeChunk> chunks;
   for (size_t i = 0; i < reqs.size(); i++)
     if (!add_chunks(is_write, reqs[i], (int32_t)i, &chunks, err)) { *failed_request = (int32_t)i; return false; }
-  if (!on_done) return chunks.empty() || backend_->run(chunks, nullptr, err, failed_request);
+  if (chunks.empty()) {
+    if (on_done) for (int32_t i = 0; i < (int32_t)reqs.size(); i++) on_done(i);
+    return true;
+  }
+  const std::vector<NvmeRun> runs = nvme_merge_runs(file_, chunks, settings_.block_bytes, merge_);
+  if (!on_done) return backend_->run(chunks, runs, nullptr, err, failed_request);
   // per-request completion: count each request's chunks; empty requests at
   // the front are done already
   NvmeProgress progress;
@@ -156,7 +166,7 @@ bool NvmeStore::transfer(bool is_write, const std::vector<NvmeRequest>& reqs, st
   for (const NvmeChunk& c : chunks) progress.pending[(size_t)c.request]++;
   progress.on_done = on_done;
   progress.flush();
-  if (!chunks.empty() && !backend_->run(chunks, &progress, err, failed_request)) return false;
+  if (!backend_->run(chunks, runs, &progress, err, failed_request)) return false;
   progress.flush();  // (nothing left: every chunk was reported)
   return true;
 }
@@ -185,6 +195,13 @@ bool NvmeStore::add_chunks(bool is_write, const NvmeRequest& r, int32_t index, s
 // ---------------------------------------------------------------------------
 // one chunk, shared by the backends
 
+std::string nvme_short_read(const NvmeFile& f, int64_t got, int64_t n) {
+  struct stat st;
+  int64_t size = ::fstat(f.fd, &st) == 0 ? (int64_t)st.st_size : -1;
+  return "short read: got " + std::to_string(got) + " of " + std::to_string(n) + " bytes (end of file at " + std::to_string(size) +
+         " bytes, expected " + std::to_string(f.file_bytes) + "; the file was truncated)";
+}
+
 bool nvme_full_io(const NvmeFile& f, bool is_write, uint8_t* p, int64_t n, int64_t at, std::string* why) {
   int64_t done = 0;
   while (done < n) {
@@ -193,11 +210,7 @@ bool nvme_full_io(const NvmeFile& f, bool is_write, uint8_t* p, int64_t n, int64
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) { *why = errno_text(errno); return false; }
     if (r == 0) {
-      if (is_write) { *why = "no bytes written"; return false; }
-      struct stat st;
-      int64_t size = ::fstat(f.fd, &st) == 0 ? (int64_t)st.st_size : -1;
-      *why = "short read: got " + std::to_string(done) + " of " + std::to_string(n) + " bytes (end of file at " +
-             std::to_string(size) + " bytes, expected " + std::to_string(f.file_bytes) + "; the file was truncated)";
+      *why = is_write ? std::string("no bytes written") : nvme_short_read(f, done, n);
       return false;
     }
     done += r;
@@ -205,10 +218,20 @@ bool nvme_full_io(const NvmeFile& f, bool is_write, uint8_t* p, int64_t n, int64
   return true;
 }
 
+// Straight on the caller's memory (buffered, or zero copy), else staged in whole blocks.
+static bool chunk_is_direct(const NvmeFile& f, const NvmeChunk& c) {
+  return !f.direct || (c.begin % kNvmeAlign == 0 && c.end % kNvmeAlign == 0 && aligned_ptr(c.mem));
+}
+
+void nvme_chunk_extent(const NvmeFile& f, const NvmeChunk& c, int64_t* at, int64_t* len) {
+  if (chunk_is_direct(f, c)) { *at = c.begin; *len = c.end - c.begin; }
+  else { *at = align_down(c.begin); *len = align_up(c.end) - *at; }
+}
+
 bool nvme_chunk_begin(const NvmeFile& f, const NvmeChunk& c, uint8_t* staging, NvmeIo* io, std::string* err) {
   const int64_t n = c.end - c.begin;
   const int64_t a0 = align_down(c.begin), a1 = align_up(c.end);
-  if (!f.direct || (c.begin == a0 && c.end == a1 && aligned_ptr(c.mem))) {
+  if (chunk_is_direct(f, c)) {
     *io = NvmeIo{c.begin, n, c.mem, false};
     return true;
   }

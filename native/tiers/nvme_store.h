@@ -1,6 +1,9 @@
 // nvme_store.h — the nvme tier: one preallocated file, read and written in
 // blocks by an I/O backend (io_uring, or a pool of pread/pwrite threads).
 //
+// Merging (nvme_run.h): chunks of one transfer whose file ranges follow each
+// other go as one vectored I/O.
+//
 // Settings are explicit (DeepSpeed aio style): queue_depth = the number of
 // block I/Os in flight (io_uring: submission slots; threads: I/O threads);
 // block_bytes = the largest single I/O. A request [offset, offset + n) is cut
@@ -76,6 +79,9 @@ struct NvmeFile {
   // blocks read only to keep their other bytes (read-modify-write of a staged
   // write); counted so that tests and reports can show when it happens
   mutable std::atomic<int64_t> edge_reads{0};
+  // I/Os issued, and chunks that went in an I/O of an earlier chunk (nvme_run.h)
+  mutable std::atomic<int64_t> ios{0};
+  mutable std::atomic<int64_t> merged_chunks{0};
   // "nvme tier: <call> <path> at offset <at>: "
   std::string where(const char* call, int64_t at) const;
 };
@@ -96,6 +102,13 @@ struct NvmeChunk {
   int32_t request = 0;                // index of its request in the batch
 };
 
+// One I/O of a transfer (nvme_run.h): chunks [first, first + count), their
+// extents file-contiguous, as one (vectored) I/O of [at, at + len).
+struct NvmeRun {
+  int32_t first = 0, count = 0;
+  int64_t at = 0, len = 0;
+};
+
 // The one I/O that serves a chunk: [at, at + len) of the file to / from buf.
 struct NvmeIo {
   int64_t at = 0, len = 0;
@@ -111,6 +124,8 @@ void nvme_chunk_end(const NvmeChunk& c, const NvmeIo& io);
 // pread/pwrite of exactly [at, at + n), retrying partial transfers; a read that
 // reaches the end of the file is a short read. *why: the OS error or the short read.
 bool nvme_full_io(const NvmeFile& f, bool is_write, uint8_t* p, int64_t n, int64_t at, std::string* why);
+// "short read: got <got> of <n> bytes (end of file at …)"
+std::string nvme_short_read(const NvmeFile& f, int64_t got, int64_t n);
 
 // Per-request completion of one transfer (NvmeStore::transfer's on_done).
 // The backend calls chunk_done(request) on the thread that called run(), once
@@ -136,10 +151,13 @@ class NvmeBackend {
   virtual ~NvmeBackend() = default;
   // Runs every chunk (all reads or all writes, of one or more requests that
   // touch disjoint memory and, for writes, disjoint 4096-byte blocks of the
-  // file); the first failure is returned in *err, its chunk's request in
-  // *failed_request, and the chunks not yet started are skipped. progress
-  // (may be null): see NvmeProgress.
-  virtual bool run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) = 0;
+  // file) as the I/Os `runs` names (nvme_run.h: each run one I/O; runs cover
+  // the chunks in order); the first failure is returned in *err, the request of
+  // its run's first chunk in *failed_request, and the runs not yet started are
+  // skipped. progress (may be null): see NvmeProgress; a run's chunks are
+  // reported together when its I/O is complete.
+  virtual bool run(const std::vector<NvmeChunk>& chunks, const std::vector<NvmeRun>& runs, NvmeProgress* progress, std::string* err,
+                   int32_t* failed_request) = 0;
   virtual NvmeBackendKind kind() const = 0;
 };
 
@@ -177,6 +195,10 @@ class NvmeStore {
   const NvmeSettings& settings() const { return settings_; }
   // Edge blocks read before writes (read-modify-write) since open.
   int64_t edge_reads() const { return file_.edge_reads.load(); }
+  // I/Os issued since open, and chunks that rode in the I/O of an earlier one (nvme_run.h).
+  int64_t ios() const { return file_.ios.load(); }
+  int64_t merged_chunks() const { return file_.merged_chunks.load(); }
+  bool merges() const { return merge_; }
 
  private:
   bool add_chunks(bool is_write, const NvmeRequest& r, int32_t index, std::vector<NvmeChunk>* chunks, std::string* err) const;
@@ -186,6 +208,7 @@ class NvmeStore {
   NvmeFile file_;
   std::string note_;
   NvmeSettings settings_;
+  bool merge_ = true;                 // TIERCUT_NVME_MERGE != "0" (nvme_run.h)
   std::unique_ptr<NvmeBackend> backend_;
   std::mutex write_mu_;               // one write request at a time
 };

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "nvme_run.h"
+
 namespace tiercut {
 
 namespace {
@@ -18,12 +20,14 @@ class ThreadsBackend : public NvmeBackend {
   ThreadsBackend(const NvmeFile& f, const NvmeSettings& s) : f_(f), s_(s) {}
   ~ThreadsBackend() override;
   bool start(std::string* err);
-  bool run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) override;
+  bool run(const std::vector<NvmeChunk>& chunks, const std::vector<NvmeRun>& runs, NvmeProgress* progress, std::string* err,
+           int32_t* failed_request) override;
   NvmeBackendKind kind() const override { return NVME_IO_THREADS; }
 
  private:
   struct Request {
-    int32_t pending = 0;              // chunks not yet finished (under mu_)
+    const std::vector<NvmeChunk>* chunks = nullptr;
+    int32_t pending = 0;              // runs not yet finished (under mu_)
     std::string error;                // the first chunk error (under mu_)
     int32_t failed_request = 0;       // that chunk's request (under mu_)
     bool report = false;              // the caller wants each chunk as it finishes (NvmeProgress)
@@ -31,7 +35,7 @@ class ThreadsBackend : public NvmeBackend {
   };
   struct Work {
     Request* req;
-    const NvmeChunk* chunk;
+    const NvmeRun* run;
   };
   void worker(int32_t index);
 
@@ -72,17 +76,20 @@ ThreadsBackend::~ThreadsBackend() {
   for (uint8_t* b : staging_) std::free(b);
 }
 
-// The workers do the I/O; this thread waits, and with progress reports the
-// chunks as they finish (outside mu_), until the first error or the last chunk.
-bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) {
+// The workers do the I/O, one run each; this thread waits, and with progress
+// reports the chunks of each run as it finishes (outside mu_), until the first
+// error or the last run.
+bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, const std::vector<NvmeRun>& runs, NvmeProgress* progress, std::string* err,
+                         int32_t* failed_request) {
   Request req;
+  req.chunks = &chunks;
   req.report = progress != nullptr;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (const NvmeChunk& c : chunks) queue_.push_back(Work{&req, &c});
-    req.pending = (int32_t)chunks.size();
+    for (const NvmeRun& r : runs) queue_.push_back(Work{&req, &r});
+    req.pending = (int32_t)runs.size();
   }
-  if (chunks.size() == 1) work_cv_.notify_one(); else work_cv_.notify_all();
+  if (runs.size() == 1) work_cv_.notify_one(); else work_cv_.notify_all();
   std::unique_lock<std::mutex> lk(mu_);
   std::vector<int32_t> got;
   for (;;) {
@@ -98,7 +105,7 @@ bool ThreadsBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* pro
     }
     if (all) break;
   }
-  // the workers still hold &req until every chunk is accounted for
+  // the workers still hold &req until every run is accounted for
   done_cv_.wait(lk, [&] { return req.pending == 0; });
   if (!req.error.empty()) { *err = req.error; *failed_request = req.failed_request; return false; }
   return true;
@@ -120,19 +127,15 @@ void ThreadsBackend::worker(int32_t index) {
         continue;
       }
     }
-    const NvmeChunk& c = *w.chunk;
-    std::string msg, why;
-    NvmeIo io;
-    bool ok = nvme_chunk_begin(f_, c, staging, &io, &msg);
-    if (ok) {
-      ok = nvme_full_io(f_, c.is_write, io.buf, io.len, io.at, &why);
-      if (ok) nvme_chunk_end(c, io);
-      else msg = f_.where(c.is_write ? "pwrite" : "pread", io.at) + why;
-    }
+    const std::vector<NvmeChunk>& chunks = *w.req->chunks;
+    const NvmeRun& run = *w.run;
+    std::string msg;
+    const bool ok = nvme_run_sync(f_, chunks, run, staging, &msg);
     {
       std::lock_guard<std::mutex> lk(mu_);
-      if (!ok && w.req->error.empty()) { w.req->error = msg; w.req->failed_request = c.request; }
-      if (ok && w.req->report) w.req->finished.push_back(c.request);
+      if (!ok && w.req->error.empty()) { w.req->error = msg; w.req->failed_request = chunks[(size_t)run.first].request; }
+      if (ok && w.req->report)
+        for (int32_t k = 0; k < run.count; k++) w.req->finished.push_back(chunks[(size_t)(run.first + k)].request);
       if (--w.req->pending == 0 || w.req->report) done_cv_.notify_all();
     }
   }

@@ -1,7 +1,8 @@
 // nvme_threads.h — the portable nvme backend: queue_depth I/O threads, each
-// with its own staging buffer (O_DIRECT only), taking chunks from one queue and
-// running each with one pread/pwrite (nvme_full_io). A request waits for its
-// chunks; a failed chunk makes the request's remaining chunks skip.
+// with its own staging buffer (O_DIRECT only), taking runs (nvme_run.h) from
+// one queue and running each with one pread/pwrite, or preadv/pwritev for a
+// run of several chunks (nvme_run_sync). A request waits for its runs; a
+// failed run makes the request's remaining runs skip.
 #pragma once
 #include <memory>
 #include <string>

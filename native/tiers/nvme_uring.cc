@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../exec/spin.h"
+#include "nvme_run.h"
 #endif
 
 namespace tiercut {
@@ -51,7 +52,8 @@ class UringBackend : public NvmeBackend {
   UringBackend(const NvmeFile& f, const NvmeSettings& s) : f_(f), s_(s) {}
   ~UringBackend() override;
   bool start(std::string* why);
-  bool run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) override;
+  bool run(const std::vector<NvmeChunk>& chunks, const std::vector<NvmeRun>& runs, NvmeProgress* progress, std::string* err,
+           int32_t* failed_request) override;
   NvmeBackendKind kind() const override { return NVME_IO_URING; }
 
  private:
@@ -63,8 +65,8 @@ class UringBackend : public NvmeBackend {
     std::vector<uint8_t*> staging;    // per slot, direct mode only
   };
   struct Slot {
-    const NvmeChunk* chunk = nullptr;
-    NvmeIo io;
+    const NvmeRun* run = nullptr;
+    NvmeRunIo io;                     // its iovecs live here until the completion
   };
 
   const NvmeFile& f_;
@@ -95,10 +97,10 @@ UringBackend::~UringBackend() {
   }
 }
 
-bool UringBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progress, std::string* err, int32_t* failed_request) {
-  if (chunks.empty()) return true;
+bool UringBackend::run(const std::vector<NvmeChunk>& chunks, const std::vector<NvmeRun>& runs, NvmeProgress* progress, std::string* err,
+                       int32_t* failed_request) {
+  if (runs.empty()) return true;
   const bool is_write = chunks[0].is_write;
-  const char* call = is_write ? "io_uring write" : "io_uring read";
   Ring& r = rings_[is_write ? 1 : 0];
   std::lock_guard<std::mutex> lk(r.mu);
   if (r.broken) { *err = "nvme tier: the io_uring ring failed earlier in this run"; return false; }
@@ -109,23 +111,26 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progr
   std::string first;  // the first error; once set nothing new is submitted
   size_t next = 0;
   int32_t inflight = 0;
-  int32_t done_request = -1;  // a chunk reaped last round, reported after the slots are refilled (-1: none)
+  const NvmeRun* done_run = nullptr;  // a run reaped last round, reported after the slots are refilled
   for (;;) {
-    // fill every free slot with the next chunk
+    // fill every free slot with the next run
     int32_t queued = 0;
-    while (first.empty() && next < chunks.size() && !free_slots.empty()) {
+    while (first.empty() && next < runs.size() && !free_slots.empty()) {
       int32_t k = free_slots.back();
       Slot& s = slots[(size_t)k];
-      s.chunk = &chunks[next];
-      if (!nvme_chunk_begin(f_, *s.chunk, r.staging.empty() ? nullptr : r.staging[(size_t)k], &s.io, &first)) {
-        *failed_request = s.chunk->request;
+      s.run = &runs[next];
+      if (!nvme_run_begin(f_, chunks, *s.run, r.staging.empty() ? nullptr : r.staging[(size_t)k], &s.io, &first)) {
+        *failed_request = chunks[(size_t)s.run->first].request;
         break;
       }
       next++;
       free_slots.pop_back();
       struct io_uring_sqe* sqe = io_uring_get_sqe(&r.ring);  // never null: queue_depth entries, <= queue_depth in flight
-      if (is_write) io_uring_prep_write(sqe, f_.fd, s.io.buf, (unsigned)s.io.len, (__u64)s.io.at);
-      else io_uring_prep_read(sqe, f_.fd, s.io.buf, (unsigned)s.io.len, (__u64)s.io.at);
+      const struct iovec* v = s.io.iov.data();
+      if (s.io.iov.size() > 1 && is_write) io_uring_prep_writev(sqe, f_.fd, v, (unsigned)s.io.iov.size(), (__u64)s.io.at);
+      else if (s.io.iov.size() > 1) io_uring_prep_readv(sqe, f_.fd, v, (unsigned)s.io.iov.size(), (__u64)s.io.at);
+      else if (is_write) io_uring_prep_write(sqe, f_.fd, v->iov_base, (unsigned)s.io.len, (__u64)s.io.at);
+      else io_uring_prep_read(sqe, f_.fd, v->iov_base, (unsigned)s.io.len, (__u64)s.io.at);
       io_uring_sqe_set_data(sqe, (void*)(uintptr_t)k);
       queued++;
       inflight++;
@@ -139,10 +144,12 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progr
         return false;
       }
     }
-    // report the chunk reaped last round now that its slot is busy again (the
-    // caller's bookkeeping then overlaps the I/O instead of delaying it)
-    if (done_request >= 0 && first.empty()) progress->chunk_done(done_request);
-    done_request = -1;
+    // report the run reaped last round (its chunks, in order) now that its slot
+    // is busy again (the caller's bookkeeping then overlaps the I/O instead of
+    // delaying it)
+    if (done_run && first.empty())
+      for (int32_t c = 0; c < done_run->count; c++) progress->chunk_done(chunks[(size_t)(done_run->first + c)].request);
+    done_run = nullptr;
     if (inflight == 0) break;
     // poll the completion queue first (exec/spin.h: a thread asleep in the
     // kernel wakes slowly on a VM), then block
@@ -163,20 +170,22 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, NvmeProgress* progr
     const Slot& s = slots[(size_t)k];
     if (!first.empty()) continue;  // draining after an error
     std::string why;
+    const bool vectored = s.io.iov.size() > 1;
     if (res < 0 && res != -EAGAIN && res != -EINTR) {
+      const char* call = is_write ? (vectored ? "io_uring writev" : "io_uring write") : (vectored ? "io_uring readv" : "io_uring read");
       first = f_.where(call, s.io.at) + errno_text(-res);
-      *failed_request = s.chunk->request;
+      *failed_request = chunks[(size_t)s.run->first].request;
       continue;
     }
-    // a short or retryable completion: finish the rest with pread/pwrite
+    // a short or retryable completion: finish the rest with pread(v)/pwrite(v)
     const int64_t done = res < 0 ? 0 : res;
-    if (done < s.io.len && !nvme_full_io(f_, is_write, s.io.buf + done, s.io.len - done, s.io.at + done, &why)) {
-      first = f_.where(is_write ? "pwrite" : "pread", s.io.at + done) + why;
-      *failed_request = s.chunk->request;
+    if (done < s.io.len && !nvme_full_iov(f_, is_write, s.io.iov, done, s.io.at, &why)) {
+      first = f_.where(nvme_run_call(is_write, s.io), s.io.at + done) + why;
+      *failed_request = chunks[(size_t)s.run->first].request;
       continue;
     }
-    nvme_chunk_end(*s.chunk, s.io);
-    if (progress) done_request = s.chunk->request;
+    nvme_run_end(chunks, *s.run, s.io);
+    if (progress) done_run = s.run;
   }
   if (!first.empty()) { *err = first; return false; }
   return true;

@@ -6,7 +6,8 @@
 // whole life (requests of one direction run one after another). Each ring has
 // queue_depth entries and, in O_DIRECT mode, queue_depth staging buffers of
 // block_bytes (one per slot). The calling thread itself keeps up to
-// queue_depth chunk I/Os submitted, reaps completions (polling the completion
+// queue_depth I/Os submitted (one per run, nvme_run.h: read/write, or
+// readv/writev for a run of several chunks), reaps completions (polling the completion
 // queue for up to TIERCUT_SPIN_US before sleeping in the kernel, exec/spin.h),
 // refills free slots and returns when every chunk is done: no I/O threads, no
 // hand-offs. A completion

@@ -113,11 +113,12 @@ describe('measured costs in the cost model', () => {
   }, 60_000);
 
   it('the simulator charges an nvme batch one latency plus the per-request cost of every further request, each member ending with its own request', () => {
-    // five ready nvme reads of 4096 bytes, each into its own cpu buffer: one batch
+    // five ready nvme reads of 4096 bytes, each into its own cpu buffer: one batch (one block
+    // apart in the file, so that none is merged with the one before: see the next test)
     const n = 5;
     const buffers: PlanBuffer[] = [];
     for (let i = 0; i < n; i++) {
-      buffers.push({ id: 2 * i, tensor: i, tier: 'nvme', offsetBytes: i * 4096, sizeBytes: 4096, allocAt: -1, freeAt: -1 });
+      buffers.push({ id: 2 * i, tensor: i, tier: 'nvme', offsetBytes: i * 8192, sizeBytes: 4096, allocAt: -1, freeAt: -1 });
       buffers.push({ id: 2 * i + 1, tensor: i, tier: 'cpu', offsetBytes: i * 4096, sizeBytes: 4096, allocAt: i, freeAt: -1 });
     }
     const ins: PlanInstruction[] = Array.from({ length: n }, (_, i) => ({ id: i, stream: 'nvmeRead', kind: 'copy', op: -1, inputs: [2 * i], outputs: [2 * i + 1], waits: [] }));
@@ -143,6 +144,35 @@ describe('measured costs in the cost model', () => {
     expect(withReader.start[n]).toBeLessThan(withReader.end[n - 1]);
     // a single copy is not a batch: latency + bytes
     expect(simulate(none, nowhere, buffers, ins.slice(0, 1), { ...local, nvme: { ...nvme, readBatchRequestSeconds: 3e-5 } }).stepSeconds).toBeCloseTo(1e-4 + 4096 / local.nvme.readBytesPerSec, 12);
+  });
+
+  it('the simulator prices file-contiguous members of a batch as one request (merged I/O), up to the block size', () => {
+    // reads of 4096 bytes (the third 100 bytes: a whole block in the file) at these file offsets:
+    // [0, 4096, 8192] follow each other, then a gap, then [16384, 20480]
+    const offsets = [0, 4096, 8192, 16384, 20480];
+    const sizes = [4096, 4096, 100, 4096, 4096];
+    const buffers: PlanBuffer[] = [];
+    offsets.forEach((o, i) => {
+      buffers.push({ id: 2 * i, tensor: i, tier: 'nvme', offsetBytes: o, sizeBytes: sizes[i], allocAt: -1, freeAt: -1 });
+      buffers.push({ id: 2 * i + 1, tensor: i, tier: 'cpu', offsetBytes: i * 4096, sizeBytes: sizes[i], allocAt: i, freeAt: -1 });
+    });
+    const ins: PlanInstruction[] = offsets.map((_, i) => ({ id: i, stream: 'nvmeRead', kind: 'copy', op: -1, inputs: [2 * i], outputs: [2 * i + 1], waits: [] }));
+    const none = {} as Graph, nowhere = {} as Placement;
+    const bw = local.nvme.readBytesPerSec;
+    const upTo = (k: number) => sizes.slice(0, k + 1).reduce((a, b) => a + b, 0);
+    const nvme = { ...local.nvme, readLatencySeconds: 1e-4, readBatchRequestSeconds: 3e-5, blockBytes: 1 << 20 };
+    // two runs: members end with their run, which is one latency + its index x the per-request cost + the bytes so far
+    const sim = simulate(none, nowhere, buffers, ins, { ...local, nvme });
+    const runOf = [0, 0, 0, 1, 1], lastOf = [2, 2, 2, 4, 4];
+    for (let i = 0; i < offsets.length; i++) expect(sim.end[i], `member ${i}`).toBeCloseTo(1e-4 + runOf[i] * 3e-5 + upTo(lastOf[i]) / bw, 12);
+    expect(sim.stepSeconds).toBeCloseTo(1e-4 + 3e-5 + upTo(4) / bw, 12);
+    // a run holds at most blockBytes of file blocks: with 8 KiB, [0, 4096] | [8192] | [16384, 20480]
+    const small = simulate(none, nowhere, buffers, ins, { ...local, nvme: { ...nvme, blockBytes: 8192 } });
+    const runOf8 = [0, 0, 1, 2, 2], lastOf8 = [1, 1, 2, 4, 4];
+    for (let i = 0; i < offsets.length; i++) expect(small.end[i], `member ${i}`).toBeCloseTo(1e-4 + runOf8[i] * 3e-5 + upTo(lastOf8[i]) / bw, 12);
+    // a merged run costs what one copy of its bytes costs: latency + bytes / bandwidth
+    const one = simulate(none, nowhere, buffers, ins.slice(0, 3), { ...local, nvme });
+    expect(one.stepSeconds).toBeCloseTo(1e-4 + upTo(2) / bw, 12);
   });
 
   it('the simulator charges a wake-up when a stream blocked on another', () => {

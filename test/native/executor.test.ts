@@ -2,7 +2,7 @@
 // stream threads and waits, copies over every link (including a real nvme file),
 // fp16/bf16 conversion, validation messages and op errors. Needs the addon
 // built (npx node-gyp rebuild); needs no GPU.
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -384,6 +384,74 @@ describe('nvme tier', () => {
       s.close();
     } finally {
       if (before === undefined) delete process.env.TIERCUT_NVME_IO; else process.env.TIERCUT_NVME_IO = before;
+    }
+  });
+
+  // Merged I/O (native/tiers/nvme_run.h): the members of a batch whose file ranges follow each
+  // other go as one vectored I/O (preadv/pwritev, io_uring readv/writev), host memory mixed:
+  // a zero-copy buffer, one with an unaligned tail (zero-copy body + staged tail), two staged
+  // ones. Each member still completes in stream order, a gpu op waiting on the first read starts
+  // after it, the bytes round-trip; with TIERCUT_NVME_MERGE=0 the same program takes one I/O per
+  // chunk. A spill file removed before a step: the step fails naming the batch's first copy and
+  // the store's message, and nothing waiting on the batch runs.
+  it.each(['uring', 'threads'])('merges file-contiguous members of an nvme batch into one I/O and completes each in order (%s)', async (io) => {
+    const env = { io: process.env.TIERCUT_NVME_IO, merge: process.env.TIERCUT_NVME_MERGE };
+    process.env.TIERCUT_NVME_IO = io;
+    try {
+      for (const merge of ['1', '0']) {
+        process.env.TIERCUT_NVME_MERGE = merge;
+        const b = new Builder();
+        b.nvmeAlign = 4096;
+        const sizes = [4096, 2048 + 100, 100, 1000];  // floats: 16 KiB, 8 KiB + 400 B, 400 B, 4000 B
+        // host buffers side by side: hostW[0] at 0 and hostR[0] at 16 KiB are block-aligned
+        // (zero copy), hostW[1] at 32 KiB too, the rest are not
+        const host = sizes.map((n) => [b.buffer(TIER.cpu, DTYPE.f32, [n]), b.buffer(TIER.cpu, DTYPE.f32, [n])]);
+        const [hostW, hostR] = [host.map((h) => h[0]!), host.map((h) => h[1]!)];
+        const file = sizes.map((n) => b.buffer(TIER.nvme, DTYPE.f32, [n]));
+        const g = b.buffer(TIER.gpu, DTYPE.f32, [16]);
+        const writes = sizes.map((_, i) => b.copy(STREAM.nvmeWrite, hostW[i]!, file[i]!));
+        const reads = sizes.map((_, i) => b.copy(STREAM.nvmeRead, file[i]!, hostR[i]!, [writes[sizes.length - 1]!]));
+        const fill = b.run(STREAM.gpu, OP_KIND.fill, [], [g], [reads[0]!], [], [7]);
+        let s;
+        try {
+          s = native.createSession(b.program(spillRoot));
+        } catch (e) {
+          if (io === 'uring' && /io_uring is unavailable/.test(String(e))) return;  // this build or kernel has none
+          throw e;
+        }
+        const data = sizes.map((n, i) => range(n, (j) => i * 10000 + j));
+        hostW.forEach((h, i) => s.write(h, data[i]!));
+        for (let step = 1; step <= 2; step++) {
+          const before = s.info();
+          const st = await s.step(step, { trace: true });
+          const after = s.info();
+          // file-contiguous chunks: 5 written (hostW[0] zero-copy, hostW[1] zero-copy body +
+          // staged tail, two staged: 3 iovecs), 4 read (hostR[0] zero-copy, three staged: 2 iovecs)
+          expect(after.nvmeIos - before.nvmeIos).toBe(merge === '1' ? 2 : 9);
+          expect(after.nvmeMergedChunks - before.nvmeMergedChunks).toBe(merge === '1' ? 7 : 0);
+          const t = st.trace!;
+          for (const batch of [writes, reads]) {
+            for (const x of batch) expect(t.startSeconds[x]).toBe(t.startSeconds[batch[0]!]);  // one batch
+            for (let i = 1; i < batch.length; i++) expect(t.endSeconds[batch[i]!]).toBeGreaterThanOrEqual(t.endSeconds[batch[i - 1]!]);
+          }
+          expect(t.startSeconds[fill]).toBeGreaterThanOrEqual(t.endSeconds[reads[0]!]);
+          expect(st.streamInstructions[STREAM.nvmeRead]).toBe(sizes.length);
+          expect(st.bytes.nvmeRead).toBe(4 * sizes.reduce((a, n) => a + n, 0));
+          hostR.forEach((h, i) => expect(f32(s.read(h)), `buffer ${i}`).toEqual(data[i]));
+          file.forEach((f, i) => expect(f32(s.read(f)), `file ${i}`).toEqual(data[i]));
+        }
+        // a removed spill file: the batch's first copy is named, nothing after it completes
+        s.write(g, new Float32Array(16));
+        unlinkSync(s.info().nvmeFile);
+        await expect(s.step(3)).rejects.toThrow(new RegExp(`^instruction ${writes[0]} \\(nvmeWrite, copy .*nvme tier: the spill file .*nvme\\.bin was removed during the run \\(No such file or directory\\)`));
+        expect(f32(s.read(g))).toEqual(new Float32Array(16));
+        s.close();
+      }
+      expect(readdirSync(spillRoot)).toEqual([]);
+    } finally {
+      for (const [k, v] of [['TIERCUT_NVME_IO', env.io], ['TIERCUT_NVME_MERGE', env.merge]] as const) {
+        if (v === undefined) delete process.env[k]; else process.env[k] = v;
+      }
     }
   });
 });
