@@ -193,6 +193,9 @@ async function cmdRun(args: Args): Promise<void> {
   if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
   const traced: TraceStep[] = [];
   const stop = () => { session.close(); process.exit(130); };
+  // an exit from elsewhere (bin/tiercut.js exits when stdout's reader goes away, `run ... | head -1`) still removes the spill files
+  const closeOnExit = () => session.close();
+  process.once('exit', closeOnExit);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
@@ -235,6 +238,7 @@ async function cmdRun(args: Args): Promise<void> {
     session.close();
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
+    process.off('exit', closeOnExit);
   }
 }
 
@@ -245,6 +249,9 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
   const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
   const stop = () => { session.close(); process.exit(130); };
+  // an exit from elsewhere (bin/tiercut.js exits when stdout's reader goes away, `run ... | head -1`) still removes the spill files
+  const closeOnExit = () => session.close();
+  process.once('exit', closeOnExit);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
@@ -274,6 +281,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
     session.close();
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
+    process.off('exit', closeOnExit);
   }
 }
 

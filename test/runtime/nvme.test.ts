@@ -223,6 +223,18 @@ describe('nvme store', () => {
     expect(await exit).toBe(130);
     expect(leftovers(spill)).toEqual([]);
   }, 120_000);
+
+  it('a reader that goes away (`run ... | head -1`) leaves no spill files', async () => {
+    const spill = join(dir, 'epipe');
+    mkdirSync(spill);
+    const child = spawn(process.execPath, ['bin/tiercut.js', 'run', planFile, '--steps', '1000000', '--json', '--spill-dir', spill]);
+    const exit = new Promise<number | null>((res) => child.on('close', (code) => res(code)));
+    await new Promise<void>((res) => child.stdout.once('data', () => res()));
+    expect(leftovers(spill).some((f) => f.endsWith('nvme.bin'))).toBe(true);
+    child.stdout.destroy(); // the next step's line meets a closed pipe (EPIPE)
+    expect(await exit).toBe(0);
+    expect(leftovers(spill)).toEqual([]);
+  }, 120_000);
 });
 
 describe('nvme faults: one line, exit 2, nothing left behind', () => {
