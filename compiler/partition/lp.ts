@@ -55,6 +55,8 @@ export interface LpOptions {
   smallGroupsShare?: number;
   /** A solver thread to use (started early, so HiGHS loads while the graph is built); its owner closes it. Default: a new one, closed by close(). */
   solver?: LpWorker;
+  /** Queue stage 2 behind stage 1 on the solver thread now (the caller will call refine()), so it starts as soon as stage 1 ends. */
+  refineAtOnce?: boolean;
 }
 
 export interface ParamGroup {
@@ -129,8 +131,9 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   let model = buildLp(g, hw, opts, opts.segments ?? 48);
   let first: HighsResult | undefined;
   const t0 = performance.now();
+  const queuedFor = model, firstId = solver.nextSolveId;
   const bound = (async () => {
-    first = await solver.solve(model.data, timeLimit);
+    first = await solver.solve(model.data, timeLimit, undefined, undefined, opts.refineAtOnce);
     if (first.status === 'infeasible' && opts.segments === undefined) {
       model = buildLp(g, hw, opts, 384);
       first = await solver.solve(model.data, timeLimit);
@@ -138,6 +141,9 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
   })();
   bound.catch(() => {}); // the caller awaits it, or closes without needing it
+  // stage 2 as refine() below would post it (same bound, iteration limit and scaling), queued now
+  const queued = opts.refineAtOnce ? solver.solveAfter(firstId, { ...model.data, colCost: model.secondaryCost }, timeLimit, { col: model.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 }) : undefined;
+  queued?.catch(() => {});
   let refined: Promise<LpSolution> | undefined;
   const refine = () => (refined ??= (async () => {
     const sol = await bound;
@@ -149,7 +155,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     // and HiGHS's strongest scaling (its costs span many decades; with the
     // default scaling the simplex failed or ran out of iterations on several
     // GPT presets)
-    const second = await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit, 2 * first!.iterations + 1000, { simplex_scale_strategy: 4 });
+    const second = (queued && model === queuedFor ? await queued : undefined) ?? await solver.solve({ ...model.data, colCost: model.secondaryCost, colUpper }, timeLimit, 2 * first!.iterations + 1000, { simplex_scale_strategy: 4 });
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
     return second.status === 'optimal' ? model.solution('optimal', first!.objective, second.x, (performance.now() - t0) / 1e3) : sol;
