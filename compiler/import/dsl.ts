@@ -183,15 +183,18 @@ class DslBuilder implements Dsl {
   private readonly scopes: string[] = [];
   private counter = 0;
 
+  private readonly url: string;
+
   constructor(name: string, private readonly file: string, private readonly display: string) {
     this.g = new GraphBuilder(name);
+    this.url = pathToFileURL(file).href;
   }
 
   /** The model-file position of the innermost stack frame in the model (of `err`, or of the current call). */
   callerLoc(err?: Error): { line: number; col: number } | undefined {
     if (!err) { const here = this.callSiteLoc(); if (here !== false) return here; }
     const stack = (err ?? new Error()).stack ?? '';
-    const url = pathToFileURL(this.file).href;
+    const url = this.url;
     for (const line of stack.split('\n')) {
       const at = line.lastIndexOf(url + ':') >= 0 ? line.lastIndexOf(url + ':') + url.length : line.lastIndexOf(this.file + ':') >= 0 ? line.lastIndexOf(this.file + ':') + this.file.length : -1;
       if (at < 0) continue;
@@ -216,7 +219,8 @@ class DslBuilder implements Dsl {
   private callSiteLoc(): { line: number; col: number } | undefined | false {
     const prev = Error.prepareStackTrace;
     // another stack formatter (a test runner's source-map support) decides what the text says: let it
-    if (prev !== undefined) return false;
+    // (Node's own, with source maps enabled, is what this reproduces; Node 20+ installs it as ErrorPrepareStackTrace)
+    if (prev !== undefined && prev.name !== 'ErrorPrepareStackTrace') return false;
     let sites: NodeJS.CallSite[] | undefined;
     try {
       Error.prepareStackTrace = (_e, s) => s;
@@ -227,7 +231,7 @@ class DslBuilder implements Dsl {
       Error.prepareStackTrace = prev;
     }
     if (!Array.isArray(sites)) return false;
-    const url = pathToFileURL(this.file).href;
+    const url = this.url;
     for (const site of sites) {
       const name = site.getFileName() ?? '';
       const line = site.getLineNumber(), col = site.getColumnNumber();

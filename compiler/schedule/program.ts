@@ -230,30 +230,33 @@ export function buildProgram(g: Graph, p: Placement): Program {
 
   // frees after each transient buffer's last access, then final ids
   const lastAccess = new Int32Array(bufs.length).fill(-1);
-  drafts.forEach((d, i) => { for (const b of [...d.inputs, ...d.outputs]) lastAccess[b] = i; });
+  const accessors: Map<StreamName, number>[] = bufs.map(() => new Map());
+  drafts.forEach((d, i) => {
+    for (const b of d.inputs) { lastAccess[b] = i; accessors[b].set(d.stream, i); }
+    for (const b of d.outputs) { lastAccess[b] = i; accessors[b].set(d.stream, i); }
+  });
   const freesAfter: number[][] = drafts.map(() => []);
   bufs.forEach((b, id) => { if (!b.keep && lastAccess[id] >= 0) freesAfter[lastAccess[id]].push(id); });
-  const accessors: Map<StreamName, number>[] = bufs.map(() => new Map());
-  drafts.forEach((d, i) => { for (const b of [...d.inputs, ...d.outputs]) accessors[b].set(d.stream, i); });
 
   const newId = new Int32Array(drafts.length);
-  const out: { stream: StreamName; kind: Draft['kind']; op: number; inputs: number[]; outputs: number[]; waits: number[] }[] = [];
+  // made with their final ids in place (key order as PlanInstruction's, so plans serialise as before)
+  const out: PlanInstruction[] = [];
   const freeAt = new Int32Array(bufs.length).fill(-1);
   const firstWrite = new Int32Array(bufs.length).fill(-1);
   drafts.forEach((d, i) => {
     newId[i] = out.length;
-    out.push({ stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: [...d.waits].map((w) => newId[w]).sort((a, b) => a - b) });
+    out.push({ id: out.length, stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: [...d.waits].map((w) => newId[w]).sort((a, b) => a - b) });
     for (const b of d.outputs) if (firstWrite[b] < 0) firstWrite[b] = newId[i];
     for (const b of freesAfter[i]) {
       const stream = freeStream(d.stream, bufs[b].tier, accessors[b]);
       const waits: number[] = [];
       for (const [s, j] of accessors[b]) if (s !== stream) waits.push(newId[j]);
       freeAt[b] = out.length;
-      out.push({ stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
+      out.push({ id: out.length, stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
     }
   });
 
-  const instructions: PlanInstruction[] = out.map((d, id) => ({ id, ...d }));
+  const instructions = out;
   const buffers: ProgramBuffer[] = bufs.map((b, id) => ({
     id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes,
     allocAt: b.preset ? -1 : firstWrite[id], freeAt: b.keep ? -1 : freeAt[id],

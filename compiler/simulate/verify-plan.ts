@@ -30,8 +30,9 @@ export function verifyPlan(plan: Plan): string[] {
     const t = plan.tiers[tier];
     if (t.peakBytes > t.capacityBytes) push(`tiers.${tier}: peak ${t.peakBytes} bytes exceeds capacity ${t.capacityBytes} bytes`);
   }
+  // (messages name their buffer or instruction; the names are made only for a message)
   buffers.forEach((b, i) => {
-    const where = `buffers[${i}]`;
+    const where = { toString: () => `buffers[${i}]` };
     if (b.id !== i) push(`${where}: id ${b.id} at index ${i}`);
     const t = graph.tensors[b.tensor];
     if (!t) { push(`${where}: tensor ${b.tensor} does not exist`); return; }
@@ -42,11 +43,12 @@ export function verifyPlan(plan: Plan): string[] {
     if (b.allocAt >= ins.length || b.freeAt >= ins.length) push(`${where}: live range [${b.allocAt}, ${b.freeAt}] outside the step`);
   });
   ins.forEach((x, i) => {
-    const where = `instructions[${i}]`;
+    const where = { toString: () => `instructions[${i}]` };
     if (x.id !== i) push(`${where}: id ${x.id} at index ${i}`);
     if (!STREAMS.includes(x.stream)) push(`${where}: unknown stream '${x.stream}'`);
-    if (!['run', 'copy', 'free'].includes(x.kind)) push(`${where}: unknown kind '${x.kind}'`);
-    for (const b of [...x.inputs, ...x.outputs]) if (!(b >= 0 && b < buffers.length)) push(`${where}: buffer ${b} does not exist`);
+    if (x.kind !== 'run' && x.kind !== 'copy' && x.kind !== 'free') push(`${where}: unknown kind '${x.kind}'`);
+    for (const b of x.inputs) if (!(b >= 0 && b < buffers.length)) push(`${where}: buffer ${b} does not exist`);
+    for (const b of x.outputs) if (!(b >= 0 && b < buffers.length)) push(`${where}: buffer ${b} does not exist`);
     for (const w of x.waits) if (!(Number.isInteger(w) && w >= 0 && w < i)) push(`${where}: waits on ${w}, which is not an earlier instruction`);
     if (x.kind === 'run') {
       const op = graph.ops[x.op];
@@ -87,17 +89,18 @@ export function verifyPlan(plan: Plan): string[] {
   // 3. happens-before by vector clocks
   const S = STREAMS.length;
   const sIndex = new Map(STREAMS.map((s, k) => [s, k]));
+  const streamOf = Int8Array.from(ins, (x) => sIndex.get(x.stream)!);
   const clock = new Int32Array(ins.length * S).fill(-1);
   const lastOn = new Int32Array(S).fill(-1);
   ins.forEach((x, i) => {
-    const s = sIndex.get(x.stream)!;
+    const s = streamOf[i];
     const row = i * S;
     if (lastOn[s] >= 0) for (let k = 0; k < S; k++) clock[row + k] = clock[lastOn[s] * S + k];
     for (const w of x.waits) for (let k = 0; k < S; k++) clock[row + k] = Math.max(clock[row + k], clock[w * S + k]);
     clock[row + s] = i;
     lastOn[s] = i;
   });
-  const before = (w: number, i: number) => clock[i * S + sIndex.get(ins[w].stream)!] >= w;
+  const before = (w: number, i: number) => clock[i * S + streamOf[w]] >= w;
 
   const lastWrite = new Int32Array(buffers.length).fill(-1);
   ins.forEach((x, i) => {
