@@ -5,7 +5,6 @@ import { autodiff } from '../compiler/autodiff/autodiff.js';
 import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
-import { importOnnx } from '../compiler/import/onnx.js';
 import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
@@ -56,8 +55,9 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
   const P = opts.sp ?? 1;
   if (!(Number.isInteger(P) && P >= 1)) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got ${P}`);
   if (P > 1 && opts.dpuWarmupSteps !== undefined) throw diag.usage('--sp and --dpu together are not supported yet');
+  // the ONNX importer (and its protobuf decoder, ~0.1 s to load) only for ONNX models
   const imported = /\.onnx$/i.test(opts.model)
-    ? importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
+    ? (await import('../compiler/import/onnx.js')).importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
     : await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
   mark('import');
   assertGraph(imported.graph, 'import');
