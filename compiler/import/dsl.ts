@@ -6,15 +6,15 @@
 // any of it runs, and every problem is reported as `file:line:col: message`.
 // Cost: ~0.2 s of type-checking, then one stack capture per DSL call.
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, relative, basename } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { findSourceMap } from 'node:module';
 import { createHash } from 'node:crypto';
-import { mkdirSync, renameSync, statSync } from 'node:fs';
 import { diag, UserError } from '../../src/diagnostics.js';
 import { packageRoot } from '../../src/paths.js';
+import { cacheDir, writeAtomic } from '../../src/cache-dir.js';
 import { GraphBuilder, GraphError } from '../ir/graph.js';
 import type { Graph, InitSpec, OpAttrs, OpKind, SourceLoc } from '../ir/types.js';
 import type { Dsl, Init, Model, PresetBase, Tensor as DslTensor } from './dsl-api.js';
@@ -44,26 +44,6 @@ const CACHE_VERSION = 'tiercut-dsl-1';
 function cacheKey(file: string): string {
   const api = readFileSync(join(packageRoot(), 'compiler', 'import', 'dsl-api.ts'), 'utf8');
   return createHash('sha256').update(`${CACHE_VERSION}\0${file}\0${api}\0${readFileSync(file, 'utf8')}`).digest('hex').slice(0, 32);
-}
-
-/** The per-user cache directory, or undefined when it is not safely ours. */
-function cacheDir(): string | undefined {
-  const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
-  const dir = join(tmpdir(), `tiercut-cache-${uid ?? 'user'}`);
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const st = statSync(dir);
-    if (uid !== undefined && (st.uid !== uid || (st.mode & 0o022) !== 0)) return undefined;
-    return dir;
-  } catch {
-    return undefined;
-  }
-}
-
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
 }
 
 const checkedKeys = new Set<string>();

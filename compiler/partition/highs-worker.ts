@@ -13,6 +13,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { mark } from '../../src/timing.js';
+import { lpCached, lpCacheOn, lpKey, lpRemember } from './lp-cache.js';
 
 export type HighsStatus = 'optimal' | 'infeasible' | 'timeLimit' | 'other';
 
@@ -89,6 +90,8 @@ export class LpWorker {
   private readonly worker: Worker;
   private readonly pending = new Map<number, { resolve(r: HighsResult): void; reject(e: Error): void }>();
   private nextId = 0;
+  /** Outcomes of solves started with keep, by id (for solveAfter). */
+  private readonly kept = new Map<number, HighsResult>();
 
   constructor() {
     const highsPath = createRequire(import.meta.url).resolve('highs');
@@ -115,7 +118,27 @@ export class LpWorker {
    * Undefined when first did not end optimal (nothing was solved).
    */
   solveAfter(first: number, data: HighsModelData, timeLimitSeconds: number, after: { col: number; relTol: number; absTol: number; iterationsFactor: number; iterationsPlus: number }, options?: Readonly<Record<string, number | string>>): Promise<HighsResult | undefined> {
-    return this.post({ data, timeLimit: timeLimitSeconds, options, after: { id: first, ...after } }).then((r) => (r.status === ('skipped' as HighsStatus) ? undefined : r));
+    // the follow-up's model and limit, as the solver thread makes them
+    const followUp = (prev: HighsResult) => {
+      const colUpper = Float64Array.from(data.colUpper);
+      colUpper[after.col] = prev.objective * (1 + after.relTol) + after.absTol;
+      return { data: { ...data, colUpper }, iterationLimit: after.iterationsFactor * prev.iterations + after.iterationsPlus };
+    };
+    const known = this.kept.get(first);
+    if (known) {
+      // first is done (or was remembered): solve the follow-up as a plain solve (which may be remembered too)
+      this.kept.delete(first);
+      if (known.status !== 'optimal') return Promise.resolve(undefined);
+      const f = followUp(known);
+      return this.solve(f.data, timeLimitSeconds, f.iterationLimit, options);
+    }
+    return this.post({ data, timeLimit: timeLimitSeconds, options, after: { id: first, ...after } }).then((r) => {
+      if (r.status === ('skipped' as HighsStatus)) return undefined;
+      const prev = this.kept.get(first);
+      this.kept.delete(first);
+      if (prev && lpCacheOn()) { const f = followUp(prev); lpRemember(lpKey(f.data, timeLimitSeconds, f.iterationLimit, options), r); }
+      return r;
+    });
   }
 
   /** The id the next solve will get (to name it in solveAfter). */
@@ -126,7 +149,21 @@ export class LpWorker {
    * ends it with status 'other'; `options` are HiGHS options set before the run.
    */
   solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number, options?: Readonly<Record<string, number | string>>, keep = false): Promise<HighsResult> {
-    return this.post({ data, timeLimit: timeLimitSeconds, iterationLimit, options, keep });
+    // an optimal outcome of this very model and these limits is remembered across processes (lp-cache.ts)
+    const key = lpCacheOn() ? lpKey(data, timeLimitSeconds, iterationLimit, options) : undefined;
+    const hit = key !== undefined ? lpCached(key) : undefined;
+    const id = this.nextId;
+    if (hit) {
+      this.nextId++;
+      mark(`HiGHS solve ${id} remembered`, undefined, `${hit.iterations} iterations`);
+      if (keep) this.kept.set(id, hit);
+      return Promise.resolve(hit);
+    }
+    return this.post({ data, timeLimit: timeLimitSeconds, iterationLimit, options, keep }).then((r) => {
+      if (keep) this.kept.set(id, r);
+      if (key !== undefined) lpRemember(key, r);
+      return r;
+    });
   }
 
   private post(msg: Record<string, unknown>): Promise<HighsResult> {
