@@ -60,7 +60,8 @@ interface Draft {
   op: number;
   inputs: number[];
   outputs: number[];
-  waits: Set<number>;
+  /** Distinct draft indices (a handful: a list, not a Set). */
+  waits: number[];
 }
 
 interface DraftBuffer { tensor: number; tier: Tier; sizeBytes: number; keep: boolean; preset: boolean }
@@ -97,9 +98,10 @@ export function buildProgram(g: Graph, p: Placement): Program {
     readers.push(new Map());
     return bufs.length - 1;
   };
-  const emit = (d: Omit<Draft, 'waits'>): number => { drafts.push({ ...d, waits: new Set() }); return drafts.length - 1; };
-  const waitWriter = (i: number, b: number) => { const w = writer[b]; if (w >= 0 && drafts[w].stream !== drafts[i].stream) drafts[i].waits.add(w); };
-  const waitReaders = (i: number, b: number) => { for (const [s, r] of readers[b]) if (s !== drafts[i].stream) drafts[i].waits.add(r); };
+  const emit = (d: Draft): number => { drafts.push(d); return drafts.length - 1; };
+  const addWait = (i: number, w: number) => { const ws = drafts[i].waits; if (!ws.includes(w)) ws.push(w); };
+  const waitWriter = (i: number, b: number) => { const w = writer[b]; if (w >= 0 && drafts[w].stream !== drafts[i].stream) addWait(i, w); };
+  const waitReaders = (i: number, b: number) => { for (const [s, r] of readers[b]) if (s !== drafts[i].stream) addWait(i, r); };
   const read = (i: number, b: number) => { waitWriter(i, b); readers[b].set(drafts[i].stream, i); };
   const write = (i: number, b: number) => { waitReaders(i, b); waitWriter(i, b); writer[b] = i; };
 
@@ -111,20 +113,30 @@ export function buildProgram(g: Graph, p: Placement): Program {
     }
   }
 
-  // next use of tensor x on tier T after op i (for the refetch gap)
-  const usesOn: Map<Tier, number[]>[] = g.tensors.map(() => new Map());
-  for (const op of g.ops) for (const x of op.inputs) {
-    const tier = p.opTier[op.id];
-    const list = usesOn[x].get(tier) ?? [];
-    if (list[list.length - 1] !== op.id) list.push(op.id);
-    usesOn[x].set(tier, list);
+  // next use of tensor x on tier T after op i (for the refetch gap): per tier,
+  // each tensor's reading ops in order (an op reading x twice counted once),
+  // flattened (offsets per tensor) so that no per-tensor lists are allocated
+  const TIER_INDEX: Record<Tier, number> = { gpu: 0, cpu: 1, nvme: 2 };
+  const nT = g.tensors.length;
+  const useStart = [0, 1, 2].map(() => new Int32Array(nT + 1));
+  const firstRead = (op: Graph['ops'][number], j: number) => op.inputs.indexOf(op.inputs[j]) === j;
+  for (const op of g.ops) {
+    const starts = useStart[TIER_INDEX[p.opTier[op.id]]];
+    for (let j = 0; j < op.inputs.length; j++) if (firstRead(op, j)) starts[op.inputs[j] + 1]++;
+  }
+  for (const starts of useStart) for (let x = 0; x < nT; x++) starts[x + 1] += starts[x];
+  const useOps = useStart.map((starts) => new Int32Array(starts[nT]));
+  const fillAt = useStart.map((starts) => starts.slice(0, nT));
+  for (const op of g.ops) {
+    const k = TIER_INDEX[p.opTier[op.id]];
+    for (let j = 0; j < op.inputs.length; j++) if (firstRead(op, j)) useOps[k][fillAt[k][op.inputs[j]]++] = op.id;
   }
   const nextUse = (x: number, tier: Tier, after: number): number => {
-    const list = usesOn[x].get(tier);
-    if (!list) return Infinity;
-    let lo = 0, hi = list.length;
+    const k = TIER_INDEX[tier], list = useOps[k];
+    let lo = useStart[k][x], hi = useStart[k][x + 1];
+    const end = hi;
     while (lo < hi) { const m = (lo + hi) >> 1; if (list[m] <= after) lo = m + 1; else hi = m; }
-    return lo < list.length ? list[lo] : Infinity;
+    return lo < end ? list[lo] : Infinity;
   };
 
   const remat = (x: number) => p.remat?.[x] === true;
@@ -132,7 +144,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   for (const op of g.ops) for (const t of op.outputs) if (!op.inputs.includes(t)) producerOf[t] = op.id;
 
   const copy = (src: number, dst: number): number => {
-    const i = emit({ stream: copyStream(bufs[src].tier, bufs[dst].tier), kind: 'copy', op: -1, inputs: [src], outputs: [dst] });
+    const i = emit({ stream: copyStream(bufs[src].tier, bufs[dst].tier), kind: 'copy', op: -1, inputs: [src], outputs: [dst], waits: [] });
     read(i, src);
     write(i, dst);
     return i;
@@ -166,7 +178,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
     const tier = p.opTier[op.id];
     const ins = op.inputs.map((t) => fetch(t, tier));
     const outs = op.outputs.map((t) => newBuffer(t, tier, false, false));
-    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs });
+    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs, waits: [] });
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
     // inputs fetched for the rerun are dropped after it (e.g. a master copy staged from NVMe)
@@ -211,7 +223,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
       }
       return newBuffer(x, tier, false, false);
     });
-    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs });
+    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs, waits: [] });
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
     op.outputs.forEach((x, k) => {
@@ -245,7 +257,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   const firstWrite = new Int32Array(bufs.length).fill(-1);
   drafts.forEach((d, i) => {
     newId[i] = out.length;
-    out.push({ id: out.length, stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: [...d.waits].map((w) => newId[w]).sort((a, b) => a - b) });
+    out.push({ id: out.length, stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: d.waits.map((w) => newId[w]).sort((a, b) => a - b) });
     for (const b of d.outputs) if (firstWrite[b] < 0) firstWrite[b] = newId[i];
     for (const b of freesAfter[i]) {
       const stream = freeStream(d.stream, bufs[b].tier, accessors[b]);
