@@ -84,13 +84,44 @@ function freeStream(last: StreamName, tier: Tier, accessors: Map<StreamName, num
   return last === 'gpu' && tier === 'gpu' && accessors.has('d2h') ? 'd2h' : last;
 }
 
+/**
+ * Per tensor, the buffer holding its current value on each tier, with the
+ * order the tiers got it (first(): the earliest still valid) — what a
+ * Map<Tier, buffer> per tensor gave, in three typed arrays.
+ */
+class ValidCopies {
+  private readonly buf: Int32Array;
+  private readonly since: Float64Array;
+  private clock = 0;
+  constructor(tensors: number) {
+    this.buf = new Int32Array(3 * tensors).fill(-1);
+    this.since = new Float64Array(3 * tensors);
+  }
+  private static k(tier: Tier): number { return tier === 'gpu' ? 0 : tier === 'cpu' ? 1 : 2; }
+  get(x: number, tier: Tier): number | undefined { const b = this.buf[3 * x + ValidCopies.k(tier)]; return b < 0 ? undefined : b; }
+  set(x: number, tier: Tier, b: number): void {
+    const i = 3 * x + ValidCopies.k(tier);
+    if (this.buf[i] < 0) this.since[i] = ++this.clock; // a tier already holding x keeps its place in the order
+    this.buf[i] = b;
+  }
+  delete(x: number, tier: Tier): void { this.buf[3 * x + ValidCopies.k(tier)] = -1; }
+  /** Drops every copy of x other than buffer b. */
+  keepOnly(x: number, b: number): void { for (let k = 0; k < 3; k++) if (this.buf[3 * x + k] !== b) this.buf[3 * x + k] = -1; }
+  /** The copy that became valid first among those still valid, or undefined. */
+  first(x: number): number | undefined {
+    let best = -1;
+    for (let k = 0; k < 3; k++) { const i = 3 * x + k; if (this.buf[i] >= 0 && (best < 0 || this.since[i] < this.since[best])) best = i; }
+    return best < 0 ? undefined : this.buf[best];
+  }
+}
+
 export function buildProgram(g: Graph, p: Placement): Program {
   const drafts: Draft[] = [];
   const bufs: DraftBuffer[] = [];
   const writer: number[] = [];                  // per buffer: draft index of its write this step, -1 = before
   const readers: Map<StreamName, number>[] = []; // per buffer: latest reading draft per stream
   const home = new Int32Array(g.tensors.length).fill(-1);
-  const valid: Map<Tier, number>[] = g.tensors.map(() => new Map());
+  const valid = new ValidCopies(g.tensors.length);
 
   const newBuffer = (tensor: number, tier: Tier, keep: boolean, preset: boolean): number => {
     bufs.push({ tensor, tier, sizeBytes: g.tensors[tensor].sizeBytes, keep, preset });
@@ -109,7 +140,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   for (const t of g.tensors) {
     if (t.persistent || t.role === 'input') {
       home[t.id] = newBuffer(t.id, p.home[t.id], true, true);
-      valid[t.id].set(p.home[t.id], home[t.id]);
+      valid.set(t.id, p.home[t.id], home[t.id]);
     }
   }
 
@@ -155,9 +186,9 @@ export function buildProgram(g: Graph, p: Placement): Program {
   let current = -1;  // the op whose operands are being fetched
   /** A buffer holding x's current value on `tier`, copying it there if needed (NVMe <-> GPU through CPU staging). */
   function fetch(x: number, tier: Tier): number {
-    const have = valid[x].get(tier);
+    const have = valid.get(x, tier);
     if (have !== undefined) return have;
-    let src = valid[x].get(p.home[x]) ?? [...valid[x].values()][0];
+    let src = valid.get(x, p.home[x]) ?? valid.first(x);
     if (src === undefined && remat(x) && producerOf[x] >= 0) src = rerun(x);
     if (src === undefined) throw new Error(`schedule: ${g.tensors[x].name} is read before it is written`);
     if (bufs[src].tier === tier) return src;
@@ -165,11 +196,11 @@ export function buildProgram(g: Graph, p: Placement): Program {
     if (staged) src = fetch(x, 'cpu');
     const b = newBuffer(x, tier, false, false);
     copy(src, b);
-    valid[x].set(tier, b);
+    valid.set(x, tier, b);
     if (g.tensors[x].role === 'activation' && bufs[src].tier === p.home[x] && !remat(x)) fetchedBack[x] = 1;
     // the staging copy is dropped once passed on, unless a cpu op reads x soon
-    if (staged && nextUse(x, 'cpu', current) - current > REFETCH_GAP) valid[x].delete('cpu');
-    if (remat(x) && bufs[src].tier !== tier) valid[x].delete(bufs[src].tier); // so is a rematerialised source
+    if (staged && nextUse(x, 'cpu', current) - current > REFETCH_GAP) valid.delete(x, 'cpu');
+    if (remat(x) && bufs[src].tier !== tier) valid.delete(x, bufs[src].tier); // so is a rematerialised source
     return b;
   }
   /** Runs x's producer again on its own tier; returns the buffer now holding x (valid until passed on). */
@@ -182,7 +213,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
     // inputs fetched for the rerun are dropped after it (e.g. a master copy staged from NVMe)
-    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid[t].delete(tier);
+    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid.delete(t, tier);
     return outs[op.outputs.indexOf(x)];
   }
 
@@ -199,7 +230,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   const retireIfGap = (x: number, tier: Tier, opId: number) => {
     if (tier === p.home[x] && !remat(x)) return;
     if (fetchedBack[x]) return;
-    if (nextUse(x, tier, opId) - opId > REFETCH_GAP) valid[x].delete(tier);
+    if (nextUse(x, tier, opId) - opId > REFETCH_GAP) valid.delete(x, tier);
   };
 
   for (const op of g.ops) {
@@ -228,12 +259,12 @@ export function buildProgram(g: Graph, p: Placement): Program {
     outs.forEach((b) => write(i, b));
     op.outputs.forEach((x, k) => {
       const b = outs[k];
-      for (const [t2, other] of valid[x]) if (other !== b) valid[x].delete(t2); // the old value is stale everywhere else
-      valid[x].set(tier, b);
+      valid.keepOnly(x, b); // the old value is stale everywhere else
+      valid.set(x, tier, b);
       if (p.home[x] !== tier && !remat(x)) {
         if (home[x] < 0) home[x] = newBuffer(x, p.home[x], g.tensors[x].role === 'loss', false);
         sendHome(x, b);
-        valid[x].set(p.home[x], home[x]);
+        valid.set(x, p.home[x], home[x]);
       }
     });
     for (const x of op.inputs) retireIfGap(x, tier, op.id);
