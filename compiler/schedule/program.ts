@@ -35,6 +35,10 @@ import type { Tier } from '../cost/cost.js';
 import type { Graph } from '../ir/types.js';
 import type { Placement } from '../partition/placement.js';
 import type { PlanInstruction, StreamName } from '../plan/types.js';
+import { STREAMS } from '../plan/types.js';
+
+const NS = STREAMS.length;
+const STREAM_INDEX = Object.fromEntries(STREAMS.map((s, k) => [s, k])) as Record<StreamName, number>;
 
 export const REFETCH_GAP = 16;
 
@@ -80,8 +84,8 @@ function copyStream(from: Tier, to: Tier): StreamName {
 /** The stream a buffer's free goes on: that of its last access, except that a
  *  GPU buffer the d2h stream also reads (an eviction) is freed on d2h, so the
  *  GPU never blocks on the eviction's progress. */
-function freeStream(last: StreamName, tier: Tier, accessors: Map<StreamName, number>): StreamName {
-  return last === 'gpu' && tier === 'gpu' && accessors.has('d2h') ? 'd2h' : last;
+function freeStream(last: StreamName, tier: Tier, d2hAccess: boolean): StreamName {
+  return last === 'gpu' && tier === 'gpu' && d2hAccess ? 'd2h' : last;
 }
 
 /**
@@ -119,21 +123,21 @@ export function buildProgram(g: Graph, p: Placement): Program {
   const drafts: Draft[] = [];
   const bufs: DraftBuffer[] = [];
   const writer: number[] = [];                  // per buffer: draft index of its write this step, -1 = before
-  const readers: Map<StreamName, number>[] = []; // per buffer: latest reading draft per stream
+  const readers: number[] = []; // per buffer and stream (NS per buffer, STREAMS order): latest reading draft, -1 none
   const home = new Int32Array(g.tensors.length).fill(-1);
   const valid = new ValidCopies(g.tensors.length);
 
   const newBuffer = (tensor: number, tier: Tier, keep: boolean, preset: boolean): number => {
     bufs.push({ tensor, tier, sizeBytes: g.tensors[tensor].sizeBytes, keep, preset });
     writer.push(-1);
-    readers.push(new Map());
+    for (let k = 0; k < NS; k++) readers.push(-1);
     return bufs.length - 1;
   };
   const emit = (d: Draft): number => { drafts.push(d); return drafts.length - 1; };
   const addWait = (i: number, w: number) => { const ws = drafts[i].waits; if (!ws.includes(w)) ws.push(w); };
   const waitWriter = (i: number, b: number) => { const w = writer[b]; if (w >= 0 && drafts[w].stream !== drafts[i].stream) addWait(i, w); };
-  const waitReaders = (i: number, b: number) => { for (const [s, r] of readers[b]) if (s !== drafts[i].stream) addWait(i, r); };
-  const read = (i: number, b: number) => { waitWriter(i, b); readers[b].set(drafts[i].stream, i); };
+  const waitReaders = (i: number, b: number) => { const own = STREAM_INDEX[drafts[i].stream]; for (let k = 0; k < NS; k++) { const r = readers[b * NS + k]; if (r >= 0 && k !== own) addWait(i, r); } };
+  const read = (i: number, b: number) => { waitWriter(i, b); readers[b * NS + STREAM_INDEX[drafts[i].stream]] = i; };
   const write = (i: number, b: number) => { waitReaders(i, b); waitWriter(i, b); writer[b] = i; };
 
   // state, data inputs and the loss keep a home buffer for the whole run
@@ -273,10 +277,12 @@ export function buildProgram(g: Graph, p: Placement): Program {
 
   // frees after each transient buffer's last access, then final ids
   const lastAccess = new Int32Array(bufs.length).fill(-1);
-  const accessors: Map<StreamName, number>[] = bufs.map(() => new Map());
+  // per buffer and stream: its latest accessing draft, -1 none
+  const accessors = new Int32Array(bufs.length * NS).fill(-1);
   drafts.forEach((d, i) => {
-    for (const b of d.inputs) { lastAccess[b] = i; accessors[b].set(d.stream, i); }
-    for (const b of d.outputs) { lastAccess[b] = i; accessors[b].set(d.stream, i); }
+    const k = STREAM_INDEX[d.stream];
+    for (const b of d.inputs) { lastAccess[b] = i; accessors[b * NS + k] = i; }
+    for (const b of d.outputs) { lastAccess[b] = i; accessors[b * NS + k] = i; }
   });
   const freesAfter: number[][] = drafts.map(() => []);
   bufs.forEach((b, id) => { if (!b.keep && lastAccess[id] >= 0) freesAfter[lastAccess[id]].push(id); });
@@ -291,9 +297,9 @@ export function buildProgram(g: Graph, p: Placement): Program {
     out.push({ id: out.length, stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: d.waits.map((w) => newId[w]).sort((a, b) => a - b) });
     for (const b of d.outputs) if (firstWrite[b] < 0) firstWrite[b] = newId[i];
     for (const b of freesAfter[i]) {
-      const stream = freeStream(d.stream, bufs[b].tier, accessors[b]);
+      const stream = freeStream(d.stream, bufs[b].tier, accessors[b * NS + STREAM_INDEX.d2h] >= 0);
       const waits: number[] = [];
-      for (const [s, j] of accessors[b]) if (s !== stream) waits.push(newId[j]);
+      for (let k = 0; k < NS; k++) { const j = accessors[b * NS + k]; if (j >= 0 && STREAMS[k] !== stream) waits.push(newId[j]); }
       freeAt[b] = out.length;
       out.push({ id: out.length, stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
     }
