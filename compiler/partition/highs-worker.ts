@@ -136,7 +136,7 @@ export class LpWorker {
       if (r.status === ('skipped' as HighsStatus)) return undefined;
       const prev = this.kept.get(first);
       this.kept.delete(first);
-      if (prev && lpCacheOn()) { const f = followUp(prev); lpRemember(lpKey(f.data, timeLimitSeconds, f.iterationLimit, options), r); }
+      if (prev && lpCacheOn()) { const f = followUp(prev); lpRemember(lpKey(f.data, timeLimitSeconds, f.iterationLimit, options, WORKER_SOURCE), r); }
       return r;
     });
   }
@@ -150,7 +150,7 @@ export class LpWorker {
    */
   solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number, options?: Readonly<Record<string, number | string>>, keep = false): Promise<HighsResult> {
     // an optimal outcome of this very model and these limits is remembered across processes (lp-cache.ts)
-    const key = lpCacheOn() ? lpKey(data, timeLimitSeconds, iterationLimit, options) : undefined;
+    const key = lpCacheOn() ? lpKey(data, timeLimitSeconds, iterationLimit, options, WORKER_SOURCE) : undefined;
     const hit = key !== undefined ? lpCached(key) : undefined;
     const id = this.nextId;
     if (hit) {

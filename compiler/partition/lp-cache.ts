@@ -1,14 +1,15 @@
 // Solved LPs remembered across processes: the outcome of an optimal HiGHS solve,
 // keyed by the SHA-256 of everything the solve depends on — the model's arrays
 // byte for byte, the time and iteration limits, the options, the highs
-// package's version and this format's version. HiGHS is deterministic (the
-// same model and options give the same vertex), so a hit returns exactly what
-// the solve would: plans stay byte-identical. Only optimal outcomes are kept
-// (a time-limited one depends on the machine). A compile of an unchanged model
-// on unchanged hardware skips the solver (gpt2-1.5b/16 GB: ~1.2 s of HiGHS).
-// Lives in the per-user cache directory (src/cache-dir.ts), at most
-// MAX_ENTRIES files (the oldest go first); TIERCUT_LP_CACHE=0 turns it off.
-// Cost: hashing the model (~1 MB for gpt2-1.5b: a few ms) per solve.
+// package's version, the solver thread's code and this format's version.
+// HiGHS is deterministic (the same model and options give the same vertex), so
+// a hit returns exactly what the solve would: plans stay byte-identical. Only
+// optimal outcomes are kept (a time-limited one depends on the machine). A
+// compile of an unchanged model on unchanged hardware skips the solver
+// (gpt2-1.5b/16 GB: ~1.2 s of HiGHS). Lives in the per-user cache directory
+// (src/cache-dir.ts), at most MAX_ENTRIES files (the oldest go first);
+// TIERCUT_LP_CACHE=0 turns it off. Cost: hashing the model (~1 MB for
+// gpt2-1.5b: a few ms) per solve.
 
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
@@ -35,10 +36,14 @@ function highs(): string {
 
 export const lpCacheOn = () => process.env.TIERCUT_LP_CACHE !== '0';
 
-/** The key of a solve: model arrays, limits, options, solver and format versions. */
-export function lpKey(data: HighsModelData, timeLimitSeconds: number, iterationLimit: number | undefined, options: Readonly<Record<string, number | string>> | undefined): string {
+/**
+ * The key of a solve: model arrays, limits, options, the highs version, this
+ * format's version and `solver` (the text of the code that runs the solve: a
+ * change to its retries or settings must not reuse outcomes of the old one).
+ */
+export function lpKey(data: HighsModelData, timeLimitSeconds: number, iterationLimit: number | undefined, options: Readonly<Record<string, number | string>> | undefined, solver: string): string {
   const h = createHash('sha256');
-  h.update(JSON.stringify([FORMAT, highs(), data.numCols, data.numRows, timeLimitSeconds, iterationLimit ?? null, options ?? null]));
+  h.update(JSON.stringify([FORMAT, highs(), solver, data.numCols, data.numRows, timeLimitSeconds, iterationLimit ?? null, options ?? null]));
   for (const a of [data.colCost, data.colLower, data.colUpper, data.rowLower, data.rowUpper, data.matrix.starts, data.matrix.indices, data.matrix.values]) {
     h.update(JSON.stringify(a.length));
     h.update(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
