@@ -7,13 +7,10 @@ import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
 import { readPlan, writePlan } from '../compiler/plan/io.js';
 import { planStats } from '../compiler/report/stats.js';
 import { textReport, fmtBytes } from '../compiler/report/text.js';
-import { fileData, syntheticData } from '../runtime/data.js';
-import { TrainingSession } from '../runtime/session.js';
-import { SequenceParallelSession } from '../runtime/sp-session.js';
-import { spFullGraph } from '../runtime/data.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { compile, type CompileOptions } from './compile.js';
-import { calibrate } from './calibrate.js';
+// the runtime (native addon, sessions) and calibration load only for `run` and `hw calibrate`,
+// so that `compile`, `fit` and `report` start without them
 import { simulate } from '../compiler/simulate/simulate.js';
 import { chromeTrace, type TraceStep } from '../compiler/simulate/trace.js';
 import { fit } from './fit.js';
@@ -173,6 +170,8 @@ function cmdReport(args: Args): void {
 }
 
 async function cmdRun(args: Args): Promise<void> {
+  const { fileData, syntheticData } = await import('../runtime/data.js');
+  const { TrainingSession } = await import('../runtime/session.js');
   takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', '--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered', ...OPT_FLAGS]);
   const file = args.positional[0];
   if (!file) throw diag.usage(`run needs PLAN\n${USAGE}`);
@@ -244,6 +243,8 @@ async function cmdRun(args: Args): Promise<void> {
 
 /** `run` on a plan made with --sp: P rank sessions (threads) stepped together; the loss is the mean of the ranks'. */
 async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: number, seed: number, json: boolean): Promise<void> {
+  const { fileData, syntheticData, spFullGraph } = await import('../runtime/data.js');
+  const { SequenceParallelSession } = await import('../runtime/sp-session.js');
   for (const f of ['--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered']) if (args.flags.has(f)) throw diag.usage(`${f} is not supported with a sequence-parallel plan yet`);
   const full = spFullGraph(plan);
   const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
@@ -288,6 +289,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
 async function cmdHw(args: Args): Promise<void> {
   if (args.positional[0] === 'calibrate') {
     takeFlags(args, ['-o', '--spill-dir', '--json']);
+    const { calibrate } = await import('./calibrate.js');
     const c = await calibrate({ spillDir: args.flags.get('--spill-dir') });
     const out = args.flags.get('-o');
     if (out !== undefined) writeJson(out, c.profile);

@@ -5,7 +5,6 @@ import { autodiff } from '../compiler/autodiff/autodiff.js';
 import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
-import { importOnnx } from '../compiler/import/onnx.js';
 import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
@@ -27,6 +26,7 @@ import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
 import { simulate, type Simulation } from '../compiler/simulate/simulate.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { diag, UserError } from './diagnostics.js';
+import { mark } from './timing.js';
 
 export interface CompileOptions {
   model: string;
@@ -56,9 +56,11 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
   const P = opts.sp ?? 1;
   if (!(Number.isInteger(P) && P >= 1)) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got ${P}`);
   if (P > 1 && opts.dpuWarmupSteps !== undefined) throw diag.usage('--sp and --dpu together are not supported yet');
+  // the ONNX importer (and its protobuf decoder, ~0.1 s to load) only for ONNX models
   const imported = /\.onnx$/i.test(opts.model)
-    ? importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
+    ? (await import('../compiler/import/onnx.js')).importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
     : await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
+  mark('import');
   assertGraph(imported.graph, 'import');
   let forward = imported.graph, sharding: SpSharding | undefined;
   if (P > 1) {
@@ -67,6 +69,7 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
   }
   let withGrad = autodiff(forward);
   assertGraph(withGrad, 'autodiff');
+  mark('autodiff');
   if (P > 1) {
     withGrad = insertGradAllReduce(withGrad, P);
     assertGraph(withGrad, 'gradient all-reduce');
@@ -75,6 +78,7 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
   assertGraph(lowered, 'precision lowering');
   const step = lowerOptimizer(lowered, { ...ADAM_DEFAULTS, ...opts.optimizer });
   assertGraph(step, 'optimizer lowering');
+  mark('lowering');
   return { graph: step, preset: imported.preset, config: imported.config, ...(sharding ? { sharding } : {}) };
 }
 
@@ -113,7 +117,9 @@ function minCutBuilt(g: Graph, hw: HardwareProfile): Built | undefined {
   for (let attempt = 0; attempt < 4; attempt++) {
     let p: Placement;
     try { p = partitionMinCut(g, hw, { gpuPeakBytes: gpuPeak, capacityBytes: target }); } catch { return undefined; }
+    mark('min-cut search');
     const b = build(g, hw, p);
+    mark('min-cut schedule');
     const arena = b.arenas.arenaBytes;
     if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? b : undefined;
     target -= arena.gpu - hw.gpu.capacityBytes;
@@ -156,11 +162,13 @@ function lpBest(g: Graph, hw: HardwareProfile, sol: LpSolution): Built {
 }
 
 function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Built {
+  mark('LP rounding');
   const groups = sol.groups;
   const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
   for (let attempt = 0; attempt < 40; attempt++) {
     const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds, r.recompute);
     const b = build(g, hw, p);
+    mark('LP placement schedule');
     const arena = b.arenas.arenaBytes;
     if (fitsTiers(arena, hw)) return b;
     // move the least-committed groups one tier down until the overflow is covered
@@ -197,8 +205,12 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
-  // the LP solves on a worker thread while this thread searches a placement
-  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver });
+  // the LP solves on a worker thread while this thread searches a placement;
+  // when the state cannot all stay on the GPU, the LP's placement (stage 2) is
+  // almost always wanted: it is queued behind the bound at once, so that it
+  // starts when the bound ends, not when this thread next looks
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, refineAtOnce: persistentBytes > hw.gpu.capacityBytes });
+  mark('LP build');
   try {
     if (persistentBytes <= hw.gpu.capacityBytes) {
       const whole = build(g, hw, allGpu(g));
@@ -209,8 +221,9 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // no capacity binds (the cut's price is zero): the cut is exact for two tiers
     if (cut && cutOk && cut.placement.lambdaSecondsPerByte === 0) return { placement: cut.placement, lp: await lp.bound, built: cut };
     // a capacity binds: the priced cut is a heuristic there; simulate it while the LP solves
-    if (cut && cutOk) simulated(g, hw, cut);
+    if (cut && cutOk) { simulated(g, hw, cut); mark('min-cut simulate'); }
     const sol = await lp.refine();
+    mark('LP solved (awaited)');
     if (cut && cutOk) {
       // keep the LP's placement when it simulates faster
       let best = cut;
@@ -218,6 +231,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         try {
           const alt = lpBest(g, hw, sol);
           if (simulated(g, hw, alt).stepSeconds < simulated(g, hw, cut).stepSeconds) best = alt;
+          mark('LP placement simulate');
         } catch (e) {
           if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit: the cut stands
         }
@@ -281,7 +295,9 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
       },
     } : {}),
   };
+  mark('plan assembled');
   const problems = verifyPlan(plan);
+  mark('plan verified');
   if (problems.length) throw new Error(`internal: the emitted plan fails verification:\n  ${problems.slice(0, 8).join('\n  ')}`);
   return plan;
 }
@@ -290,6 +306,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
   // the LP's solver thread starts now: HiGHS loads while this thread builds the graph
   const solver = new LpWorker();
+  mark('compile start');
   try {
     const { graph, preset, config, sharding } = await trainingGraph(opts);
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave

@@ -50,7 +50,23 @@ export function kernelKey(op: Op): string {
   return flags.length > 0 ? `${op.kind}[${flags.join(',')}]` : op.kind;
 }
 
+// opSeconds per graph, profile and tier, by op id: the partitioners, the LP and
+// every simulation ask for the same ops' times (~10^5 calls for gpt2-1.5b).
+// Graphs and profiles are immutable, so a value, once computed, stays right.
+const opTimes = new WeakMap<Graph, WeakMap<HardwareProfile, { gpu: Float64Array; cpu: Float64Array }>>();
+
 export function opSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwareProfile): number {
+  if (g.ops[op.id] !== op) return opSecondsOf(g, op, tier, hw); // an op not (or no longer) in g: not remembered
+  let byHw = opTimes.get(g);
+  if (!byHw) opTimes.set(g, (byHw = new WeakMap()));
+  let times = byHw.get(hw);
+  if (!times) byHw.set(hw, (times = { gpu: new Float64Array(g.ops.length).fill(NaN), cpu: new Float64Array(g.ops.length).fill(NaN) }));
+  const known = times[tier][op.id];
+  if (!Number.isNaN(known)) return known;
+  return (times[tier][op.id] = opSecondsOf(g, op, tier, hw));
+}
+
+function opSecondsOf(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwareProfile): number {
   const roofline = rooflineSeconds(g, op, tier, hw);
   const k = hw.kernels?.[kernelKey(op)] ?? hw.kernels?.[op.kind];
   return k ? k.fixedSeconds + k.rooflineFactor * roofline : roofline;

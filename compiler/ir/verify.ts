@@ -22,42 +22,44 @@ export function verifyGraph(g: Graph): string[] {
   const lastRead = new Int32Array(T).fill(-1);
   for (let i = 0; i < g.ops.length; i++) {
     const op = g.ops[i];
-    const where = `op ${i} (${op.kind}, ${formatLoc(op.loc)})`;
-    if (op.id !== i) errors.push(`${where}: id ${op.id} at index ${i}`);
-    const bad = [...op.inputs, ...op.outputs].filter((t) => !(t >= 0 && t < T));
-    if (bad.length) { errors.push(`${where}: operand ${bad[0]} does not exist`); continue; }
+    // the op's name in messages, made only when there is one (this loop runs after every pass)
+    let whereText: string | undefined;
+    const whereOf = () => (whereText ??= `op ${i} (${op.kind}, ${formatLoc(op.loc)})`);
+    if (op.id !== i) errors.push(`${whereOf()}: id ${op.id} at index ${i}`);
+    const bad = op.inputs.find((t) => !(t >= 0 && t < T)) ?? op.outputs.find((t) => !(t >= 0 && t < T));
+    if (bad !== undefined) { errors.push(`${whereOf()}: operand ${bad} does not exist`); continue; }
     for (const t of op.inputs) {
       const tensor = g.tensors[t];
       if (!tensor.persistent && writer[t] < 0 && tensor.role !== 'input')
-        errors.push(`${where}: reads ${tensor.name} before any op writes it`);
+        errors.push(`${whereOf()}: reads ${tensor.name} before any op writes it`);
       if (tensor.persistent && writer[t] >= 0 && writer[t] !== i)
-        errors.push(`${where}: reads state ${tensor.name} after op ${writer[t]} overwrote it in place`);
+        errors.push(`${whereOf()}: reads state ${tensor.name} after op ${writer[t]} overwrote it in place`);
       lastRead[t] = i;
     }
     for (const t of op.outputs) {
       const tensor = g.tensors[t];
-      if (writer[t] >= 0) errors.push(`${where}: ${tensor.name} already has producer op ${writer[t]}`);
-      if (tensor.role === 'input') errors.push(`${where}: writes the data input ${tensor.name}`);
+      if (writer[t] >= 0) errors.push(`${whereOf()}: ${tensor.name} already has producer op ${writer[t]}`);
+      if (tensor.role === 'input') errors.push(`${whereOf()}: writes the data input ${tensor.name}`);
       writer[t] = i;
     }
     if (op.kind === 'adam') {
       const [p, , m, v] = op.inputs;
       const sizes = op.inputs.map((t) => numel(g.tensors[t].shape));
-      if (op.inputs.length !== 4 || sizes.some((s) => s !== sizes[0])) errors.push(`${where}: adam needs p, g, m, v of one size`);
-      if (op.outputs[0] !== p || op.outputs[1] !== m || op.outputs[2] !== v) errors.push(`${where}: adam must update p, m, v in place`);
-      if (op.outputs.length === 4 && numel(g.tensors[op.outputs[3]].shape) !== sizes[0]) errors.push(`${where}: adam's half copy has the wrong size`);
-      if (![p, m, v].every((t) => g.tensors[t].persistent)) errors.push(`${where}: adam state must be persistent`);
+      if (op.inputs.length !== 4 || sizes.some((s) => s !== sizes[0])) errors.push(`${whereOf()}: adam needs p, g, m, v of one size`);
+      if (op.outputs[0] !== p || op.outputs[1] !== m || op.outputs[2] !== v) errors.push(`${whereOf()}: adam must update p, m, v in place`);
+      if (op.outputs.length === 4 && numel(g.tensors[op.outputs[3]].shape) !== sizes[0]) errors.push(`${whereOf()}: adam's half copy has the wrong size`);
+      if (![p, m, v].every((t) => g.tensors[t].persistent)) errors.push(`${whereOf()}: adam state must be persistent`);
       continue;
     }
     try {
       const specs = inferOutputs(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs);
-      if (specs.length !== op.outputs.length) errors.push(`${where}: ${op.outputs.length} outputs, the catalog says ${specs.length}`);
+      if (specs.length !== op.outputs.length) errors.push(`${whereOf()}: ${op.outputs.length} outputs, the catalog says ${specs.length}`);
       specs.forEach((s, k) => {
         const out = g.tensors[op.outputs[k]];
-        if (out && shapeStr(out.shape) !== shapeStr(s.shape)) errors.push(`${where}: output ${out.name} is ${shapeStr(out.shape)}, the catalog says ${shapeStr(s.shape)}`);
+        if (out && !sameShape(out.shape, s.shape)) errors.push(`${whereOf()}: output ${out.name} is ${shapeStr(out.shape)}, the catalog says ${shapeStr(s.shape)}`);
       });
     } catch (e) {
-      if (e instanceof ShapeError) errors.push(`${where}: ${e.message}`); else throw e;
+      if (e instanceof ShapeError) errors.push(`${whereOf()}: ${e.message}`); else throw e;
     }
   }
   // in-place state writes come after every read of the old value
@@ -70,6 +72,8 @@ export function verifyGraph(g: Graph): string[] {
   if (!loss || numel(loss.shape) !== 1) errors.push(`loss tensor ${g.loss} must hold one element`);
   return errors;
 }
+
+const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, k) => d === b[k]);
 
 export function assertGraph(g: Graph, after: string): void {
   const errors = verifyGraph(g);

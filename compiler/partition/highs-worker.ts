@@ -12,6 +12,8 @@
 
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import { mark } from '../../src/timing.js';
+import { lpCached, lpCacheOn, lpKey, lpRemember } from './lp-cache.js';
 
 export type HighsStatus = 'optimal' | 'infeasible' | 'timeLimit' | 'other';
 
@@ -22,17 +24,37 @@ export interface HighsModelData {
   matrix: { format: 'csr'; numRows: number; numCols: number; starts: Int32Array; indices: Int32Array; values: Float64Array };
 }
 
-export interface HighsResult { status: HighsStatus; objective: number; x: Float64Array; /** simplex iterations it took */ iterations: number }
+export interface HighsResult {
+  status: HighsStatus; objective: number; x: Float64Array; /** simplex iterations it took */ iterations: number;
+  /** when the worker began and ended this solve (ms since the epoch, performance.timeOrigin-based; for TIERCUT_TIMING) */
+  readyAt?: number; endAt?: number;
+}
 
 // The worker: load highs once, then answer each { id, data, timeLimit,
-// iterationLimit?, options? } with { id, status, objective, x, iterations } or { id, error }.
+// iterationLimit?, options?, keep?, after? } with { id, status, objective, x,
+// iterations } or { id, error }. keep: remember the outcome for a follow-up. With after = { id, col, relTol, absTol,
+// iterationsFactor, iterationsPlus } the model is a follow-up of solve
+// after.id (posted before it, so solved after it): it runs only when that one
+// was optimal (else it answers status 'skipped'), with column col's upper
+// bound set to that optimum * (1 + relTol) + absTol and an iteration limit of
+// iterationsFactor * its iterations + iterationsPlus; so the follow-up starts
+// the moment the first ends, without a round trip through a busy main thread.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const mod = require(workerData.highsPath);
 const highsReady = (mod.default ?? mod)();
-parentPort.on('message', async ({ id, data, timeLimit, iterationLimit, options }) => {
+const done = new Map(); // id -> { status, objective, iterations } of solves a follow-up may name
+parentPort.on('message', async ({ id, data, timeLimit, iterationLimit, options, after, keep }) => {
   try {
     const highs = await highsReady;
+    if (after) {
+      const prev = done.get(after.id);
+      done.delete(after.id);
+      if (!prev || prev.status !== 'optimal') { parentPort.postMessage({ id, status: 'skipped', objective: NaN, x: new Float64Array(0), iterations: 0 }); return; }
+      data.colUpper[after.col] = prev.objective * (1 + after.relTol) + after.absTol;
+      iterationLimit = after.iterationsFactor * prev.iterations + after.iterationsPlus;
+    }
+    const readyAt = performance.timeOrigin + performance.now();
     const c = highs.constants.modelStatus;
     const model = highs.createModel(data);
     try {
@@ -52,7 +74,9 @@ parentPort.on('message', async ({ id, data, timeLimit, iterationLimit, options }
       const status = code === c.optimal ? 'optimal' : code === c.infeasible || code === c.unboundedOrInfeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
       const x = status === 'optimal' ? Float64Array.from(model.getSolution().colValue) : new Float64Array(data.numCols);
       const iterations = Number(model.info.get('simplex_iteration_count'));
-      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations }, [x.buffer]);
+      if (keep) done.set(id, { status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, iterations });
+      const endAt = performance.timeOrigin + performance.now();
+      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations, readyAt, endAt }, [x.buffer]);
     } finally {
       model.dispose();
     }
@@ -66,6 +90,8 @@ export class LpWorker {
   private readonly worker: Worker;
   private readonly pending = new Map<number, { resolve(r: HighsResult): void; reject(e: Error): void }>();
   private nextId = 0;
+  /** Outcomes of solves started with keep, by id (for solveAfter). */
+  private readonly kept = new Map<number, HighsResult>();
 
   constructor() {
     const highsPath = createRequire(import.meta.url).resolve('highs');
@@ -75,23 +101,77 @@ export class LpWorker {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
+      if (m.readyAt !== undefined) mark(`HiGHS solve ${m.id} start`, m.readyAt);
+      if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations`);
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
-      else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations });
+      else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations, readyAt: m.readyAt, endAt: m.endAt });
     });
     this.worker.on('error', (e) => this.failAll(e));
     this.worker.on('exit', (code) => this.failAll(new Error(`internal: the LP solver thread exited (code ${code})`)));
   }
 
   /**
+   * Solves `data` as a follow-up of the solve `first` (which must have been
+   * started with keep): at once after it on the solver thread, with column
+   * `col`'s upper bound set to first's optimum * (1 + relTol) + absTol and an
+   * iteration limit of iterationsFactor * first's iterations + iterationsPlus.
+   * Undefined when first did not end optimal (nothing was solved).
+   */
+  solveAfter(first: number, data: HighsModelData, timeLimitSeconds: number, after: { col: number; relTol: number; absTol: number; iterationsFactor: number; iterationsPlus: number }, options?: Readonly<Record<string, number | string>>): Promise<HighsResult | undefined> {
+    // the follow-up's model and limit, as the solver thread makes them
+    const followUp = (prev: HighsResult) => {
+      const colUpper = Float64Array.from(data.colUpper);
+      colUpper[after.col] = prev.objective * (1 + after.relTol) + after.absTol;
+      return { data: { ...data, colUpper }, iterationLimit: after.iterationsFactor * prev.iterations + after.iterationsPlus };
+    };
+    const known = this.kept.get(first);
+    if (known) {
+      // first is done (or was remembered): solve the follow-up as a plain solve (which may be remembered too)
+      this.kept.delete(first);
+      if (known.status !== 'optimal') return Promise.resolve(undefined);
+      const f = followUp(known);
+      return this.solve(f.data, timeLimitSeconds, f.iterationLimit, options);
+    }
+    return this.post({ data, timeLimit: timeLimitSeconds, options, after: { id: first, ...after } }).then((r) => {
+      if (r.status === ('skipped' as HighsStatus)) return undefined;
+      const prev = this.kept.get(first);
+      this.kept.delete(first);
+      if (prev && lpCacheOn()) { const f = followUp(prev); lpRemember(lpKey(f.data, timeLimitSeconds, f.iterationLimit, options, WORKER_SOURCE), r); }
+      return r;
+    });
+  }
+
+  /** The id the next solve will get (to name it in solveAfter). */
+  get nextSolveId(): number { return this.nextId; }
+
+  /**
    * Solves one model; an iteration limit (deterministic, unlike the time limit)
    * ends it with status 'other'; `options` are HiGHS options set before the run.
    */
-  solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number, options?: Readonly<Record<string, number | string>>): Promise<HighsResult> {
+  solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number, options?: Readonly<Record<string, number | string>>, keep = false): Promise<HighsResult> {
+    // an optimal outcome of this very model and these limits is remembered across processes (lp-cache.ts)
+    const key = lpCacheOn() ? lpKey(data, timeLimitSeconds, iterationLimit, options, WORKER_SOURCE) : undefined;
+    const hit = key !== undefined ? lpCached(key) : undefined;
+    const id = this.nextId;
+    if (hit) {
+      this.nextId++;
+      mark(`HiGHS solve ${id} remembered`, undefined, `${hit.iterations} iterations`);
+      if (keep) this.kept.set(id, hit);
+      return Promise.resolve(hit);
+    }
+    return this.post({ data, timeLimit: timeLimitSeconds, iterationLimit, options, keep }).then((r) => {
+      if (keep) this.kept.set(id, r);
+      if (key !== undefined) lpRemember(key, r);
+      return r;
+    });
+  }
+
+  private post(msg: Record<string, unknown>): Promise<HighsResult> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.ref();
-      this.worker.postMessage({ id, data, timeLimit: timeLimitSeconds, iterationLimit, options });
+      this.worker.postMessage({ id, ...msg });
     }).finally(() => { if (this.pending.size === 0) this.worker.unref(); }) as Promise<HighsResult>;
   }
 

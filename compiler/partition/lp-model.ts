@@ -19,6 +19,7 @@ export class LinearProgram {
   // one row's terms before they are sorted and summed
   private scratchCol = new Int32Array(64);
   private scratchVal = new Float64Array(64);
+  private scratchOrder = new Int32Array(64);
 
   col(name: string, cost = 0, lower = 0, upper = Infinity): number {
     this.colNames.push(name);
@@ -39,7 +40,18 @@ export class LinearProgram {
     }
     const cols = this.scratchCol, vals = this.scratchVal;
     // by column, ties in the order given (so sums are the same every run)
-    const order = sorted ? undefined : Array.from({ length: n }, (_, k) => k).sort((a, b) => cols[a] - cols[b] || a - b);
+    let order: ArrayLike<number> | undefined;
+    if (!sorted && n <= 32) {
+      // short rows (most of them): a stable insertion sort, no garbage
+      if (this.scratchOrder.length < n) this.scratchOrder = new Int32Array(64);
+      const o = this.scratchOrder;
+      for (let i = 0; i < n; i++) {
+        let j = i - 1;
+        for (; j >= 0 && cols[o[j]] > cols[i]; j--) o[j + 1] = o[j];
+        o[j + 1] = i;
+      }
+      order = o;
+    } else if (!sorted) order = Array.from({ length: n }, (_, k) => k).sort((a, b) => cols[a] - cols[b] || a - b);
     if (this.nz + n > this.indices.length) { this.indices = grown(this.indices, 2 * (this.nz + n)); this.values = grown(this.values, 2 * (this.nz + n)); }
     for (let k = 0; k < n;) {
       const c = cols[order ? order[k] : k];

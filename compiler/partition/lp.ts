@@ -48,7 +48,7 @@ import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
 import { consumers, producers } from '../ir/graph.js';
-import { LpWorker, type HighsModelData } from './highs-worker.js';
+import { LpWorker, type HighsModelData, type HighsResult } from './highs-worker.js';
 import { LinearProgram } from './lp-model.js';
 import { REFETCH_GAP } from '../schedule/program.js';
 import { boundMemoryRows, planMemoryRows, PLAN_CAPACITY_SHARE } from './lp-memory.js';
@@ -63,6 +63,8 @@ export interface LpOptions {
   smallGroupsShare?: number;
   /** A solver thread to use (started early, so HiGHS loads while the graph is built); its owner closes it. Default: a new one, closed by close(). */
   solver?: LpWorker;
+  /** Queue the placement LP (both stages) behind the bound LP on the solver thread now (the caller will call refine()), so it starts as soon as the bound LP ends. */
+  refineAtOnce?: boolean;
 }
 
 export interface ParamGroup {
@@ -149,31 +151,37 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
   })();
   bound.catch(() => {}); // the caller awaits it, or closes without needing it
+  // the placement LP: its stage 1, then stage 2 chained behind it on the solver
+  // thread (T held within 1e-6 of stage 1's optimum, twice its simplex
+  // iterations, HiGHS's strongest scaling: stage 2 can be far harder than
+  // stage 1, degenerate at the optimum, and its costs span many decades; with
+  // the default scaling the simplex failed or ran out of iterations on several
+  // GPT presets). Posted at once with refineAtOnce, else on refine()
+  let plan: { lp: BuiltLp; first: Promise<HighsResult>; second: Promise<HighsResult | undefined> } | undefined;
+  const postPlan = (K: number) => {
+    const lp = buildLp(g, hw, opts, K, 'plan');
+    const id = solver.nextSolveId;
+    const first = solver.solve(lp.data, timeLimit, undefined, undefined, true);
+    const second = solver.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, timeLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+    first.catch(() => {}); second.catch(() => {});
+    plan = { lp, first, second };
+  };
+  if (opts.refineAtOnce) postPlan(segments);
   let refined: Promise<LpSolution> | undefined;
   const refine = () => (refined ??= (async () => {
     const sol = await bound;
     if (sol.status !== 'optimal') return sol;
+    if (!plan) postPlan(segments);
     // coarse segments first; when they make it infeasible (a segment's
     // working set counts every parameter it reads at once), finer ones
-    let plan = buildLp(g, hw, opts, segments, 'plan');
-    let first = await solver.solve(plan.data, timeLimit);
-    if (first.status === 'infeasible' && opts.segments === undefined) {
-      plan = buildLp(g, hw, opts, 384, 'plan');
-      first = await solver.solve(plan.data, timeLimit);
-    }
+    let first = await plan!.first;
+    if (first.status === 'infeasible' && opts.segments === undefined) { postPlan(384); first = await plan!.first; }
     if (first.status !== 'optimal') return sol;
-    const colUpper = Float64Array.from(plan.data.colUpper);
-    colUpper[plan.T] = first.objective * (1 + 1e-6) + 1e-12;
-    // stage 2 can be far harder than stage 1 (degenerate at the optimum): it gets
-    // twice stage 1's simplex iterations (a count, so the plan stays deterministic)
-    // and HiGHS's strongest scaling (its costs span many decades; with the
-    // default scaling the simplex failed or ran out of iterations on several
-    // GPT presets)
-    const second = await solver.solve({ ...plan.data, colCost: plan.secondaryCost, colUpper }, timeLimit, 2 * first.iterations + 1000, { simplex_scale_strategy: 4 });
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
-    const x = second.status === 'optimal' ? second.x : first.x;
-    return { ...plan.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3), lowerBoundSeconds: sol.lowerBoundSeconds, size: sol.size };
+    const second = await plan!.second;
+    const x = second?.status === 'optimal' ? second.x : first.x;
+    return { ...plan!.lp.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3), lowerBoundSeconds: sol.lowerBoundSeconds, size: sol.size };
   })());
   return { bound, refine, close: () => { if (!opts.solver) solver.close(); } };
 }

@@ -41,8 +41,8 @@ const NS = 1e9; // capacities in nanoseconds keep the numbers well scaled
  */
 export class CutNetwork {
   private readonly net: FlowNetwork;
-  private readonly base: number[] = [];
-  private readonly price: number[] = [];
+  private readonly base: Float64Array;
+  private readonly price: Float64Array;
   private readonly caps: Float64Array;
   private readonly cpuSeconds: Float64Array;
   private readonly gpuSeconds: Float64Array;
@@ -57,10 +57,11 @@ export class CutNetwork {
     this.gpuSeconds = Float64Array.from(g.ops, (op) => opSeconds(g, op, 'gpu', hw));
     const node = (x: number) => nOps + x;
     const w = lifetimeShare(g);
+    const bases: number[] = [], prices: number[] = [];
     const edge = (u: number, v: number, base: number, price: number) => {
       if (!(base > 0) && !(price > 0)) return;
       this.net.addEdge(u, v, base, true);
-      this.base.push(base * NS); this.price.push(price * NS);
+      bases.push(base * NS); prices.push(price * NS);
     };
     for (const op of g.ops) {
       edge(this.s, op.id, this.cpuSeconds[op.id], 0);
@@ -78,11 +79,16 @@ export class CutNetwork {
       }
     }
     for (const x of g.tensors) if (x.role !== 'input') edge(node(x.id), this.t, 0, x.sizeBytes * w[x.id]);
+    this.base = Float64Array.from(bases); this.price = Float64Array.from(prices);
     this.caps = new Float64Array(this.base.length);
   }
 
-  /** The minimum cut at price lambda (seconds per byte resident on the GPU for the whole step). */
-  at(lambda: number): Placement {
+  /**
+   * The minimum cut at price lambda (seconds per byte resident on the GPU for
+   * the whole step); its cutSeconds only with `priced` (the bisection's trial
+   * cuts need the placement alone: they give NaN).
+   */
+  at(lambda: number, priced = true): Placement {
     const { g, hw } = this;
     for (let k = 0; k < this.caps.length; k++) this.caps[k] = this.base[k] + lambda * this.price[k];
     this.net.setCapacities(this.caps);
@@ -90,13 +96,21 @@ export class CutNetwork {
     const nOps = g.ops.length;
     const opTier = g.ops.map((op) => (sinkSide[op.id] ? 'cpu' : 'gpu') as 'gpu' | 'cpu');
     const home = g.tensors.map((x) => (sinkSide[nOps + x.id] ? 'cpu' : 'gpu') as Tier);
+    const cut: Placement = { opTier, home, method: 'mincut', lambdaSecondsPerByte: lambda, cutSeconds: NaN };
+    return priced ? this.priced(cut) : cut;
+  }
+
+  /** A cut of at() with its cutSeconds: the compute and transfer seconds it costs. */
+  priced(cut: Placement): Placement {
+    const { g, hw } = this;
+    const { opTier, home } = cut;
     let base = 0;
     for (const op of g.ops) {
       base += opTier[op.id] === 'cpu' ? this.cpuSeconds[op.id] : this.gpuSeconds[op.id];
       for (const x of op.inputs) if (home[x] !== opTier[op.id]) base += copySeconds(g.tensors[x].sizeBytes, home[x], opTier[op.id], hw);
       for (const x of op.outputs) if (home[x] !== opTier[op.id]) base += copySeconds(g.tensors[x].sizeBytes, home[x], opTier[op.id], hw);
     }
-    return { opTier, home, method: 'mincut', lambdaSecondsPerByte: lambda, cutSeconds: base };
+    return { ...cut, cutSeconds: base };
   }
 }
 
@@ -118,21 +132,21 @@ export interface MinCutOptions {
 export function partitionMinCut(g: Graph, hw: HardwareProfile, opts: MinCutOptions): Placement {
   const net = new CutNetwork(g, hw);
   const fits = (p: Placement) => opts.gpuPeakBytes(p) <= opts.capacityBytes;
-  const free = net.at(0);
-  if (fits(free)) return free;
+  const free = net.at(0, false);
+  if (fits(free)) return net.priced(free);
   // Bracket the price: lo does not fit, hi does. First guess: a byte resident
   // for the whole step priced like 1/64 of a transfer of it over the host link.
   let lo = 0;
   let hi = copySeconds(1e9, 'gpu', 'cpu', hw) / 1e9 / 64;
-  if (fits(net.at(hi))) {
-    for (let k = 0; k < 30 && lo === 0; k++) { const m = hi / 16; if (fits(net.at(m))) hi = m; else lo = m; }
+  if (fits(net.at(hi, false))) {
+    for (let k = 0; k < 30 && lo === 0; k++) { const m = hi / 16; if (fits(net.at(m, false))) hi = m; else lo = m; }
   } else {
     // grow until it fits or stops changing (then nothing more can move)
     let lastPeak = Infinity;
     for (let k = 0; ; k++) {
       lo = hi;
       hi *= 16;
-      const atHi = net.at(hi);
+      const atHi = net.at(hi, false);
       if (fits(atHi)) break;
       const peak = opts.gpuPeakBytes(atHi);
       if (k > 30 || (hi > 1e-3 && peak >= lastPeak)) {
@@ -144,7 +158,7 @@ export function partitionMinCut(g: Graph, hw: HardwareProfile, opts: MinCutOptio
   // bisect on log(lambda) down to a ratio of 1.001, the step the result is raised by
   for (let i = 0; i < 40 && lo > 0 && hi / lo > 1.001; i++) {
     const mid = Math.sqrt(lo * hi);
-    if (fits(net.at(mid))) hi = mid; else lo = mid;
+    if (fits(net.at(mid, false))) hi = mid; else lo = mid;
   }
   return net.at(hi * 1.001);
 }

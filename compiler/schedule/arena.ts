@@ -86,14 +86,15 @@ function prefetchBuffers(prog: Program): Uint8Array {
   return far;
 }
 
-const fits = (a: Arenas, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);
+const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);
 
 /** Offsets for every buffer; with `capacity`, prefetch buffers are placed far when that still fits;
  *  with `order` (per buffer, state-order.ts), persistent nvme buffers are packed in that order (see above). */
 export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array): Arenas {
-  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, order, far, budget, quiet);
+  const alignOf = alignments(prog);
+  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet);
   const compact = place();
-  if (!capacity || !fits(compact, capacity)) return compact;
+  if (!capacity || !fits(compact, capacity)) return arenas(prog, compact);
   const far = prefetchBuffers(prog);
   const hasFar = far.some((x) => x === 1);
   for (const quiet of [true, false]) {
@@ -102,10 +103,10 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
       const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
       const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
       const spread = place(far, budget, quiet);
-      if (fits(spread, capacity)) return spread;
+      if (fits(spread, capacity)) return arenas(prog, spread);
     }
   }
-  return compact;
+  return arenas(prog, compact);
 }
 
 /** Persistent buffers of a tier in packing order: on nvme with an order, the ordered ones by key, then the rest; else by id. */
@@ -116,11 +117,19 @@ function persistentOrder(mine: readonly Program['buffers'][number][], tier: Tier
   return [...persistent].sort((a, b) => (k(a.id) === k(b.id) ? a.id - b.id : k(a.id) < k(b.id) ? -1 : 1));
 }
 
-function placeAll(prog: Program, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false): Arenas {
+/** One placement's offsets, the waits it adds (instruction -> frees it must wait for) and peaks; only the kept one becomes Arenas. */
+interface Placed { offset: Float64Array; extra: Map<number, number[]>; arenaBytes: Record<Tier, number> }
+
+function arenas(prog: Program, { offset, extra, arenaBytes }: Placed): Arenas {
+  const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ ...b, offsetBytes: offset[b.id] }));
+  const instructions = prog.instructions.map((x) => { const more = extra.get(x.id); return more === undefined ? x : { ...x, waits: [...new Set([...x.waits, ...more])].sort((a, b) => a - b) }; });
+  return { buffers, instructions, arenaBytes };
+}
+
+function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false): Placed {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
-  const extra: number[][] = prog.instructions.map(() => []);
-  const alignOf = alignments(prog);
+  const extra = new Map<number, number[]>();
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const mine = prog.buffers.filter((b) => b.tier === tier);
@@ -152,12 +161,13 @@ function placeAll(prog: Program, order: Float64Array | undefined, far?: Uint8Arr
       offset[b.id] = lo;
       peak = Math.max(peak, lo + b.sizeBytes);
       for (const w of last.take(lo, lo + span(b))) {
-        if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) extra[b.allocAt].push(w);
+        if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) {
+          const list = extra.get(b.allocAt);
+          if (list) list.push(w); else extra.set(b.allocAt, [w]);
+        }
       }
     }
     arenaBytes[tier] = peak;
   }
-  const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ ...b, offsetBytes: offset[b.id] }));
-  const instructions = prog.instructions.map((x) => (extra[x.id].length === 0 ? x : { ...x, waits: [...new Set([...x.waits, ...extra[x.id]])].sort((a, b) => a - b) }));
-  return { buffers, instructions, arenaBytes };
+  return { offset, extra, arenaBytes };
 }

@@ -35,6 +35,10 @@ import type { Tier } from '../cost/cost.js';
 import type { Graph } from '../ir/types.js';
 import type { Placement } from '../partition/placement.js';
 import type { PlanInstruction, StreamName } from '../plan/types.js';
+import { STREAMS } from '../plan/types.js';
+
+const NS = STREAMS.length;
+const STREAM_INDEX = Object.fromEntries(STREAMS.map((s, k) => [s, k])) as Record<StreamName, number>;
 
 export const REFETCH_GAP = 16;
 
@@ -60,7 +64,8 @@ interface Draft {
   op: number;
   inputs: number[];
   outputs: number[];
-  waits: Set<number>;
+  /** Distinct draft indices (a handful: a list, not a Set). */
+  waits: number[];
 }
 
 interface DraftBuffer { tensor: number; tier: Tier; sizeBytes: number; keep: boolean; preset: boolean }
@@ -79,52 +84,94 @@ function copyStream(from: Tier, to: Tier): StreamName {
 /** The stream a buffer's free goes on: that of its last access, except that a
  *  GPU buffer the d2h stream also reads (an eviction) is freed on d2h, so the
  *  GPU never blocks on the eviction's progress. */
-function freeStream(last: StreamName, tier: Tier, accessors: Map<StreamName, number>): StreamName {
-  return last === 'gpu' && tier === 'gpu' && accessors.has('d2h') ? 'd2h' : last;
+function freeStream(last: StreamName, tier: Tier, d2hAccess: boolean): StreamName {
+  return last === 'gpu' && tier === 'gpu' && d2hAccess ? 'd2h' : last;
+}
+
+/**
+ * Per tensor, the buffer holding its current value on each tier, with the
+ * order the tiers got it (first(): the earliest still valid) — what a
+ * Map<Tier, buffer> per tensor gave, in three typed arrays.
+ */
+class ValidCopies {
+  private readonly buf: Int32Array;
+  private readonly since: Float64Array;
+  private clock = 0;
+  constructor(tensors: number) {
+    this.buf = new Int32Array(3 * tensors).fill(-1);
+    this.since = new Float64Array(3 * tensors);
+  }
+  private static k(tier: Tier): number { return tier === 'gpu' ? 0 : tier === 'cpu' ? 1 : 2; }
+  get(x: number, tier: Tier): number | undefined { const b = this.buf[3 * x + ValidCopies.k(tier)]; return b < 0 ? undefined : b; }
+  set(x: number, tier: Tier, b: number): void {
+    const i = 3 * x + ValidCopies.k(tier);
+    if (this.buf[i] < 0) this.since[i] = ++this.clock; // a tier already holding x keeps its place in the order
+    this.buf[i] = b;
+  }
+  delete(x: number, tier: Tier): void { this.buf[3 * x + ValidCopies.k(tier)] = -1; }
+  /** Drops every copy of x other than buffer b. */
+  keepOnly(x: number, b: number): void { for (let k = 0; k < 3; k++) if (this.buf[3 * x + k] !== b) this.buf[3 * x + k] = -1; }
+  /** The copy that became valid first among those still valid, or undefined. */
+  first(x: number): number | undefined {
+    let best = -1;
+    for (let k = 0; k < 3; k++) { const i = 3 * x + k; if (this.buf[i] >= 0 && (best < 0 || this.since[i] < this.since[best])) best = i; }
+    return best < 0 ? undefined : this.buf[best];
+  }
 }
 
 export function buildProgram(g: Graph, p: Placement): Program {
   const drafts: Draft[] = [];
   const bufs: DraftBuffer[] = [];
   const writer: number[] = [];                  // per buffer: draft index of its write this step, -1 = before
-  const readers: Map<StreamName, number>[] = []; // per buffer: latest reading draft per stream
+  const readers: number[] = []; // per buffer and stream (NS per buffer, STREAMS order): latest reading draft, -1 none
   const home = new Int32Array(g.tensors.length).fill(-1);
-  const valid: Map<Tier, number>[] = g.tensors.map(() => new Map());
+  const valid = new ValidCopies(g.tensors.length);
 
   const newBuffer = (tensor: number, tier: Tier, keep: boolean, preset: boolean): number => {
     bufs.push({ tensor, tier, sizeBytes: g.tensors[tensor].sizeBytes, keep, preset });
     writer.push(-1);
-    readers.push(new Map());
+    for (let k = 0; k < NS; k++) readers.push(-1);
     return bufs.length - 1;
   };
-  const emit = (d: Omit<Draft, 'waits'>): number => { drafts.push({ ...d, waits: new Set() }); return drafts.length - 1; };
-  const waitWriter = (i: number, b: number) => { const w = writer[b]; if (w >= 0 && drafts[w].stream !== drafts[i].stream) drafts[i].waits.add(w); };
-  const waitReaders = (i: number, b: number) => { for (const [s, r] of readers[b]) if (s !== drafts[i].stream) drafts[i].waits.add(r); };
-  const read = (i: number, b: number) => { waitWriter(i, b); readers[b].set(drafts[i].stream, i); };
+  const emit = (d: Draft): number => { drafts.push(d); return drafts.length - 1; };
+  const addWait = (i: number, w: number) => { const ws = drafts[i].waits; if (!ws.includes(w)) ws.push(w); };
+  const waitWriter = (i: number, b: number) => { const w = writer[b]; if (w >= 0 && drafts[w].stream !== drafts[i].stream) addWait(i, w); };
+  const waitReaders = (i: number, b: number) => { const own = STREAM_INDEX[drafts[i].stream]; for (let k = 0; k < NS; k++) { const r = readers[b * NS + k]; if (r >= 0 && k !== own) addWait(i, r); } };
+  const read = (i: number, b: number) => { waitWriter(i, b); readers[b * NS + STREAM_INDEX[drafts[i].stream]] = i; };
   const write = (i: number, b: number) => { waitReaders(i, b); waitWriter(i, b); writer[b] = i; };
 
   // state, data inputs and the loss keep a home buffer for the whole run
   for (const t of g.tensors) {
     if (t.persistent || t.role === 'input') {
       home[t.id] = newBuffer(t.id, p.home[t.id], true, true);
-      valid[t.id].set(p.home[t.id], home[t.id]);
+      valid.set(t.id, p.home[t.id], home[t.id]);
     }
   }
 
-  // next use of tensor x on tier T after op i (for the refetch gap)
-  const usesOn: Map<Tier, number[]>[] = g.tensors.map(() => new Map());
-  for (const op of g.ops) for (const x of op.inputs) {
-    const tier = p.opTier[op.id];
-    const list = usesOn[x].get(tier) ?? [];
-    if (list[list.length - 1] !== op.id) list.push(op.id);
-    usesOn[x].set(tier, list);
+  // next use of tensor x on tier T after op i (for the refetch gap): per tier,
+  // each tensor's reading ops in order (an op reading x twice counted once),
+  // flattened (offsets per tensor) so that no per-tensor lists are allocated
+  const TIER_INDEX: Record<Tier, number> = { gpu: 0, cpu: 1, nvme: 2 };
+  const nT = g.tensors.length;
+  const useStart = [0, 1, 2].map(() => new Int32Array(nT + 1));
+  const firstRead = (op: Graph['ops'][number], j: number) => op.inputs.indexOf(op.inputs[j]) === j;
+  for (const op of g.ops) {
+    const starts = useStart[TIER_INDEX[p.opTier[op.id]]];
+    for (let j = 0; j < op.inputs.length; j++) if (firstRead(op, j)) starts[op.inputs[j] + 1]++;
+  }
+  for (const starts of useStart) for (let x = 0; x < nT; x++) starts[x + 1] += starts[x];
+  const useOps = useStart.map((starts) => new Int32Array(starts[nT]));
+  const fillAt = useStart.map((starts) => starts.slice(0, nT));
+  for (const op of g.ops) {
+    const k = TIER_INDEX[p.opTier[op.id]];
+    for (let j = 0; j < op.inputs.length; j++) if (firstRead(op, j)) useOps[k][fillAt[k][op.inputs[j]]++] = op.id;
   }
   const nextUse = (x: number, tier: Tier, after: number): number => {
-    const list = usesOn[x].get(tier);
-    if (!list) return Infinity;
-    let lo = 0, hi = list.length;
+    const k = TIER_INDEX[tier], list = useOps[k];
+    let lo = useStart[k][x], hi = useStart[k][x + 1];
+    const end = hi;
     while (lo < hi) { const m = (lo + hi) >> 1; if (list[m] <= after) lo = m + 1; else hi = m; }
-    return lo < list.length ? list[lo] : Infinity;
+    return lo < end ? list[lo] : Infinity;
   };
 
   const remat = (x: number) => p.remat?.[x] === true;
@@ -132,7 +179,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   for (const op of g.ops) for (const t of op.outputs) if (!op.inputs.includes(t)) producerOf[t] = op.id;
 
   const copy = (src: number, dst: number): number => {
-    const i = emit({ stream: copyStream(bufs[src].tier, bufs[dst].tier), kind: 'copy', op: -1, inputs: [src], outputs: [dst] });
+    const i = emit({ stream: copyStream(bufs[src].tier, bufs[dst].tier), kind: 'copy', op: -1, inputs: [src], outputs: [dst], waits: [] });
     read(i, src);
     write(i, dst);
     return i;
@@ -143,9 +190,9 @@ export function buildProgram(g: Graph, p: Placement): Program {
   let current = -1;  // the op whose operands are being fetched
   /** A buffer holding x's current value on `tier`, copying it there if needed (NVMe <-> GPU through CPU staging). */
   function fetch(x: number, tier: Tier): number {
-    const have = valid[x].get(tier);
+    const have = valid.get(x, tier);
     if (have !== undefined) return have;
-    let src = valid[x].get(p.home[x]) ?? [...valid[x].values()][0];
+    let src = valid.get(x, p.home[x]) ?? valid.first(x);
     if (src === undefined && remat(x) && producerOf[x] >= 0) src = rerun(x);
     if (src === undefined) throw new Error(`schedule: ${g.tensors[x].name} is read before it is written`);
     if (bufs[src].tier === tier) return src;
@@ -153,11 +200,11 @@ export function buildProgram(g: Graph, p: Placement): Program {
     if (staged) src = fetch(x, 'cpu');
     const b = newBuffer(x, tier, false, false);
     copy(src, b);
-    valid[x].set(tier, b);
+    valid.set(x, tier, b);
     if (g.tensors[x].role === 'activation' && bufs[src].tier === p.home[x] && !remat(x)) fetchedBack[x] = 1;
     // the staging copy is dropped once passed on, unless a cpu op reads x soon
-    if (staged && nextUse(x, 'cpu', current) - current > REFETCH_GAP) valid[x].delete('cpu');
-    if (remat(x) && bufs[src].tier !== tier) valid[x].delete(bufs[src].tier); // so is a rematerialised source
+    if (staged && nextUse(x, 'cpu', current) - current > REFETCH_GAP) valid.delete(x, 'cpu');
+    if (remat(x) && bufs[src].tier !== tier) valid.delete(x, bufs[src].tier); // so is a rematerialised source
     return b;
   }
   /** Runs x's producer again on its own tier; returns the buffer now holding x (valid until passed on). */
@@ -166,11 +213,11 @@ export function buildProgram(g: Graph, p: Placement): Program {
     const tier = p.opTier[op.id];
     const ins = op.inputs.map((t) => fetch(t, tier));
     const outs = op.outputs.map((t) => newBuffer(t, tier, false, false));
-    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs });
+    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs, waits: [] });
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
     // inputs fetched for the rerun are dropped after it (e.g. a master copy staged from NVMe)
-    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid[t].delete(tier);
+    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid.delete(t, tier);
     return outs[op.outputs.indexOf(x)];
   }
 
@@ -187,7 +234,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   const retireIfGap = (x: number, tier: Tier, opId: number) => {
     if (tier === p.home[x] && !remat(x)) return;
     if (fetchedBack[x]) return;
-    if (nextUse(x, tier, opId) - opId > REFETCH_GAP) valid[x].delete(tier);
+    if (nextUse(x, tier, opId) - opId > REFETCH_GAP) valid.delete(x, tier);
   };
 
   for (const op of g.ops) {
@@ -211,17 +258,17 @@ export function buildProgram(g: Graph, p: Placement): Program {
       }
       return newBuffer(x, tier, false, false);
     });
-    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs });
+    const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs, waits: [] });
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
     op.outputs.forEach((x, k) => {
       const b = outs[k];
-      for (const [t2, other] of valid[x]) if (other !== b) valid[x].delete(t2); // the old value is stale everywhere else
-      valid[x].set(tier, b);
+      valid.keepOnly(x, b); // the old value is stale everywhere else
+      valid.set(x, tier, b);
       if (p.home[x] !== tier && !remat(x)) {
         if (home[x] < 0) home[x] = newBuffer(x, p.home[x], g.tensors[x].role === 'loss', false);
         sendHome(x, b);
-        valid[x].set(p.home[x], home[x]);
+        valid.set(x, p.home[x], home[x]);
       }
     });
     for (const x of op.inputs) retireIfGap(x, tier, op.id);
@@ -230,30 +277,35 @@ export function buildProgram(g: Graph, p: Placement): Program {
 
   // frees after each transient buffer's last access, then final ids
   const lastAccess = new Int32Array(bufs.length).fill(-1);
-  drafts.forEach((d, i) => { for (const b of [...d.inputs, ...d.outputs]) lastAccess[b] = i; });
+  // per buffer and stream: its latest accessing draft, -1 none
+  const accessors = new Int32Array(bufs.length * NS).fill(-1);
+  drafts.forEach((d, i) => {
+    const k = STREAM_INDEX[d.stream];
+    for (const b of d.inputs) { lastAccess[b] = i; accessors[b * NS + k] = i; }
+    for (const b of d.outputs) { lastAccess[b] = i; accessors[b * NS + k] = i; }
+  });
   const freesAfter: number[][] = drafts.map(() => []);
   bufs.forEach((b, id) => { if (!b.keep && lastAccess[id] >= 0) freesAfter[lastAccess[id]].push(id); });
-  const accessors: Map<StreamName, number>[] = bufs.map(() => new Map());
-  drafts.forEach((d, i) => { for (const b of [...d.inputs, ...d.outputs]) accessors[b].set(d.stream, i); });
 
   const newId = new Int32Array(drafts.length);
-  const out: { stream: StreamName; kind: Draft['kind']; op: number; inputs: number[]; outputs: number[]; waits: number[] }[] = [];
+  // made with their final ids in place (key order as PlanInstruction's, so plans serialise as before)
+  const out: PlanInstruction[] = [];
   const freeAt = new Int32Array(bufs.length).fill(-1);
   const firstWrite = new Int32Array(bufs.length).fill(-1);
   drafts.forEach((d, i) => {
     newId[i] = out.length;
-    out.push({ stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: [...d.waits].map((w) => newId[w]).sort((a, b) => a - b) });
+    out.push({ id: out.length, stream: d.stream, kind: d.kind, op: d.op, inputs: d.inputs, outputs: d.outputs, waits: d.waits.map((w) => newId[w]).sort((a, b) => a - b) });
     for (const b of d.outputs) if (firstWrite[b] < 0) firstWrite[b] = newId[i];
     for (const b of freesAfter[i]) {
-      const stream = freeStream(d.stream, bufs[b].tier, accessors[b]);
+      const stream = freeStream(d.stream, bufs[b].tier, accessors[b * NS + STREAM_INDEX.d2h] >= 0);
       const waits: number[] = [];
-      for (const [s, j] of accessors[b]) if (s !== stream) waits.push(newId[j]);
+      for (let k = 0; k < NS; k++) { const j = accessors[b * NS + k]; if (j >= 0 && STREAMS[k] !== stream) waits.push(newId[j]); }
       freeAt[b] = out.length;
-      out.push({ stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
+      out.push({ id: out.length, stream, kind: 'free', op: -1, inputs: [b], outputs: [], waits: waits.sort((a, c) => a - c) });
     }
   });
 
-  const instructions: PlanInstruction[] = out.map((d, id) => ({ id, ...d }));
+  const instructions = out;
   const buffers: ProgramBuffer[] = bufs.map((b, id) => ({
     id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes,
     allocAt: b.preset ? -1 : firstWrite[id], freeAt: b.keep ? -1 : freeAt[id],

@@ -30,34 +30,34 @@ export function verifyPlan(plan: Plan): string[] {
     const t = plan.tiers[tier];
     if (t.peakBytes > t.capacityBytes) push(`tiers.${tier}: peak ${t.peakBytes} bytes exceeds capacity ${t.capacityBytes} bytes`);
   }
+  // (messages name their buffer or instruction inline: text is made only for a message)
   buffers.forEach((b, i) => {
-    const where = `buffers[${i}]`;
-    if (b.id !== i) push(`${where}: id ${b.id} at index ${i}`);
+    if (b.id !== i) push(`buffers[${i}]: id ${b.id} at index ${i}`);
     const t = graph.tensors[b.tensor];
-    if (!t) { push(`${where}: tensor ${b.tensor} does not exist`); return; }
-    if (!TIER_NAMES.includes(b.tier)) { push(`${where}: unknown tier '${b.tier}'`); return; }
-    if (b.sizeBytes !== t.sizeBytes) push(`${where}: size ${b.sizeBytes} bytes, but tensor ${t.name} has ${t.sizeBytes}`);
+    if (!t) { push(`buffers[${i}]: tensor ${b.tensor} does not exist`); return; }
+    if (!TIER_NAMES.includes(b.tier)) { push(`buffers[${i}]: unknown tier '${b.tier}'`); return; }
+    if (b.sizeBytes !== t.sizeBytes) push(`buffers[${i}]: size ${b.sizeBytes} bytes, but tensor ${t.name} has ${t.sizeBytes}`);
     if (!(b.offsetBytes >= 0) || b.offsetBytes + b.sizeBytes > plan.tiers[b.tier].peakBytes)
-      push(`${where} (${t.name}): arena offset ${b.offsetBytes} + size ${b.sizeBytes} is outside the ${b.tier} arena of ${plan.tiers[b.tier].peakBytes} bytes`);
-    if (b.allocAt >= ins.length || b.freeAt >= ins.length) push(`${where}: live range [${b.allocAt}, ${b.freeAt}] outside the step`);
+      push(`buffers[${i}] (${t.name}): arena offset ${b.offsetBytes} + size ${b.sizeBytes} is outside the ${b.tier} arena of ${plan.tiers[b.tier].peakBytes} bytes`);
+    if (b.allocAt >= ins.length || b.freeAt >= ins.length) push(`buffers[${i}]: live range [${b.allocAt}, ${b.freeAt}] outside the step`);
   });
   ins.forEach((x, i) => {
-    const where = `instructions[${i}]`;
-    if (x.id !== i) push(`${where}: id ${x.id} at index ${i}`);
-    if (!STREAMS.includes(x.stream)) push(`${where}: unknown stream '${x.stream}'`);
-    if (!['run', 'copy', 'free'].includes(x.kind)) push(`${where}: unknown kind '${x.kind}'`);
-    for (const b of [...x.inputs, ...x.outputs]) if (!(b >= 0 && b < buffers.length)) push(`${where}: buffer ${b} does not exist`);
-    for (const w of x.waits) if (!(Number.isInteger(w) && w >= 0 && w < i)) push(`${where}: waits on ${w}, which is not an earlier instruction`);
+    if (x.id !== i) push(`instructions[${i}]: id ${x.id} at index ${i}`);
+    if (!STREAMS.includes(x.stream)) push(`instructions[${i}]: unknown stream '${x.stream}'`);
+    if (x.kind !== 'run' && x.kind !== 'copy' && x.kind !== 'free') push(`instructions[${i}]: unknown kind '${x.kind}'`);
+    for (const b of x.inputs) if (!(b >= 0 && b < buffers.length)) push(`instructions[${i}]: buffer ${b} does not exist`);
+    for (const b of x.outputs) if (!(b >= 0 && b < buffers.length)) push(`instructions[${i}]: buffer ${b} does not exist`);
+    for (const w of x.waits) if (!(Number.isInteger(w) && w >= 0 && w < i)) push(`instructions[${i}]: waits on ${w}, which is not an earlier instruction`);
     if (x.kind === 'run') {
       const op = graph.ops[x.op];
-      if (!op) push(`${where}: op ${x.op} does not exist`);
-      else if (op.inputs.length !== x.inputs.length || op.outputs.length !== x.outputs.length) push(`${where}: operand count differs from op ${x.op} (${op.kind})`);
+      if (!op) push(`instructions[${i}]: op ${x.op} does not exist`);
+      else if (op.inputs.length !== x.inputs.length || op.outputs.length !== x.outputs.length) push(`instructions[${i}]: operand count differs from op ${x.op} (${op.kind})`);
       else {
-        op.inputs.forEach((t, k) => { const b = buffers[x.inputs[k]]; if (b && b.tensor !== t) push(`${where}: input ${k} is a buffer of tensor ${b.tensor}, op ${x.op} reads tensor ${t}`); });
-        op.outputs.forEach((t, k) => { const b = buffers[x.outputs[k]]; if (b && b.tensor !== t) push(`${where}: output ${k} is a buffer of tensor ${b.tensor}, op ${x.op} writes tensor ${t}`); });
+        op.inputs.forEach((t, k) => { const b = buffers[x.inputs[k]]; if (b && b.tensor !== t) push(`instructions[${i}]: input ${k} is a buffer of tensor ${b.tensor}, op ${x.op} reads tensor ${t}`); });
+        op.outputs.forEach((t, k) => { const b = buffers[x.outputs[k]]; if (b && b.tensor !== t) push(`instructions[${i}]: output ${k} is a buffer of tensor ${b.tensor}, op ${x.op} writes tensor ${t}`); });
       }
     }
-    if (x.kind === 'copy' && (x.inputs.length !== 1 || x.outputs.length !== 1)) push(`${where}: a copy has one source and one destination`);
+    if (x.kind === 'copy' && (x.inputs.length !== 1 || x.outputs.length !== 1)) push(`instructions[${i}]: a copy has one source and one destination`);
   });
   if (errors.length) return errors; // the checks below assume a well-formed plan
 
@@ -87,17 +87,18 @@ export function verifyPlan(plan: Plan): string[] {
   // 3. happens-before by vector clocks
   const S = STREAMS.length;
   const sIndex = new Map(STREAMS.map((s, k) => [s, k]));
+  const streamOf = Int8Array.from(ins, (x) => sIndex.get(x.stream)!);
   const clock = new Int32Array(ins.length * S).fill(-1);
   const lastOn = new Int32Array(S).fill(-1);
   ins.forEach((x, i) => {
-    const s = sIndex.get(x.stream)!;
+    const s = streamOf[i];
     const row = i * S;
     if (lastOn[s] >= 0) for (let k = 0; k < S; k++) clock[row + k] = clock[lastOn[s] * S + k];
     for (const w of x.waits) for (let k = 0; k < S; k++) clock[row + k] = Math.max(clock[row + k], clock[w * S + k]);
     clock[row + s] = i;
     lastOn[s] = i;
   });
-  const before = (w: number, i: number) => clock[i * S + sIndex.get(ins[w].stream)!] >= w;
+  const before = (w: number, i: number) => clock[i * S + streamOf[w]] >= w;
 
   const lastWrite = new Int32Array(buffers.length).fill(-1);
   ins.forEach((x, i) => {

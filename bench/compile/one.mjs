@@ -1,0 +1,22 @@
+#!/usr/bin/env node
+// node bench/compile/one.mjs [ROOT] — one compile of the bench's first case
+// (gpt2-1.5b, v100-32g, 16 GB GPU) in this fresh process, from the build in
+// ROOT (default: this checkout; another build, e.g. an older commit's from
+// `git archive` with node_modules linked, to compare in interleaved runs).
+// Prints wall seconds, the process's CPU seconds (user, sys: all threads,
+// the HiGHS worker's included) and the plan JSON's sha256 (first 16 hex).
+// TIERCUT_TIMING=1 adds the phase timeline on stderr; TIERCUT_LP_CACHE=0
+// gives a cold solve.
+import { createHash } from 'node:crypto';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(process.argv[2] ?? fileURLToPath(new URL('../..', import.meta.url)));
+process.chdir(root);
+const t0 = performance.now(), c0 = process.cpuUsage();
+const { compile } = await import(`${root}/dist/src/compile.js`);
+const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'v100-32g', gpuMemBytes: 16e9, precision: 'fp16', batch: 1, seq: 1024 });
+const wall = (performance.now() - t0) / 1e3, cpu = process.cpuUsage(c0);
+const sha = createHash('sha256').update(JSON.stringify(plan)).digest('hex').slice(0, 16);
+console.log(`${root}: wall ${wall.toFixed(2)} s, cpu user ${(cpu.user / 1e6).toFixed(2)} s sys ${(cpu.system / 1e6).toFixed(2)} s, plan ${sha}`);
+process.exit(0);

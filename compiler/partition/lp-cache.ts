@@ -1,0 +1,88 @@
+// Solved LPs remembered across processes: the outcome of an optimal HiGHS solve,
+// keyed by the SHA-256 of everything the solve depends on — the model's arrays
+// byte for byte, the time and iteration limits, the options, the highs
+// package's version, the solver thread's code and this format's version.
+// HiGHS is deterministic (the same model and options give the same vertex), so
+// a hit returns exactly what the solve would: plans stay byte-identical. Only
+// optimal outcomes are kept (a time-limited one depends on the machine). A
+// compile of an unchanged model on unchanged hardware skips the solver
+// (gpt2-1.5b/16 GB: ~1.2 s of HiGHS). Lives in the per-user cache directory
+// (src/cache-dir.ts), at most MAX_ENTRIES files (the oldest go first);
+// TIERCUT_LP_CACHE=0 turns it off. Cost: hashing the model (~1 MB for
+// gpt2-1.5b: a few ms) per solve.
+
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { cacheDir, writeAtomic } from '../../src/cache-dir.js';
+import type { HighsModelData, HighsResult } from './highs-worker.js';
+
+const FORMAT = 'tiercut-lp-1';
+const MAX_ENTRIES = 256;
+
+let highsVersion: string | undefined;
+function highs(): string {
+  if (highsVersion === undefined) {
+    try {
+      const main = createRequire(import.meta.url).resolve('highs');
+      highsVersion = String(JSON.parse(readFileSync(join(dirname(main), '..', 'package.json'), 'utf8')).version);
+    } catch {
+      highsVersion = 'unknown';
+    }
+  }
+  return highsVersion;
+}
+
+export const lpCacheOn = () => process.env.TIERCUT_LP_CACHE !== '0';
+
+/**
+ * The key of a solve: model arrays, limits, options, the highs version, this
+ * format's version and `solver` (the text of the code that runs the solve: a
+ * change to its retries or settings must not reuse outcomes of the old one).
+ */
+export function lpKey(data: HighsModelData, timeLimitSeconds: number, iterationLimit: number | undefined, options: Readonly<Record<string, number | string>> | undefined, solver: string): string {
+  const h = createHash('sha256');
+  h.update(JSON.stringify([FORMAT, highs(), solver, data.numCols, data.numRows, timeLimitSeconds, iterationLimit ?? null, options ?? null]));
+  for (const a of [data.colCost, data.colLower, data.colUpper, data.rowLower, data.rowUpper, data.matrix.starts, data.matrix.indices, data.matrix.values]) {
+    h.update(JSON.stringify(a.length));
+    h.update(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
+  }
+  return h.digest('hex').slice(0, 40);
+}
+
+/** The remembered outcome of a solve, if any. */
+export function lpCached(key: string): HighsResult | undefined {
+  const dir = lpCacheOn() ? cacheDir() : undefined;
+  if (!dir) return undefined;
+  const file = join(dir, `lp-${key}.json`);
+  if (!existsSync(file)) return undefined;
+  try {
+    const e = JSON.parse(readFileSync(file, 'utf8')) as { status: string; objective: number; iterations: number; x: string };
+    if (e.status !== 'optimal' || typeof e.objective !== 'number' || typeof e.iterations !== 'number') return undefined;
+    const bytes = Buffer.from(e.x, 'base64');
+    if (bytes.length % 8 !== 0) return undefined;
+    const x = new Float64Array(bytes.length / 8);
+    new Uint8Array(x.buffer).set(bytes);
+    return { status: 'optimal', objective: e.objective, iterations: e.iterations, x };
+  } catch {
+    return undefined; // unreadable: solve again
+  }
+}
+
+/** Remembers an optimal outcome (others are not kept). */
+export function lpRemember(key: string, r: HighsResult): void {
+  const dir = r.status === 'optimal' && lpCacheOn() ? cacheDir() : undefined;
+  if (!dir) return;
+  try {
+    const x = Buffer.from(r.x.buffer, r.x.byteOffset, r.x.byteLength).toString('base64');
+    writeAtomic(join(dir, `lp-${key}.json`), JSON.stringify({ status: r.status, objective: r.objective, iterations: r.iterations, x }));
+    const entries = readdirSync(dir).filter((f) => f.startsWith('lp-') && f.endsWith('.json'));
+    if (entries.length > MAX_ENTRIES) {
+      const aged = entries.map((f) => ({ f, t: statSync(join(dir, f)).mtimeMs })).sort((a, b) => a.t - b.t || (a.f < b.f ? -1 : 1));
+      for (const { f } of aged.slice(0, entries.length - MAX_ENTRIES)) unlinkSync(join(dir, f));
+    }
+  } catch {
+    // a cache that cannot be written is no cache
+  }
+}
