@@ -67,6 +67,16 @@ class Builder {
 const f32 = (u8: Uint8Array) => new Float32Array(u8.buffer, u8.byteOffset, u8.byteLength / 4);
 const range = (n: number, f: (i: number) => number) => Float32Array.from({ length: n }, (_, i) => f(i));
 
+/** A session of `program`, or undefined when it asks for io_uring and this build or kernel has none. */
+function sessionOrNone(io: string, program: Parameters<typeof native.createSession>[0]): ReturnType<typeof native.createSession> | undefined {
+  try {
+    return native.createSession(program);
+  } catch (e) {
+    if (io === 'uring' && /io_uring is unavailable/.test(String(e))) return undefined;
+    throw e;
+  }
+}
+
 function matmulRef(a: Float32Array, b: Float32Array, N: number, K: number, M: number): Float32Array {
   const y = new Float32Array(N * M);
   for (let n = 0; n < N; n++)
@@ -350,13 +360,8 @@ describe('nvme tier', () => {
       const f = b.free(STREAM.nvmeRead, scratch, [fill0]);
       const r1 = b.copy(STREAM.nvmeRead, bigFile, big, [fill0]);
       const fill = b.run(STREAM.gpu, OP_KIND.fill, [], [g], [r0], [], [7]);
-      let s;
-      try {
-        s = native.createSession(b.program(spillRoot));
-      } catch (e) {
-        if (io === 'uring' && /io_uring is unavailable/.test(String(e))) return;  // this build or kernel has none
-        throw e;
-      }
+      const s = sessionOrNone(io, b.program(spillRoot));
+      if (!s) return;
       s.write(smallFile, range(1024, (j) => j));
       s.write(bigFile, range(8 << 20, (j) => j % 1000));
       let ranBefore = 0;
@@ -412,13 +417,8 @@ describe('nvme tier', () => {
         const writes = sizes.map((_, i) => b.copy(STREAM.nvmeWrite, hostW[i]!, file[i]!));
         const reads = sizes.map((_, i) => b.copy(STREAM.nvmeRead, file[i]!, hostR[i]!, [writes[sizes.length - 1]!]));
         const fill = b.run(STREAM.gpu, OP_KIND.fill, [], [g], [reads[0]!], [], [7]);
-        let s;
-        try {
-          s = native.createSession(b.program(spillRoot));
-        } catch (e) {
-          if (io === 'uring' && /io_uring is unavailable/.test(String(e))) return;  // this build or kernel has none
-          throw e;
-        }
+        const s = sessionOrNone(io, b.program(spillRoot));
+        if (!s) return;
         const data = sizes.map((n, i) => range(n, (j) => i * 10000 + j));
         hostW.forEach((h, i) => s.write(h, data[i]!));
         for (let step = 1; step <= 2; step++) {
