@@ -151,7 +151,7 @@ export class LpWorker {
   solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number, options?: Readonly<Record<string, number | string>>, keep = false): Promise<HighsResult> {
     // an optimal outcome of this very model and these limits is remembered across processes (lp-cache.ts)
     const key = lpCacheOn() ? lpKey(data, timeLimitSeconds, iterationLimit, options, WORKER_SOURCE) : undefined;
-    const hit = key !== undefined ? lpCached(key) : undefined;
+    const hit = key !== undefined ? lpCached(key, data.numCols) : undefined;
     const id = this.nextId;
     if (hit) {
       this.nextId++;

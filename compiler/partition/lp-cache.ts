@@ -51,8 +51,8 @@ export function lpKey(data: HighsModelData, timeLimitSeconds: number, iterationL
   return h.digest('hex').slice(0, 40);
 }
 
-/** The remembered outcome of a solve, if any. */
-export function lpCached(key: string): HighsResult | undefined {
+/** The remembered outcome of a solve of a model with `numCols` columns, if any (a file of another shape is not used). */
+export function lpCached(key: string, numCols: number): HighsResult | undefined {
   const dir = lpCacheOn() ? cacheDir() : undefined;
   if (!dir) return undefined;
   const file = join(dir, `lp-${key}.json`);
@@ -61,7 +61,7 @@ export function lpCached(key: string): HighsResult | undefined {
     const e = JSON.parse(readFileSync(file, 'utf8')) as { status: string; objective: number; iterations: number; x: string };
     if (e.status !== 'optimal' || typeof e.objective !== 'number' || typeof e.iterations !== 'number') return undefined;
     const bytes = Buffer.from(e.x, 'base64');
-    if (bytes.length % 8 !== 0) return undefined;
+    if (bytes.length !== 8 * numCols) return undefined;
     const x = new Float64Array(bytes.length / 8);
     new Uint8Array(x.buffer).set(bytes);
     return { status: 'optimal', objective: e.objective, iterations: e.iterations, x };

@@ -3,7 +3,7 @@
 // the solver's outcome; a different model, limit or option is not; a
 // non-optimal outcome is not kept; TIERCUT_LP_CACHE=0 neither reads nor writes.
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LinearProgram } from '../../compiler/partition/lp-model.js';
@@ -76,6 +76,24 @@ describe('LP cache', () => {
       expect(b2!.objective).toBe(b1!.objective);
       expect(Array.from(b2!.x)).toEqual(Array.from(b1!.x));
       expect(a2.objective).toBe(a1.objective);
+    } finally {
+      w.close();
+    }
+  });
+
+  it('a damaged entry (a solution of the wrong length, or not JSON) is solved again, not used', async () => {
+    const w = new LpWorker();
+    try {
+      const first = await w.solve(model(10), 30);
+      const cache = join(dir, `tiercut-cache-${process.getuid?.() ?? 'user'}`);
+      const file = join(cache, entries()[0]!);
+      const e = JSON.parse(readFileSync(file, 'utf8'));
+      writeFileSync(file, JSON.stringify({ ...e, x: Buffer.from(new Float64Array([0.5, 0.5, 0.5]).buffer).toString('base64') }));
+      const again = await w.solve(model(10), 30);
+      expect(again.readyAt).toBeDefined(); // solved on the thread
+      expect(Array.from(again.x)).toEqual(Array.from(first.x));
+      writeFileSync(file, '{ not json');
+      expect((await w.solve(model(10), 30)).readyAt).toBeDefined();
     } finally {
       w.close();
     }
