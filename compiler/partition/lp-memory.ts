@@ -44,6 +44,20 @@ export interface MemoryColumns {
   allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
   x1: number[][]; x2: number[][]; remat: number[]; saved: number[]; keep: number[]; again: number[];
   PG: number; PC: number; keepParams: boolean;
+  /** Per tensor, 1 for the groups' tensors (p16, state, gradient), small groups' too. */
+  inGroup: Uint8Array;
+}
+
+/** The starts of the clusters of forward/backward reads of a tensor: reads closer than REFETCH_GAP ops share one copy (program.ts). */
+export function readClusters(g: Graph, readers: readonly number[]): number[] {
+  const starts: number[] = [];
+  let prev = -Infinity;
+  for (const r of readers) {
+    if (g.ops[r].phase === 'update') continue;
+    if (r - prev > REFETCH_GAP) starts.push(r);
+    prev = r;
+  }
+  return starts;
 }
 
 export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns): void {
@@ -51,8 +65,7 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
   const half = g.precision !== 'fp32';
   const first = new Int32Array(g.tensors.length).fill(-1), last = new Int32Array(g.tensors.length).fill(-1);
   for (const op of g.ops) for (const t of [...op.inputs, ...op.outputs]) { if (first[t] < 0) first[t] = op.id; last[t] = op.id; }
-  const placed = new Uint8Array(g.tensors.length);
-  for (const q of m.allGroups) { placed[q.p16] = 1; placed[q.grad] = 1; for (const t of q.state) placed[t] = 1; }
+  const placed = Uint8Array.from(m.inGroup);
   for (const t of m.saved) placed[t] = 1;
   // the constant bytes at each op's run: the fixed working set and the op's own placed operands
   const atOp = new Float64Array(n + 1);
@@ -70,13 +83,11 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
   const instant = new Int32Array(K).fill(-1);
   for (let o = 0; o < n; o++) { const s = seg[o]; if (instant[s] < 0 || atOp[o] > atOp[instant[s]]) instant[s] = o; }
   // per placed p16: its forward/backward readers (first, last, start of the last cluster)
-  const readers = (q: ParamGroup) => [...new Set(cons[q.p16].filter(isGpuOp))];
   const span = (q: ParamGroup) => {
-    const r = readers(q);
+    const r = cons[q.p16].filter(isGpuOp);
     if (r.length === 0) return { lo: -1, hi: -2, lastCluster: -1 };
-    let lastCluster = r[0];
-    for (let k = 1; k < r.length; k++) if (r[k] - r[k - 1] > REFETCH_GAP) lastCluster = r[k];
-    return { lo: r[0], hi: r[r.length - 1], lastCluster };
+    const starts = readClusters(g, r);
+    return { lo: r[0], hi: r[r.length - 1], lastCluster: starts[starts.length - 1] };
   };
   const spans = m.groups.map(span);
   const smallSpans = m.keepParams && half ? m.allGroups.filter((_, i) => m.small[i]).map((q) => ({ q, ...span(q) })) : [];
@@ -132,14 +143,12 @@ export const PLAN_CAPACITY_SHARE = 0.97;
 
 export function planMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns): void {
   const half = g.precision !== 'fp32';
-  const placed = new Set<number>();
-  for (const q of m.allGroups) { placed.add(q.p16); placed.add(q.grad); q.state.forEach((t) => placed.add(t)); }
   const savedIndex = new Map(m.saved.map((t, j) => [t, j]));
   type Terms = [number, number][];
   const memG = Array.from({ length: K }, () => ({ terms: [[m.PG, 1]] as Terms, c: 0 }));
   const memC = Array.from({ length: K }, () => ({ terms: [[m.PC, 1]] as Terms, c: 0 }));
   for (const t of g.tensors) {
-    if (placed.has(t.id)) continue;
+    if (m.inGroup[t.id]) continue;
     if (t.persistent || t.role === 'input' || t.role === 'loss') { for (let s = 0; s < K; s++) memG[s].c += t.sizeBytes; continue; }
     const p = prod[t.id];
     if (p < 0 || cons[t.id].length === 0) { if (p >= 0) memG[seg[p]].c += t.sizeBytes; continue; }

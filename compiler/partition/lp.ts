@@ -50,8 +50,7 @@ import type { Graph } from '../ir/types.js';
 import { consumers, producers } from '../ir/graph.js';
 import { LpWorker, type HighsModelData, type HighsResult } from './highs-worker.js';
 import { LinearProgram } from './lp-model.js';
-import { REFETCH_GAP } from '../schedule/program.js';
-import { boundMemoryRows, planMemoryRows, PLAN_CAPACITY_SHARE } from './lp-memory.js';
+import { boundMemoryRows, planMemoryRows, PLAN_CAPACITY_SHARE, readClusters } from './lp-memory.js';
 import type { Placement } from './placement.js';
 
 export interface LpOptions {
@@ -222,8 +221,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const allGroups = paramGroups(g);
   const small = smallGroups(allGroups, opts.smallGroupsShare ?? SMALL_GROUPS_SHARE);
   const groups = allGroups.filter((_, i) => !small[i]); // the groups the LP places
-  const inGroup = new Set<number>();
-  for (const q of allGroups) { inGroup.add(q.p16); q.state.forEach((t) => inGroup.add(t)); inGroup.add(q.grad); }
+  const inGroup = new Uint8Array(g.tensors.length);
+  for (const q of allGroups) { inGroup[q.p16] = 1; for (const t of q.state) inGroup[t] = 1; inGroup[q.grad] = 1; }
 
   // fixed loads: forward and backward always run on the GPU
   let gpuFixed = 0;
@@ -234,7 +233,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   // saved activations: read again two or more segments after they are made
   const saved: number[] = [];
   for (const t of g.tensors) {
-    if (inGroup.has(t.id) || t.persistent || t.role !== 'activation') continue;
+    if (inGroup[t.id] || t.persistent || t.role !== 'activation') continue;
     const p = prod[t.id];
     if (p >= 0 && cons[t.id].some((c) => seg[c] > seg[p] + 1)) saved.push(t.id);
   }
@@ -359,7 +358,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
   precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons);
-  const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false };
+  const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
 
@@ -394,18 +393,6 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       saved, keepShare: Float64Array.from(keep, (col) => x[col]), recomputeShare: Float64Array.from(again, (col) => x[col]),
     }),
   };
-}
-
-/** The clusters of forward/backward reads of a tensor: reads closer than REFETCH_GAP ops share one copy. */
-function readClusters(g: Graph, readers: number[]): number[] {
-  const starts: number[] = [];
-  let prev = -Infinity;
-  for (const r of readers) {
-    if (g.ops[r].phase === 'update') continue;
-    if (r - prev > REFETCH_GAP) starts.push(r);
-    prev = r;
-  }
-  return starts;
 }
 
 /**
