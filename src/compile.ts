@@ -316,7 +316,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
     if (sharding) {
       checkRingWorkspace(plan);
-      return { ...plan, sp: spSection(graph, sharding) };
+      return { ...plan, sp: spSection(plan, sharding) };
     }
     if (opts.dpuWarmupSteps === undefined) return plan;
     const steadyGraph = lowerDpu(graph);
@@ -360,13 +360,17 @@ function checkRingWorkspace(plan: Plan): void {
 /**
  * The plan's sequence-parallel section: one step shared by every rank (the
  * rank-local graphs are identical), and per rank the token positions it holds,
- * the bytes it sends over the ring each step and the largest collective's
- * memory outside the arenas.
+ * the bytes it sends over the ring each step (per run instruction: a
+ * collective whose output is recomputed runs, and sends, again) and the
+ * largest collective's memory outside the arenas.
  */
-function spSection(g: Graph, s: SpSharding): PlanSp {
+function spSection(plan: Plan, s: SpSharding): PlanSp {
+  const g = plan.graph;
   const perRank = Array.from({ length: s.ranks }, (_, rank) => {
     let attentionBytes = 0, allReduceBytes = 0, workspace = 0;
-    for (const op of g.ops) {
+    for (const x of plan.instructions) {
+      if (x.kind !== 'run') continue;
+      const op = g.ops[x.op];
       const ins = op.inputs.map((t) => g.tensors[t]);
       const bytes = ringSendBytes(op.kind, ins, op.attrs, rank);
       if (op.kind === 'allReduce') allReduceBytes += bytes; else attentionBytes += bytes;

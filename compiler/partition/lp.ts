@@ -24,9 +24,12 @@
 //    in seconds; an epigraph variable T >= every load and >= every precedence
 //    row (precedenceRows: work released by a gradient, work due before a
 //    parameter's first reader); minimise T (a bound no schedule of the
-//    placement can beat), then, with T held within 1e-6 of its optimum, the
-//    total load (so the chosen placement wastes no work); times are in units
-//    of the fixed GPU time, so the model is well scaled at every size;
+//    placement can beat: the scheduler runs the GPU's ops in program order),
+//    then, with T held within 1e-6 of its optimum, the total load, every
+//    term with its sign (so the chosen placement wastes no work: an
+//    activation is kept rather than offloaded, an update stays on the GPU,
+//    where the rows allow); times are in units of the GPU's work, so the
+//    model is well scaled at every size;
 //  - capacity of every tier, in two forms, so two LPs: the bound LP's rows
 //    count, at one instant per segment, only the bytes every schedule holds
 //    there (boundMemoryRows: valid, so its optimum is a lower bound and its
@@ -201,7 +204,8 @@ interface BuiltLp {
 /**
  * The bound LP's optimum with its choices fixed to those of one placement of
  * the family (forward and backward on the GPU, each update where its state
- * is): a lower bound on that placement's step under any schedule, so never
+ * is): a lower bound on that placement's step under any schedule the
+ * scheduler makes (GPU ops in program order), so never
  * above its simulated step. Tests check the LP's rows with it, one placement
  * at a time; 'infeasible' means the rows reject the placement (which, if it
  * fits, is a row that is not valid).
@@ -225,11 +229,18 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   for (const q of allGroups) { inGroup[q.p16] = 1; for (const t of q.state) inGroup[t] = 1; inGroup[q.grad] = 1; }
 
   // fixed loads: forward and backward always run on the GPU
-  let gpuFixed = 0;
-  for (const op of g.ops) if (op.kind !== 'adam') gpuFixed += opSeconds(g, op, 'gpu', hw);
-  // T and every time row are in units of the fixed GPU time, so that they are
+  // (not the update phase: the adams and the casts of master32 into p16 run
+  // where their group's state is, a cast on the GPU only for a p16 not remade)
+  let gpuFixed = 0, gpuWork = 0;
+  for (const op of g.ops) {
+    if (op.kind === 'adam') continue;
+    const t = opSeconds(g, op, 'gpu', hw);
+    gpuWork += t;
+    if (op.phase !== 'update') gpuFixed += t;
+  }
+  // T and every time row are in units of the GPU's work, so that they are
   // near 1 whatever the model's size (HiGHS's tolerances are absolute, ~1e-7)
-  const unit = 1 / Math.max(gpuFixed, 1e-12);
+  const unit = 1 / Math.max(gpuWork, 1e-12);
   // saved activations: read again two or more segments after they are made
   const saved: number[] = [];
   for (const t of g.tensors) {
@@ -328,6 +339,13 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const onCpu = half && rows === 'bound' ? lp.col(`remat_cpu_${i}`) : -1;
     if (onCpu >= 0) { lp.row([[onCpu, 1], [x1[i][2], -1], [x2[i][0], 1]], 0, Infinity); lp.row([[x1[i][2], 1], [onCpu, -1]], 0, Infinity); }
     const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
+    // the cast at the step's start runs on the GPU for the state's GPU share
+    // when p16 is not remade: at least x2[gpu] - x1[remat] (the product's
+    // lower envelope; the placement LP charges x2[gpu], as it placed before)
+    if (castGpu > 0) {
+      if (rows === 'bound') { const c = lp.col(`castgpu_${i}`); lp.row([[c, 1], [x2[i][0], -1], [x1[i][2], 1]], 0, Infinity); load.gpu.terms.push([c, castGpu]); }
+      else load.gpu.terms.push([x2[i][0], castGpu]);
+    }
     for (let k = 0; k < fetches; k++) {
       if (onCpu >= 0) {
         load.h2d.terms.push([x1[i][1], h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
@@ -340,13 +358,24 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       if (fromNvme >= 0) load.nr.terms.push([fromNvme, nr(masterBytes)]);
     }
   });
+  // recompute: the producer runs again before the reuse, once for all of its
+  // recomputed outputs (the scheduler takes siblings from one run): a
+  // producer with several saved outputs gets a column >= each one's share
+  const rerunCol = new Map<number, number>(); // producer -> its column
+  const outputsOf = new Map<number, number[]>(); // producer -> its saved outputs' indices
+  saved.forEach((t, j) => { if (canRecompute[j]) outputsOf.set(prod[t], [...(outputsOf.get(prod[t]) ?? []), j]); });
+  for (const [op, js] of outputsOf) {
+    if (js.length === 1) { rerunCol.set(op, again[js[0]]); continue; }
+    const c = lp.col(`rerun_${op}`);
+    for (const j of js) lp.row([[c, 1], [again[j], -1]], 0, Infinity);
+    rerunCol.set(op, c);
+  }
+  for (const [op, c] of rerunCol) load.gpu.terms.push([c, opSeconds(g, g.ops[op], 'gpu', hw)]);
   saved.forEach((t, j) => {
     const b = g.tensors[t].sizeBytes;
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
     load.d2h.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); load.d2h.c += d2h(b);
     load.h2d.terms.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load.h2d.c += h2d(b);
-    // recompute share r: the producer runs again before the reuse
-    load.gpu.terms.push([again[j], opSeconds(g, g.ops[prod[t]], 'gpu', hw)]);
   });
   // every resource serves its whole step's load one item at a time, so the step
   // takes at least T >= each resource's load: a bound that holds for any
@@ -362,7 +391,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
 
-  const secondaryCost = Float64Array.from({ length: lp.numCols }, (_, c) => Math.max(0, secondary[c] ?? 0) + 1e-12);
+  const secondaryCost = Float64Array.from({ length: lp.numCols }, (_, c) => (secondary[c] ?? 0) + 1e-12);
   secondaryCost[T] = 0;
   const fixedTo = (p: Placement) => {
     const colLower = Float64Array.from(lp.colLower), colUpper = Float64Array.from(lp.colUpper);
@@ -430,26 +459,24 @@ function allShares(small: Uint8Array, cols: number[][], x: Float64Array): Float6
 }
 
 /**
- * Longest chains of GPU work (forward and backward ops, which run on the GPU in
- * every placement of this family, one at a time) through data edges in program
- * order: before[o] = the least time at which o can end (o and the longest chain
- * of its producers), after[o] = the least GPU time from o's start to the end of
- * the step (o and the longest chain of its consumers).
+ * GPU work in program order (forward and backward ops, which run on the GPU in
+ * every placement of this family, on one stream in program order: the
+ * scheduler emits them so and the runtime and simulator run each stream in
+ * order): before[o] = the least time at which o can end (o and every such op
+ * before it), after[o] = the least GPU time from o's start to the end of the
+ * step (o and every such op after it). Longest data-dependency chains gave a
+ * bound for any order of the GPU's ops; weight gradients (matmulGradB) are off
+ * the chain to the input's gradient, so it let the embedding's gradient exist
+ * a third of the backward pass early (gpt2 presets: all-GPU gaps of 2-6 %).
  */
-function gpuChains(g: Graph, hw: HardwareProfile, prod: Int32Array, cons: number[][]): { before: Float64Array; after: Float64Array } {
+function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array; after: Float64Array } {
   const n = g.ops.length;
   const dur = Float64Array.from(g.ops, (op) => (op.phase === 'update' ? 0 : opSeconds(g, op, 'gpu', hw)));
   const before = new Float64Array(n), after = new Float64Array(n);
-  for (let o = 0; o < n; o++) {
-    let m = 0;
-    for (const t of g.ops[o].inputs) { const p = prod[t]; if (p >= 0 && p < o && before[p] > m) m = before[p]; }
-    before[o] = m + dur[o];
-  }
-  for (let o = n - 1; o >= 0; o--) {
-    let m = 0;
-    for (const t of g.ops[o].outputs) for (const c of cons[t]) if (c > o && after[c] > m) m = after[c];
-    after[o] = m + dur[o];
-  }
+  let acc = 0;
+  for (let o = 0; o < n; o++) { acc += dur[o]; before[o] = acc; }
+  acc = 0;
+  for (let o = n - 1; o >= 0; o--) { acc += dur[o]; after[o] = acc; }
   return { before, after };
 }
 
@@ -469,11 +496,12 @@ function gpuChains(g: Graph, hw: HardwareProfile, prod: Int32Array, cons: number
  * >= h + (released work with r >= h), and >= (tailed work with q >= h) + h.
  * Sorted by r (or q), the sums are suffix sums: one column and one row each.
  * Plus one chain per group: r_i + d2h(grad) + CPU update, and the cast, h2d
- * before q_i. Every row is a lower bound on any schedule, so T stays one.
+ * before q_i. Every row is a lower bound on any schedule that runs the GPU's
+ * ops in program order (gpuProgramTimes), so T stays one.
  */
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][]): void {
-  const { before, after } = gpuChains(g, hw, prod, cons);
+  const { before, after } = gpuProgramTimes(g, hw);
   const half = g.precision !== 'fp32';
   // a job: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h
   type Job = { h: number; c: number; col: number; k: number };

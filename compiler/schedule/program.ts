@@ -26,7 +26,8 @@
 //    and no copy is valid, its producer runs (again) there (e.g. param16 cast
 //    from master32 on its way to the GPU, once for the forward and once for
 //    the backward pass); a cast whose output is rematerialised runs only
-//    there, not also at its own place (the step start).
+//    there, not also at its own place (the step start); one run serves every
+//    rematerialised output of the op that is read within REFETCH_GAP ops.
 // Keeps true: every read waits for its buffer's writer (RAW), every in-place
 // write waits for the earlier readers (WAR), every wait points to an earlier
 // instruction (so no step can deadlock). Cost: O(instructions + operands).
@@ -216,6 +217,12 @@ export function buildProgram(g: Graph, p: Placement): Program {
     const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs, waits: [] });
     ins.forEach((b) => read(i, b));
     outs.forEach((b) => write(i, b));
+    // the run makes every output: a rematerialised sibling read soon (an
+    // attention's lse beside its output, a norm's statistics) is taken from it,
+    // not made by running the op once more
+    op.outputs.forEach((y, k) => {
+      if (y !== x && remat(y) && !op.inputs.includes(y) && valid.get(y, tier) === undefined && nextUse(y, tier, current) - current <= REFETCH_GAP) valid.set(y, tier, outs[k]);
+    });
     // inputs fetched for the rerun are dropped after it (e.g. a master copy staged from NVMe)
     for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid.delete(t, tier);
     return outs[op.outputs.indexOf(x)];
