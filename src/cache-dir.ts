@@ -1,13 +1,15 @@
 // The per-user cache directory (in the system's temp directory, mode 0700,
-// used only when it is owned by this user and writable by nobody else) and an
-// atomic file write into it (temp file, then rename). Holds what compile may
-// reuse across processes: type-checked and transpiled DSL models
+// used only when it is owned by this user and writable by nobody else) and
+// its entries: each written whole (atomic-write.ts) or not at all — a cache
+// that cannot be written (a full disk) is no cache, never an error — and at
+// most a number of them of each kind, the oldest removed first. Holds what
+// compile may reuse across processes: type-checked and transpiled DSL models
 // (compiler/import/dsl.ts) and solved LPs (compiler/partition/lp-cache.ts).
 
-import { mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { threadId } from 'node:worker_threads';
+import { writeAtomic } from './atomic-write.js';
 
 /** The per-user cache directory, or undefined when it is not safely ours. */
 export function cacheDir(): string | undefined {
@@ -23,9 +25,25 @@ export function cacheDir(): string | undefined {
   }
 }
 
-/** Writes `path` whole or not at all (a reader never sees half a file). */
-export function writeAtomic(path: string, text: string | Uint8Array): void {
-  const tmp = `${path}.tmp-${process.pid}-${threadId}`; // threads of one process (test runners) write apart
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
+/**
+ * Writes entry `name` of the cache `dir`, then removes the oldest entries for
+ * which `mine` holds beyond `max`. False (and nothing written) when the disk
+ * would not take it.
+ */
+export function remember(dir: string, name: string, text: string | Uint8Array, mine: (name: string) => boolean, max: number): boolean {
+  try {
+    writeAtomic(join(dir, name), text);
+  } catch {
+    return false;
+  }
+  try {
+    const entries = readdirSync(dir).filter(mine);
+    if (entries.length > max) {
+      const aged = entries.map((f) => ({ f, t: statSync(join(dir, f)).mtimeMs })).sort((a, b) => a.t - b.t || (a.f < b.f ? -1 : 1));
+      for (const { f } of aged.slice(0, entries.length - max)) unlinkSync(join(dir, f));
+    }
+  } catch {
+    // another process pruned first
+  }
+  return true;
 }

@@ -1,7 +1,7 @@
 // The command line: compile | report | run | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
-import { writeFileSync } from 'node:fs';
+import { writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
 import { readPlan, writePlan } from '../compiler/plan/io.js';
@@ -154,7 +154,7 @@ async function cmdCompile(args: Args): Promise<void> {
   if (traceFile !== undefined) {
     const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
     writeJson(traceFile, chromeTrace([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
-      { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }));
+      { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }), 'the trace');
   }
   const s = planStats(plan);
   const spNote = plan.sp ? `; sequence parallel: ${plan.sp.ranks} ranks of ${plan.sp.seq / plan.sp.ranks} tokens (per rank)` : '';
@@ -212,7 +212,7 @@ async function cmdRun(args: Args): Promise<void> {
     }
     if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
     const io = session.info();  // after the steps: the edge-read count covers them
-    if (traceFile !== undefined) writeJson(traceFile, chromeTrace(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }));
+    if (traceFile !== undefined) writeJson(traceFile, chromeTrace(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }), 'the trace');
     const mem = session.memory();
     const summary = {
       steps, meanStepSeconds: total / steps, predictedStepSeconds: session.current.predicted.stepSeconds,
@@ -292,7 +292,7 @@ async function cmdHw(args: Args): Promise<void> {
     const { calibrate } = await import('./calibrate.js');
     const c = await calibrate({ spillDir: args.flags.get('--spill-dir') });
     const out = args.flags.get('-o');
-    if (out !== undefined) writeJson(out, c.profile);
+    if (out !== undefined) writeJson(out, c.profile, 'the profile');
     const m = c.measured, gb = (x: number) => `${(x / 1e9).toFixed(2)} GB/s`, us = (s: number) => `${(s * 1e6).toFixed(1)} µs`;
     if (args.flags.has('--json') || out === undefined) process.stdout.write(JSON.stringify(out === undefined ? c.profile : c, null, out === undefined ? 2 : 0) + '\n');
     if (out !== undefined) process.stdout.write(`wrote ${out}: matmul ${(m.matmulFlops / 1e9).toFixed(2)} GFLOPS, triad ${gb(m.triadBytesPerSec)}, memcpy ${gb(m.copyBytesPerSec)}, Adam ${(m.adamParamsPerSec / 1e6).toFixed(0)} M params/s, nvme read ${gb(m.nvmeReadBytesPerSec)} write ${gb(m.nvmeWriteBytesPerSec)}${m.nvmeDirect ? ' (O_DIRECT' : ` (${m.nvmeNote}`}, ${m.nvmeBackend}), nvme request latency read ${us(m.nvmeReadLatencySeconds)} write ${us(m.nvmeWriteLatencySeconds)} (both directions at once; 4 KiB alone: read ${us(m.nvmeReadAloneSeconds)} write ${us(m.nvmeWriteAloneSeconds)}), nvme batch cost per further request read ${us(m.nvmeReadBatchRequestSeconds)} write ${us(m.nvmeWriteBatchRequestSeconds)} (batches of ${m.nvmeBatch.sizes.join('/')}: read ${m.nvmeBatch.readSeconds.map((s) => (s * 1e6).toFixed(0)).join('/')} µs, write ${m.nvmeBatch.writeSeconds.map((s) => (s * 1e6).toFixed(0)).join('/')} µs), executor per instruction ${(m.executor.instructionSeconds * 1e6).toFixed(3)} µs wake-up ${us(m.executor.wakeSeconds)} step ${us(m.executor.stepSeconds)}, ${Object.keys(m.kernels).length} kernel kinds fitted\n`);
@@ -324,4 +324,4 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-export function writeJson(file: string, value: unknown): void { writeFileSync(file, JSON.stringify(value, null, 2) + '\n'); }
+export function writeJson(file: string, value: unknown, what: string): void { writeOutput(file, JSON.stringify(value, null, 2) + '\n', what); }

@@ -10,11 +10,12 @@ import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, relative, basename } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { findSourceMap } from 'node:module';
+import { findSourceMap, SourceMap } from 'node:module';
 import { createHash } from 'node:crypto';
 import { diag, UserError } from '../../src/diagnostics.js';
 import { packageRoot } from '../../src/paths.js';
-import { cacheDir, writeAtomic } from '../../src/cache-dir.js';
+import { cacheDir, remember } from '../../src/cache-dir.js';
+import { writeAtomic } from '../../src/atomic-write.js';
 import { GraphBuilder, GraphError } from '../ir/graph.js';
 import type { Graph, InitSpec, OpAttrs, OpKind, SourceLoc } from '../ir/types.js';
 import type { Dsl, Init, Model, PresetBase, Tensor as DslTensor } from './dsl-api.js';
@@ -55,8 +56,12 @@ async function typeCheck(file: string, display: string): Promise<void> {
   if (checkedKeys.has(key) || (dir && existsSync(join(dir, `${key}.ok`)))) return;
   await typeCheckUncached(file, display);
   checkedKeys.add(key);
-  if (dir) writeAtomic(join(dir, `${key}.ok`), file + '\n');
+  if (dir) remember(dir, `${key}.ok`, file + '\n', isDslEntry, MAX_DSL_ENTRIES);
 }
+
+/** The DSL cache's files: `<32 hex>.ok` (checked) and `.mjs` (transpiled); at most MAX_DSL_ENTRIES, the oldest removed first. */
+const isDslEntry = (f: string) => /^[0-9a-f]{32}\.(ok|mjs)$/.test(f);
+const MAX_DSL_ENTRIES = 256;
 
 async function typeCheckUncached(file: string, display: string): Promise<void> {
   const { Project, ts } = await import('ts-morph');
@@ -91,19 +96,20 @@ async function typeCheckUncached(file: string, display: string): Promise<void> {
 }
 
 /** Transpiles (or takes from the cache) and imports the model module; the inline source map makes stack frames point at the .ts lines. */
-async function loadModule(file: string): Promise<Model<PresetBase>> {
+/** A loaded model module; `inMemory`: imported from a data: URL (no disk would take it), with its source map, which Node does not keep for such a URL. */
+interface Loaded { model: Model<PresetBase>; inMemory?: { url: string; map: SourceMap } }
+
+async function loadModule(file: string): Promise<Loaded> {
   process.setSourceMapsEnabled(true);
   const dir = cacheDir();
   const cached = dir ? join(dir, `${cacheKey(file)}.mjs`) : undefined;
-  if (cached && existsSync(cached)) return ((await import(pathToFileURL(cached).href)) as { default: Model<PresetBase> }).default;
+  if (cached && existsSync(cached)) return { model: ((await import(pathToFileURL(cached).href)) as { default: Model<PresetBase> }).default };
   const { ts } = await import('ts-morph');
   const src = readFileSync(file, 'utf8');
   const out = ts.transpileModule(src, {
     fileName: file,
     compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, inlineSourceMap: true, inlineSources: false },
   });
-  const scratch = cached ? undefined : mkdtempSync(join(tmpdir(), 'tiercut-dsl-'));
-  const js = cached ?? join(scratch!, basename(file).replace(/\.ts$/, '') + '.mjs');
   // the map's "sources" must name the original file so stacks point at it
   const text = out.outputText.replace(/\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/, (_m, b64: string) => {
     const map = JSON.parse(Buffer.from(b64, 'base64').toString('utf8'));
@@ -111,10 +117,28 @@ async function loadModule(file: string): Promise<Model<PresetBase>> {
     map.sourceRoot = '';
     return `//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
   });
-  writeAtomic(js, text);
+  // the transpiled module goes to the cache, or (no cache, or a disk that
+  // would not take it there) to a scratch directory removed after the import;
+  // with no disk at all, it is imported from memory (a data: URL)
+  let url = cached && remember(dir!, basename(cached), text, isDslEntry, MAX_DSL_ENTRIES) ? pathToFileURL(cached).href : undefined;
+  let scratch: string | undefined, inMemory: Loaded['inMemory'];
+  if (!url) {
+    try {
+      scratch = mkdtempSync(join(tmpdir(), 'tiercut-dsl-'));
+      const js = join(scratch, basename(file).replace(/\.ts$/, '') + '.mjs');
+      writeAtomic(js, text);
+      url = pathToFileURL(js).href;
+    } catch {
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
+      scratch = undefined;
+      url = `data:text/javascript;base64,${Buffer.from(text).toString('base64')}`;
+      const b64 = /\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/.exec(text)?.[1];
+      if (b64) inMemory = { url, map: new SourceMap(JSON.parse(Buffer.from(b64, 'base64').toString('utf8'))) };
+    }
+  }
   try {
-    const mod = await import(pathToFileURL(js).href);
-    return mod.default as Model<PresetBase>;
+    const mod = await import(url);
+    return { model: mod.default as Model<PresetBase>, ...(inMemory ? { inMemory } : {}) };
   } finally {
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   }
@@ -125,7 +149,7 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
   await typeCheck(file, display);
-  const model = await loadModule(file);
+  const { model, inMemory } = await loadModule(file);
   if (!model || typeof model !== 'object' || typeof model.build !== 'function' || typeof model.presets !== 'object')
     throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   const names = Object.keys(model.presets);
@@ -139,7 +163,7 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   if (opts.batch !== undefined) cfg.batch = opts.batch;
   if (opts.seq !== undefined) cfg.seq = opts.seq;
   const name = `${basename(file, '.ts')}:${preset}${Object.entries(opts.config ?? {}).map(([k, v]) => `,${k}=${v}`).join('')}`;
-  const builder = new DslBuilder(name, file, display);
+  const builder = new DslBuilder(name, file, display, inMemory);
   let loss: DslTensor;
   try {
     loss = model.build(builder, cfg);
@@ -165,7 +189,7 @@ class DslBuilder implements Dsl {
 
   private readonly url: string;
 
-  constructor(name: string, private readonly file: string, private readonly display: string) {
+  constructor(name: string, private readonly file: string, private readonly display: string, private readonly inMemory?: Loaded['inMemory']) {
     this.g = new GraphBuilder(name);
     this.url = pathToFileURL(file).href;
   }
@@ -216,7 +240,7 @@ class DslBuilder implements Dsl {
       const name = site.getFileName() ?? '';
       const line = site.getLineNumber(), col = site.getColumnNumber();
       if (line === null || col === null) continue;
-      const map = name ? findSourceMap(name) : undefined;
+      const map = !name ? undefined : name === this.inMemory?.url ? this.inMemory.map : findSourceMap(name);
       if (!map) {
         // an unmapped frame shows its own position
         if (name === url || name === this.file) return { line, col };
@@ -312,7 +336,7 @@ export async function modelPresets(modelPath: string): Promise<string[]> {
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
   await typeCheck(file, display);
-  const model = await loadModule(file);
+  const { model } = await loadModule(file);
   if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   return Object.keys(model.presets);
 }

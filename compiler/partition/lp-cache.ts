@@ -12,10 +12,10 @@
 // gpt2-1.5b: a few ms) per solve.
 
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { cacheDir, writeAtomic } from '../../src/cache-dir.js';
+import { cacheDir, remember } from '../../src/cache-dir.js';
 import type { HighsModelData, HighsResult } from './highs-worker.js';
 
 const FORMAT = 'tiercut-lp-1';
@@ -74,15 +74,6 @@ export function lpCached(key: string, numCols: number): HighsResult | undefined 
 export function lpRemember(key: string, r: HighsResult): void {
   const dir = r.status === 'optimal' && lpCacheOn() ? cacheDir() : undefined;
   if (!dir) return;
-  try {
-    const x = Buffer.from(r.x.buffer, r.x.byteOffset, r.x.byteLength).toString('base64');
-    writeAtomic(join(dir, `lp-${key}.json`), JSON.stringify({ status: r.status, objective: r.objective, iterations: r.iterations, x }));
-    const entries = readdirSync(dir).filter((f) => f.startsWith('lp-') && f.endsWith('.json'));
-    if (entries.length > MAX_ENTRIES) {
-      const aged = entries.map((f) => ({ f, t: statSync(join(dir, f)).mtimeMs })).sort((a, b) => a.t - b.t || (a.f < b.f ? -1 : 1));
-      for (const { f } of aged.slice(0, entries.length - MAX_ENTRIES)) unlinkSync(join(dir, f));
-    }
-  } catch {
-    // a cache that cannot be written is no cache
-  }
+  const x = Buffer.from(r.x.buffer, r.x.byteOffset, r.x.byteLength).toString('base64');
+  remember(dir, `lp-${key}.json`, JSON.stringify({ status: r.status, objective: r.objective, iterations: r.iterations, x }), (f) => f.startsWith('lp-') && f.endsWith('.json'), MAX_ENTRIES);
 }

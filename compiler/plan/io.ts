@@ -2,7 +2,8 @@
 // then the plan verifier). A plan that fails any check is rejected with the
 // file name and the first problem; nothing downstream sees it.
 
-import { readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { writeOutput } from '../../src/atomic-write.js';
 import { diag } from '../../src/diagnostics.js';
 import { verifyPlan } from '../simulate/verify-plan.js';
 import { PLAN_SCHEMA, validateSchema } from './schema.js';
@@ -12,14 +13,9 @@ export function serializePlan(plan: Plan): string {
   return JSON.stringify(plan) + '\n';
 }
 
-/** Writes atomically: a temp file, fsync, rename. */
+/** Writes atomically (a temp file, fsync, rename: src/atomic-write.ts); a disk that will not take it is one UserError line, the old file kept. */
 export function writePlan(file: string, plan: Plan): void {
-  const tmp = `${file}.tmp-${process.pid}`;
-  writeFileSync(tmp, serializePlan(plan));
-  const fd = openSync(tmp, 'r');
-  fsyncSync(fd);
-  closeSync(fd);
-  renameSync(tmp, file);
+  writeOutput(file, serializePlan(plan), 'the plan');
 }
 
 export function parsePlan(text: string, file: string): Plan {

@@ -1,0 +1,83 @@
+// A full disk (here a file-size limit of 1 KiB: every write of a regular file
+// past it fails with EFBIG) costs compile its caches, never its answer: a DSL
+// model still loads (from memory, with its source map: a shape error still
+// names its line), and the plan goes to stdout. A plan file the disk will not
+// take is one line naming it and the OS error, exit code 2, the old file
+// untouched and no temporary file left. The caches keep at most a number of
+// entries, the oldest removed first.
+import { describe, it, expect, afterAll } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parsePlan } from '../../compiler/plan/io.js';
+import { remember } from '../../src/cache-dir.js';
+import { expectUserError } from '../cli-helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'tiercut-fulldisk-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** bin/tiercut.js with a 1 KiB file-size limit and its own (empty) temp directory. */
+function limited(...args: string[]) {
+  const tmp = mkdtempSync(join(dir, 'tmp-'));
+  const quoted = args.map((a) => `'${a}'`).join(' ');
+  // (through a pipe: /dev/stdout cannot be opened on the socket spawnSync gives)
+  const r = spawnSync('bash', ['-c', `set -o pipefail; ulimit -f 1; "${process.execPath}" bin/tiercut.js ${quoted} | cat`], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, TMPDIR: tmp, TIERCUT_LP_CACHE: '1' }, maxBuffer: 1 << 28 });
+  return { ...r, tmp };
+}
+
+const leftovers = (d: string): string[] => readdirSync(d, { recursive: true }).map(String).filter((f) => f.includes('.tmp-'));
+
+describe('a full disk', () => {
+  it('compile still answers on stdout, without its caches', () => {
+    const r = limited('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '400000', '-o', '/dev/stdout');
+    expect(r.status, r.stderr).toBe(0);
+    const plan = parsePlan(r.stdout.slice(0, r.stdout.lastIndexOf('}') + 1), 'stdout');
+    expect(plan.graph.ops.length).toBeGreaterThan(0);
+    expect(leftovers(r.tmp)).toEqual([]);
+  });
+
+  it('a DSL shape error still names its line', () => {
+    const model = join(dir, 'shape.ts');
+    writeFileSync(model, [
+      "import type { Model, PresetBase } from 'tiercut/dsl';",
+      'const m: Model<PresetBase> = {',
+      '  presets: { a: { batch: 2, seq: 1 } },',
+      '  build(nn, cfg) {',
+      "    const x = nn.input('x', [cfg.batch, 4]);",
+      "    const h = nn.matmul(x, nn.param('w', [5, 3]));",
+      "    return nn.crossEntropy(h, nn.input('y', [cfg.batch], 'i32'));",
+      '  },',
+      '};',
+      'export default m;',
+    ].join('\n'));
+    expectUserError(limited('compile', model, '-o', '/dev/stdout'), /shape\.ts:6:\d+: matmul: .*inner dimension/);
+  });
+
+  it('a plan file it will not take: one line, exit 2, the old file kept, nothing left behind', () => {
+    const out = join(dir, 'out');
+    mkdirSync(out);
+    const plan = join(out, 'old.plan.json');
+    writeFileSync(plan, 'the old plan');
+    const r = limited('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', plan);
+    expectUserError(r, /cannot write the plan to .*old\.plan\.json: EFBIG .*nothing was written/);
+    expect(readFileSync(plan, 'utf8')).toBe('the old plan');
+    expect(readdirSync(out)).toEqual(['old.plan.json']);
+    expect(leftovers(r.tmp)).toEqual([]);
+  });
+});
+
+describe('cache entries', () => {
+  it('at most `max` of a kind, the oldest removed first; others untouched', () => {
+    const cache = join(dir, 'cache');
+    mkdirSync(cache);
+    writeFileSync(join(cache, 'other.txt'), 'not an entry');
+    const mine = (f: string) => f.endsWith('.entry');
+    for (let k = 0; k < 5; k++) {
+      expect(remember(cache, `${k}.entry`, `entry ${k}`, mine, 3)).toBe(true);
+      utimesSync(join(cache, `${k}.entry`), 1000 + k, 1000 + k); // distinct ages, whatever the clock's resolution
+    }
+    expect(readdirSync(cache).sort()).toEqual(['2.entry', '3.entry', '4.entry', 'other.txt']);
+    expect(remember(join(cache, 'no-such-dir'), 'x.entry', 'x', mine, 3)).toBe(false);
+  });
+});
