@@ -29,7 +29,12 @@ export function writeOutput(path: string, text: string, what: string): void {
     if (special) writeFileSync(path, text);
     else writeAtomic(path, text, true);
   } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${err.code ? `${err.code} (${err.message.replace(/^\w+: /, '').replace(/, \w+ .*$/, '')})` : err.message}; nothing was written`);
+    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was written`);
   }
+}
+
+/** An OS error as "EFBIG (file too large)". */
+export function osReason(e: unknown): string {
+  const err = e as NodeJS.ErrnoException;
+  return err.code ? `${err.code} (${String(err.message).replace(/^\w+: /, '').replace(/, \w+ .*$/, '')})` : String(err?.message ?? e);
 }

@@ -3,7 +3,8 @@
 // model still loads (from memory, with its source map: a shape error still
 // names its line), and the plan goes to stdout. A plan file the disk will not
 // take is one line naming it and the OS error, exit code 2, the old file
-// untouched and no temporary file left. The caches keep at most a number of
+// untouched and no temporary file left; so is a checkpoint at the end of a
+// run. The caches keep at most a number of
 // entries, the oldest removed first.
 import { describe, it, expect, afterAll } from 'vitest';
 import { spawnSync } from 'node:child_process';
@@ -64,6 +65,22 @@ describe('a full disk', () => {
     expect(readFileSync(plan, 'utf8')).toBe('the old plan');
     expect(readdirSync(out)).toEqual(['old.plan.json']);
     expect(leftovers(r.tmp)).toEqual([]);
+  });
+});
+
+describe('a full disk at the end of a run', () => {
+  it('a checkpoint it will not take: one line, exit 2, the old checkpoint kept, nothing left behind', () => {
+    const plan = join(dir, 'tiny.plan.json');
+    const c = spawnSync(process.execPath, ['bin/tiercut.js', 'compile', 'models/gpt.ts', '--preset', 'tiny', '-o', plan], { encoding: 'utf8', timeout: 120_000 });
+    expect(c.status, c.stderr).toBe(0);
+    const out = join(dir, 'ck');
+    mkdirSync(out);
+    const ck = join(out, 'model.safetensors');
+    writeFileSync(ck, 'the old checkpoint');
+    const r = limited('run', plan, '--steps', '1', '--save', ck);
+    expectUserError(r, /cannot write the checkpoint to .*model\.safetensors: EFBIG .*nothing was written/);
+    expect(readFileSync(ck, 'utf8')).toBe('the old checkpoint');
+    expect(readdirSync(out)).toEqual(['model.safetensors']);
   });
 });
 
