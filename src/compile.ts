@@ -133,15 +133,16 @@ export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution, how: Rou
 }
 
 /**
- * The LP's plan: its shares rounded both ways (the bound LP's only keeping
- * its bytes per tier), each repaired to fit and simulated; the fastest (the
- * first on ties; equal roundings are built once). Which rounding wins varies
- * by case (docs/BENCHMARKS.md, issue 5). The bound LP's shares as a third
- * candidate won one grid cell by 8.5 % and cost gpt3-175b 3.7 s of repair;
- * left out. Throws the first rounding's does-not-fit when none fits.
+ * The LP's plan: each placement LP's shares rounded both ways (the bound
+ * LP's only keeping its bytes per tier), each repaired to fit and simulated;
+ * the fastest (the first on ties; equal roundings are built once). Which LP
+ * and which rounding win varies by case (docs/BENCHMARKS.md, issue 5). The
+ * bound LP's shares as a further candidate won one grid cell by 8.5 % and
+ * cost gpt3-175b 3.7 s of repair; left out. Throws the first rounding's
+ * does-not-fit when none fits.
  */
-function lpBest(g: Graph, hw: HardwareProfile, sol: LpSolution): Built {
-  const tries: [LpSolution, Rounding][] = sol.rows === 'plan' ? [[sol, 'largest'], [sol, 'bytes']] : [[sol, 'bytes']];
+function lpBest(g: Graph, hw: HardwareProfile, sols: LpSolution[]): Built {
+  const tries = sols.flatMap((sol): [LpSolution, Rounding][] => (sol.rows === 'plan' ? [[sol, 'largest'], [sol, 'bytes']] : [[sol, 'bytes']]));
   const seen = new Set<string>();
   let best: Built | undefined, firstError: unknown;
   for (const [s, how] of tries) {
@@ -222,14 +223,15 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     if (cut && cutOk && cut.placement.lambdaSecondsPerByte === 0) return { placement: cut.placement, lp: await lp.bound, built: cut };
     // a capacity binds: the priced cut is a heuristic there; simulate it while the LP solves
     if (cut && cutOk) { simulated(g, hw, cut); mark('min-cut simulate'); }
-    const sol = await lp.refine();
+    const sols = await lp.placements();
+    const sol = sols[0];
     mark('LP solved (awaited)');
     if (cut && cutOk) {
       // keep the LP's placement when it simulates faster
       let best = cut;
       if (sol.status === 'optimal') {
         try {
-          const alt = lpBest(g, hw, sol);
+          const alt = lpBest(g, hw, sols);
           if (simulated(g, hw, alt).stepSeconds < simulated(g, hw, cut).stepSeconds) best = alt;
           mark('LP placement simulate');
         } catch (e) {
@@ -240,7 +242,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
     if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
-    const chosen = lpBest(g, hw, sol);
+    const chosen = lpBest(g, hw, sols);
     return { placement: chosen.placement, lp: sol, built: chosen };
   } finally {
     lp.close();

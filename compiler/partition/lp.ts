@@ -128,6 +128,8 @@ export interface LpRun {
   readonly bound: Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
+  /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
+  placements(): Promise<LpSolution[]>;
   /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
@@ -159,33 +161,46 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // stage 1, degenerate at the optimum, and its costs span many decades; with
   // the default scaling the simplex failed or ran out of iterations on several
   // GPT presets). Posted at once with refineAtOnce, else on refine()
-  let plan: { lp: BuiltLp; first: Promise<HighsResult>; second: Promise<HighsResult | undefined> } | undefined;
-  const postPlan = (K: number) => {
-    const lp = buildLp(g, hw, opts, K, 'plan');
-    const id = solver.nextSolveId;
-    const first = solver.solve(lp.data, timeLimit, undefined, undefined, true);
-    const second = solver.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, timeLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
-    first.catch(() => {}); second.catch(() => {});
-    plan = { lp, first, second };
+  // Two placement LPs in fp16/bf16, differing only in what a remade p16
+  // costs: the CPU's cast and a copy (the first), or a cast where the state
+  // is, as in the bound LP (the second, rematCast 'gpu'). Neither's plans win
+  // everywhere (docs/BENCHMARKS.md: gpt3-6.7b/h100 0.324 vs 0.213 s,
+  // gpt2-1.5b/16 GB 0.313 vs 0.446 s): compile simulates the roundings of both
+  type PlanRun = { lp: BuiltLp; first: Promise<HighsResult>; second: Promise<HighsResult | undefined> };
+  let plans: PlanRun[] | undefined;
+  const postPlans = (K: number) => {
+    plans = (g.precision === 'fp32' ? ['cpu'] as const : ['cpu', 'gpu'] as const).map((remat) => {
+      const lp = buildLp(g, hw, opts, K, 'plan', remat);
+      const id = solver.nextSolveId;
+      const first = solver.solve(lp.data, timeLimit, undefined, undefined, true);
+      const second = solver.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, timeLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+      first.catch(() => {}); second.catch(() => {});
+      return { lp, first, second };
+    });
   };
-  if (opts.refineAtOnce) postPlan(segments);
-  let refined: Promise<LpSolution> | undefined;
-  const refine = () => (refined ??= (async () => {
-    const sol = await bound;
-    if (sol.status !== 'optimal') return sol;
-    if (!plan) postPlan(segments);
-    // coarse segments first; when they make it infeasible (a segment's
-    // working set counts every parameter it reads at once), finer ones
-    let first = await plan!.first;
-    if (first.status === 'infeasible' && opts.segments === undefined) { postPlan(384); first = await plan!.first; }
-    if (first.status !== 'optimal') return sol;
+  if (opts.refineAtOnce) postPlans(segments);
+  const solved = async (run: PlanRun, sol: LpSolution): Promise<LpSolution | undefined> => {
+    const first = await run.first;
+    if (first.status !== 'optimal') return undefined;
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
-    const second = await plan!.second;
+    const second = await run.second;
     const x = second?.status === 'optimal' ? second.x : first.x;
-    return { ...plan!.lp.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3), lowerBoundSeconds: sol.lowerBoundSeconds, size: sol.size };
+    return { ...run.lp.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3), lowerBoundSeconds: sol.lowerBoundSeconds, size: sol.size };
+  };
+  let refined: Promise<LpSolution[]> | undefined;
+  const placements = () => (refined ??= (async () => {
+    const sol = await bound;
+    if (sol.status !== 'optimal') return [sol];
+    if (!plans) postPlans(segments);
+    // coarse segments first; when they make the first LP infeasible (a
+    // segment's working set counts every parameter it reads at once), finer ones
+    if ((await plans![0].first).status === 'infeasible' && opts.segments === undefined) postPlans(384);
+    const out: LpSolution[] = [];
+    for (const run of plans!) { const s = await solved(run, sol); if (s) out.push(s); }
+    return out.length ? out : [sol];
   })());
-  return { bound, refine, close: () => { if (!opts.solver) solver.close(); } };
+  return { bound, refine: async () => (await placements())[0], placements, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
@@ -218,7 +233,7 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
   return r.objective * model.seconds;
 }
 
-function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan'): BuiltLp {
+function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu'): BuiltLp {
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
@@ -333,10 +348,9 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     // the GPU (no copy) for the state's GPU share, else on the CPU and copied
     // in. In the bound LP the share cast on the CPU is a column, at least
     // x1[remat] - x2[gpu] (the product's lower envelope) and at most
-    // x1[remat]; the placement LP charges the whole remat share the CPU's cast
-    // and the copy (it places as before: a cheaper remat there moved plans
-    // across its many optima, some far slower when simulated)
-    const onCpu = half && rows === 'bound' ? lp.col(`remat_cpu_${i}`) : -1;
+    // x1[remat]; the first placement LP (rematCast 'cpu') charges the whole remat
+    // share the CPU's cast and the copy, the second as the bound LP
+    const onCpu = half && rematCast === 'gpu' ? lp.col(`remat_cpu_${i}`) : -1;
     if (onCpu >= 0) { lp.row([[onCpu, 1], [x1[i][2], -1], [x2[i][0], 1]], 0, Infinity); lp.row([[x1[i][2], 1], [onCpu, -1]], 0, Infinity); }
     const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
     // the cast at the step's start runs on the GPU for the state's GPU share

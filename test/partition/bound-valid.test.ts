@@ -12,10 +12,10 @@
 // and runs the GPU alone (0.0725 s); the bound counted every group's cast on
 // the GPU (it runs where the state is), 0.0729 s once the precedence rows
 // followed the GPU's program order.
-// Row by row: for every plan of the family that fits (the LP's roundings, the
-// all-GPU plan, and random placements of the small cases), the bound LP with
-// its choices fixed to that plan's (placementBound) is feasible and at or
-// below the plan's simulated step.
+// Row by row: for every plan of the family that fits (both placement LPs'
+// roundings, the all-GPU plan, and random placements of the small cases), the
+// bound LP with its choices fixed to that plan's (placementBound) is feasible
+// and at or below the plan's simulated step.
 import { describe, it, expect } from 'vitest';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
@@ -67,11 +67,14 @@ describe('LP lower bound validity', () => {
         const boundSol = await run.bound;
         const bound = boundSol.lowerBoundSeconds;
         const candidates: [string, Placement | undefined][] = [['all-gpu', allGpu(g)], ['mincut', placeMinCut(g, hw)]];
-        const sol = await run.refine();
+        const sols = await run.placements();
+        const sol = sols[0];
         const tryLp = (name: string, f: () => Placement) => { try { candidates.push([name, f()]); } catch { /* its rounding may not fit */ } };
         if (sol.status === 'optimal') {
-          tryLp('lp', () => placeLp(g, hw, sol, 'largest'));
-          tryLp('lp, bytes', () => placeLp(g, hw, sol, 'bytes'));
+          sols.forEach((s, k) => {
+            tryLp(`lp ${k}`, () => placeLp(g, hw, s, 'largest'));
+            tryLp(`lp ${k}, bytes`, () => placeLp(g, hw, s, 'bytes'));
+          });
           tryLp('bound lp, bytes', () => placeLp(g, hw, boundSol, 'bytes'));
           // random placements around the LP's: each group's tiers and each saved activation drawn anew
           const next = random(c.randomPlans ?? 0);
