@@ -479,9 +479,10 @@ function allShares(small: Uint8Array, cols: number[][], x: Float64Array): Float6
  * order): before[o] = the least time at which o can end (o and every such op
  * before it), after[o] = the least GPU time from o's start to the end of the
  * step (o and every such op after it). Longest data-dependency chains gave a
- * bound for any order of the GPU's ops; weight gradients (matmulGradB) are off
- * the chain to the input's gradient, so it let the embedding's gradient exist
- * a third of the backward pass early (gpt2 presets: all-GPU gaps of 2-6 %).
+ * bound for any order of the GPU's ops, looser: weight gradients (matmulGradB)
+ * are off the chain to the input's gradient, so the chains let the
+ * embedding's gradient exist well before the end of the backward pass (the
+ * bounds rise 0.1-0.6 % with program order).
  */
 function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array; after: Float64Array } {
   const n = g.ops.length;
