@@ -355,11 +355,16 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
     // the cast at the step's start runs on the GPU for the state's GPU share
     // when p16 is not remade: at least x2[gpu] - x1[remat] (the product's
-    // lower envelope; the placement LP charges x2[gpu], as it placed before)
+    // lower envelope; the placement LPs charge x2[gpu], as they placed before)
     if (castGpu > 0) {
       if (rows === 'bound') { const c = lp.col(`castgpu_${i}`); lp.row([[c, 1], [x2[i][0], -1], [x1[i][2], 1]], 0, Infinity); load.gpu.terms.push([c, castGpu]); }
       else load.gpu.terms.push([x2[i][0], castGpu]);
     }
+    // and on the CPU for the rest of the state (staged there from NVMe) when
+    // p16 is not remade: at least 1 - x2[gpu] - x1[remat]. The bound LP only:
+    // in the placement LPs it moved plans both ways (13b/h200 -28 %, 13b/a100
+    // +12 %; docs/BENCHMARKS.md), the lottery of their many optima again
+    if (castCpu > 0 && rows === 'bound') { const c = lp.col(`castcpu_${i}`); lp.row([[c, 1], [x2[i][0], 1], [x1[i][2], 1]], 1, Infinity); load.cpu.terms.push([c, castCpu]); }
     for (let k = 0; k < fetches; k++) {
       if (onCpu >= 0) {
         load.h2d.terms.push([x1[i][1], h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
