@@ -13,3 +13,17 @@ export function expectUserError(r: ReturnType<typeof cli>, pattern: RegExp): voi
   expect(lines[0]).toMatch(pattern);
   expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
 }
+
+/** A DSL model whose matmul disagrees on the inner dimension, on line 6. */
+export const SHAPE_ERROR_MODEL = [
+  "import type { Model, PresetBase } from 'tiercut/dsl';",
+  'const m: Model<PresetBase> = {',
+  '  presets: { a: { batch: 2, seq: 1 } },',
+  '  build(nn, cfg) {',
+  "    const x = nn.input('x', [cfg.batch, 4]);",
+  "    const h = nn.matmul(x, nn.param('w', [5, 3]));",
+  "    return nn.crossEntropy(h, nn.input('y', [cfg.batch], 'i32'));",
+  '  },',
+  '};',
+  'export default m;',
+].join('\n');

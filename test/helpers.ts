@@ -1,10 +1,14 @@
 // Shared test helpers: an f64 interpreter of IR graphs over the native kernels
-// (runOp), and tolerance checks that print the max difference.
+// (runOp), tolerance checks that print the max difference, and the losses of
+// a few training steps of a plan.
 import { expect } from 'vitest';
 import { nativeAddon } from '../runtime/binding.js';
 import { OP_CODES, encodeAttrs } from '../compiler/ir/ops.js';
 import type { Graph } from '../compiler/ir/types.js';
 import { numel } from '../compiler/ir/types.js';
+import type { Plan } from '../compiler/plan/types.js';
+import { TrainingSession } from '../runtime/session.js';
+import { syntheticData } from '../runtime/data.js';
 
 /** Runs ops of `g` in program order in float64; `values` holds inputs and receives every output. */
 export function interpret(g: Graph, values: Map<number, Float64Array | Int32Array>, ops = g.ops): void {
@@ -48,3 +52,14 @@ export function expectClose(name: string, got: ArrayLike<number>, want: ArrayLik
 }
 
 export const count = (shape: readonly number[]) => numel(shape);
+
+/** The losses of `steps` training steps of a plan on synthetic data (session and data seeded with `seed`). */
+export async function trainLosses(plan: Plan, steps: number, seed: number): Promise<number[]> {
+  const s = new TrainingSession(plan, { seed });
+  const data = syntheticData(plan.graph, seed);
+  try {
+    const out: number[] = [];
+    for (let k = 1; k <= steps; k++) out.push((await s.step(k, data(k))).loss);
+    return out;
+  } finally { s.close(); }
+}

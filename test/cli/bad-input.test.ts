@@ -4,7 +4,7 @@ import { describe, it, expect, beforeAll } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cli, expectUserError } from '../cli-helpers.js';
+import { cli, expectUserError, SHAPE_ERROR_MODEL } from '../cli-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-bad-'));
 
@@ -45,18 +45,7 @@ describe('bad input', () => {
 
   it('a shape error while building names the model line', () => {
     const model = join(dir, 'shape.ts');
-    writeFileSync(model, [
-      "import type { Model, PresetBase } from 'tiercut/dsl';",
-      'const m: Model<PresetBase> = {',
-      '  presets: { a: { batch: 2, seq: 1 } },',
-      '  build(nn, cfg) {',
-      "    const x = nn.input('x', [cfg.batch, 4]);",
-      "    const h = nn.matmul(x, nn.param('w', [5, 3]));",
-      "    return nn.crossEntropy(h, nn.input('y', [cfg.batch], 'i32'));",
-      '  },',
-      '};',
-      'export default m;',
-    ].join('\n'));
+    writeFileSync(model, SHAPE_ERROR_MODEL);
     expectUserError(cli('compile', model, '-o', join(dir, 'x.json')), /shape\.ts:6:\d+: matmul: .*inner dimension/);
   });
 

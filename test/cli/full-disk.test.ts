@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parsePlan } from '../../compiler/plan/io.js';
 import { remember } from '../../src/cache-dir.js';
-import { expectUserError } from '../cli-helpers.js';
+import { expectUserError, SHAPE_ERROR_MODEL } from '../cli-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-fulldisk-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -40,18 +40,7 @@ describe('a full disk', () => {
 
   it('a DSL shape error still names its line', () => {
     const model = join(dir, 'shape.ts');
-    writeFileSync(model, [
-      "import type { Model, PresetBase } from 'tiercut/dsl';",
-      'const m: Model<PresetBase> = {',
-      '  presets: { a: { batch: 2, seq: 1 } },',
-      '  build(nn, cfg) {',
-      "    const x = nn.input('x', [cfg.batch, 4]);",
-      "    const h = nn.matmul(x, nn.param('w', [5, 3]));",
-      "    return nn.crossEntropy(h, nn.input('y', [cfg.batch], 'i32'));",
-      '  },',
-      '};',
-      'export default m;',
-    ].join('\n'));
+    writeFileSync(model, SHAPE_ERROR_MODEL);
     expectUserError(limited('compile', model, '-o', '/dev/stdout'), /shape\.ts:6:\d+: matmul: .*inner dimension/);
   });
 

@@ -6,19 +6,10 @@ import { compile, trainingGraph } from '../../src/compile.js';
 import { startLp } from '../../compiler/partition/lp.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import type { Plan } from '../../compiler/plan/types.js';
-import { TrainingSession } from '../../runtime/session.js';
-import { syntheticData } from '../../runtime/data.js';
+import { trainLosses } from '../helpers.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 
-async function losses(plan: Plan, steps: number): Promise<number[]> {
-  const s = new TrainingSession(plan, { seed: 3 });
-  const data = syntheticData(plan.graph, 3);
-  try {
-    const out: number[] = [];
-    for (let k = 1; k <= steps; k++) out.push((await s.step(k, data(k))).loss);
-    return out;
-  } finally { s.close(); }
-}
+const losses = (plan: Plan, steps: number) => trainLosses(plan, steps, 3);
 
 describe('LP partition over gpu, cpu and nvme', () => {
   it('spills optimizer state to NVMe when the CPU is too small, and trains bit-identically', async () => {

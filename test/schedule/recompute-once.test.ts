@@ -8,19 +8,10 @@ import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import { paramGroups, placementFrom } from '../../compiler/partition/lp.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
-import { TrainingSession } from '../../runtime/session.js';
-import { syntheticData } from '../../runtime/data.js';
 import type { Plan } from '../../compiler/plan/types.js';
+import { trainLosses } from '../helpers.js';
 
-async function losses(plan: Plan, steps: number): Promise<number[]> {
-  const s = new TrainingSession(plan, { seed: 5 });
-  const data = syntheticData(plan.graph, 5);
-  try {
-    const out: number[] = [];
-    for (let k = 1; k <= steps; k++) out.push((await s.step(k, data(k))).loss);
-    return out;
-  } finally { s.close(); }
-}
+const losses = (plan: Plan, steps: number) => trainLosses(plan, steps, 5);
 
 describe('recompute', () => {
   it('runs an op once more for all of its recomputed outputs, and trains as the plan that keeps them', async () => {
