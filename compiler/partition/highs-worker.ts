@@ -39,8 +39,19 @@ export interface HighsResult {
 // bound set to that optimum * (1 + relTol) + absTol and an iteration limit of
 // iterationsFactor * its iterations + iterationsPlus; so the follow-up starts
 // the moment the first ends, without a round trip through a busy main thread.
+// Before highs compiles its WebAssembly, the worker tells V8 to keep the
+// baseline (Liftoff) code and not tier hot functions up to TurboFan
+// (liftoffOnly): in a fresh process V8 spent ~1 s of CPU optimising HiGHS's
+// large functions during the first solve (gpt2-1.5b's bound LP: 1.3–2.1 s cold
+// against 0.15–0.2 s once optimised; Liftoff-only 0.34–0.59 s), more than any
+// one compile's solves gain from the faster code. The flag is V8's, so
+// process-wide: other WebAssembly compiled in the same process afterwards is
+// not optimised either (tiercut has none). WebAssembly's arithmetic is
+// deterministic, so the solves and plans are the same either way.
+// TIERCUT_WASM_TIERUP=1 leaves V8's default.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
+if (workerData.liftoffOnly) require('node:v8').setFlagsFromString('--liftoff-only');
 const mod = require(workerData.highsPath);
 const highsReady = (mod.default ?? mod)();
 const done = new Map(); // id -> { status, objective, iterations } of solves a follow-up may name
@@ -95,7 +106,7 @@ export class LpWorker {
 
   constructor() {
     const highsPath = createRequire(import.meta.url).resolve('highs');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: process.env.TIERCUT_WASM_TIERUP !== '1' } });
     this.worker.unref(); // a pending solve must not keep a finished process alive
     this.worker.on('message', (m: { id: number; error?: string } & HighsResult) => {
       const p = this.pending.get(m.id);
