@@ -223,17 +223,38 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     if (cut && cutOk && cut.placement.lambdaSecondsPerByte === 0) return { placement: cut.placement, lp: await lp.bound, built: cut };
     // a capacity binds: the priced cut is a heuristic there; simulate it while the LP solves
     if (cut && cutOk) { simulated(g, hw, cut); mark('min-cut simulate'); }
+    // the placement LPs' shares come before the bound (refineAtOnce queues
+    // them first): round, schedule and simulate them while the bound LP
+    // solves; they are kept only when the bound LP has a solution too
+    const shares = await lp.early();
+    mark('LP placement solved (awaited)');
+    let alt: Built | undefined, altError: unknown;
+    if (shares.length) {
+      try {
+        alt = lpBest(g, hw, shares);
+        if (cut && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
+      } catch (e) {
+        if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit
+        altError = e;
+      }
+    }
     const sols = await lp.placements();
     const sol = sols[0];
     mark('LP solved (awaited)');
+    // the placement's cutSeconds is the bound (placementFrom); the shares' placement was made before it was known
+    const lpPlan = (): Built => {
+      if (sol.rows === 'bound') return lpBest(g, hw, sols);
+      if (!alt) throw altError;
+      alt.placement = { ...alt.placement, cutSeconds: sol.lowerBoundSeconds };
+      return alt;
+    };
     if (cut && cutOk) {
       // keep the LP's placement when it simulates faster
       let best = cut;
       if (sol.status === 'optimal') {
         try {
-          const alt = lpBest(g, hw, sols);
-          if (simulated(g, hw, alt).stepSeconds < simulated(g, hw, cut).stepSeconds) best = alt;
-          mark('LP placement simulate');
+          const b = lpPlan();
+          if (simulated(g, hw, b).stepSeconds < simulated(g, hw, cut).stepSeconds) best = b;
         } catch (e) {
           if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit: the cut stands
         }
@@ -242,7 +263,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
     if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
-    const chosen = lpBest(g, hw, sols);
+    const chosen = lpPlan();
     return { placement: chosen.placement, lp: sol, built: chosen };
   } finally {
     lp.close();

@@ -65,7 +65,12 @@ export interface LpOptions {
   smallGroupsShare?: number;
   /** A solver thread to use (started early, so HiGHS loads while the graph is built); its owner closes it. Default: a new one, closed by close(). */
   solver?: LpWorker;
-  /** Queue the placement LP (both stages) behind the bound LP on the solver thread now (the caller will call refine()), so it starts as soon as the bound LP ends. */
+  /**
+   * Queue the placement LPs (both stages each) on the solver thread now,
+   * before the bound LP (the caller will call early(), placements() or
+   * refine()): their shares come first, so the caller rounds, schedules and
+   * simulates them while the bound LP solves.
+   */
   refineAtOnce?: boolean;
 }
 
@@ -130,6 +135,13 @@ export interface LpRun {
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
   placements(): Promise<LpSolution[]>;
+  /**
+   * The placement LPs' shares as soon as they are solved, before the bound
+   * may be known: placements()' solutions when those are the placement LPs',
+   * except lowerBoundSeconds, which is each placement LP's own optimum (not a
+   * bound). Empty when placements() falls back to the bound LP's shares.
+   */
+  early(): Promise<LpSolution[]>;
   /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
@@ -148,19 +160,15 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const solver = opts.solver ?? new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? 30;
   const segments = opts.segments ?? 48;
-  const model = buildLp(g, hw, opts, segments, 'bound');
   const t0 = performance.now();
-  const bound = (async () => {
-    const first = await solver.solve(model.data, timeLimit);
-    return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
-  })();
-  bound.catch(() => {}); // the caller awaits it, or closes without needing it
   // the placement LP: its stage 1, then stage 2 chained behind it on the solver
   // thread (T held within 1e-6 of stage 1's optimum, twice its simplex
   // iterations, HiGHS's strongest scaling: stage 2 can be far harder than
   // stage 1, degenerate at the optimum, and its costs span many decades; with
   // the default scaling the simplex failed or ran out of iterations on several
-  // GPT presets). Posted at once with refineAtOnce, else on refine()
+  // GPT presets). Posted at once with refineAtOnce (before the bound LP, so
+  // that the caller works on their shares while the bound solves), else when
+  // asked for (behind the bound LP)
   // Two placement LPs in fp16/bf16, differing only in what a remade p16
   // costs: the CPU's cast and a copy (the first), or a cast where the state
   // is, as in the bound LP (the second, rematCast 'gpu'). Neither's plans win
@@ -179,28 +187,47 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     });
   };
   if (opts.refineAtOnce) postPlans(segments);
-  const solved = async (run: PlanRun, sol: LpSolution): Promise<LpSolution | undefined> => {
+  const model = buildLp(g, hw, opts, segments, 'bound');
+  const bound = (async () => {
+    const first = await solver.solve(model.data, timeLimit);
+    return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
+  })();
+  bound.catch(() => {}); // the caller awaits it, or closes without needing it
+  const solved = async (run: PlanRun): Promise<LpSolution | undefined> => {
     const first = await run.first;
     if (first.status !== 'optimal') return undefined;
     // stage 2 only refines: when it fails (infeasible within the tolerance, or
     // HiGHS ends 'unknown' on a badly scaled model), stage 1's optimum stands
     const second = await run.second;
     const x = second?.status === 'optimal' ? second.x : first.x;
-    return { ...run.lp.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3), lowerBoundSeconds: sol.lowerBoundSeconds, size: sol.size };
+    return run.lp.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3);
   };
+  let shares: Promise<LpSolution[]> | undefined;
+  const early = () => (shares ??= (async () => {
+    if (!plans) {
+      // not queued at once: only when the bound LP has a solution (as then the placement LPs may)
+      if ((await bound).status !== 'optimal') return [];
+      postPlans(segments);
+    }
+    // coarse segments first; when they make the first LP infeasible (a
+    // segment's working set counts every parameter it reads at once), finer
+    // ones, if anything fits at all (the bound LP has a solution)
+    if ((await plans![0].first).status === 'infeasible' && opts.segments === undefined) {
+      if ((await bound).status !== 'optimal') return [];
+      postPlans(384);
+    }
+    const out: LpSolution[] = [];
+    for (const run of plans!) { const s = await solved(run); if (s) out.push(s); }
+    return out;
+  })());
   let refined: Promise<LpSolution[]> | undefined;
   const placements = () => (refined ??= (async () => {
+    const out = await early();
     const sol = await bound;
-    if (sol.status !== 'optimal') return [sol];
-    if (!plans) postPlans(segments);
-    // coarse segments first; when they make the first LP infeasible (a
-    // segment's working set counts every parameter it reads at once), finer ones
-    if ((await plans![0].first).status === 'infeasible' && opts.segments === undefined) postPlans(384);
-    const out: LpSolution[] = [];
-    for (const run of plans!) { const s = await solved(run, sol); if (s) out.push(s); }
-    return out.length ? out : [sol];
+    if (sol.status !== 'optimal' || !out.length) return [sol];
+    return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { bound, refine: async () => (await placements())[0], placements, close: () => { if (!opts.solver) solver.close(); } };
+  return { bound, refine: async () => (await placements())[0], placements, early, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {

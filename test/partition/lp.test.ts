@@ -86,3 +86,42 @@ describe('small groups left out of the LP', () => {
     if (plan.placement.method === 'lp') expect(new Set(homes)).toEqual(new Set(['gpu']));
   });
 });
+
+describe('the placement LP before the bound LP', () => {
+  it('early() gives the shares refine() gives, whichever LP is queued first; refine() adds the bound', async () => {
+    const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+    const hw = loadProfile('v100-32g', { gpuMemBytes: 300_000, cpuMemBytes: 200_000 });
+    const run = async (refineAtOnce: boolean) => {
+      const lp = startLp(graph, hw, { refineAtOnce });
+      try {
+        const early = (await lp.early())[0];
+        return { early, refined: await lp.refine(), bound: await lp.bound };
+      } finally { lp.close(); }
+    };
+    const first = await run(true), last = await run(false);
+    for (const { early, refined, bound } of [first, last]) {
+      expect(bound.status).toBe('optimal');
+      expect(refined.rows).toBe('plan');
+      expect(early).toBeDefined();
+      expect(early!.rows).toBe('plan');
+      // the same shares; the bound only in refine()'s
+      expect([early!.p16Share, early!.stateShare, early!.keepShare, early!.recomputeShare]).toEqual([refined.p16Share, refined.stateShare, refined.keepShare, refined.recomputeShare]);
+      expect(refined.lowerBoundSeconds).toBe(bound.lowerBoundSeconds);
+      expect(refined.size).toEqual(bound.size);
+    }
+    // HiGHS is deterministic: the order the two LPs are solved in changes nothing
+    expect(first.refined.p16Share).toEqual(last.refined.p16Share);
+    expect(first.refined.stateShare).toEqual(last.refined.stateShare);
+    expect(first.bound.lowerBoundSeconds).toBe(last.bound.lowerBoundSeconds);
+  });
+
+  it('says nothing fits when neither LP has a solution (the placement LP first)', async () => {
+    const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+    const hw = loadProfile('v100-32g', { gpuMemBytes: 100_000, cpuMemBytes: 50_000, nvmeBytes: 50_000 });
+    const lp = startLp(graph, hw, { refineAtOnce: true });
+    try {
+      expect(await lp.early()).toEqual([]);
+      expect((await lp.refine()).status).toBe('infeasible');
+    } finally { lp.close(); }
+  });
+});
