@@ -19,11 +19,11 @@ import { placementFrom, roundSolution, startLp, type LpSolution, type Rounded, t
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
-import { assignOffsets, type Arenas } from '../compiler/schedule/arena.js';
+import { assignOffsets, compactArenaBytes, type Arenas } from '../compiler/schedule/arena.js';
 import { stateOrder } from '../compiler/schedule/state-order.js';
-import { buildProgram, liveBytesPeak } from '../compiler/schedule/program.js';
+import { buildProgram, liveBytesPeak, type Program } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
-import { simulate, type Simulation } from '../compiler/simulate/simulate.js';
+import { computeFloorSeconds, simulate, type Simulation } from '../compiler/simulate/simulate.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { diag, UserError } from './diagnostics.js';
 import { mark } from './timing.js';
@@ -104,27 +104,46 @@ const simulated = (g: Graph, hw: HardwareProfile, b: Built): Simulation => {
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
-  return minCutBuilt(g, hw)?.placement;
+  return minCutPrepared(g, hw)?.placement;
 }
 
-function minCutBuilt(g: Graph, hw: HardwareProfile): Built | undefined {
+/** The min-cut's placement with its program, before the arenas (cutBuilt makes them). */
+interface CutCandidate { placement: Placement; prog: Program; order: Float64Array }
+
+/**
+ * The min-cut placement and its program. Fragmentation can push the arena
+ * above the live-bytes peak the search fits: then the target is tightened by
+ * the overflow and the search runs again. Whether (and by how much) the arena
+ * overflows is the compact placement's (compactArenaBytes: assignOffsets
+ * returns it whenever it does not fit), so the other arena placements wait
+ * for cutBuilt. Undefined when the state overflows GPU + CPU, the search
+ * finds nothing that fits or the CPU arena overflows.
+ */
+function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined {
   // two tiers cannot work when the state alone overflows them
   const state = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (state > hw.gpu.capacityBytes + hw.cpu.capacityBytes) return undefined;
   const gpuPeak = (p: Placement) => tierPeakEstimate(g, p, 'gpu');
-  // fragmentation can push the arena above the live-bytes peak: tighten the target and retry
   let target = hw.gpu.capacityBytes;
   for (let attempt = 0; attempt < 4; attempt++) {
     let p: Placement;
     try { p = partitionMinCut(g, hw, { gpuPeakBytes: gpuPeak, capacityBytes: target }); } catch { return undefined; }
     mark('min-cut search');
-    const b = build(g, hw, p);
-    mark('min-cut schedule');
-    const arena = b.arenas.arenaBytes;
-    if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? b : undefined;
+    const prog = buildProgram(g, p);
+    const order = stateOrder(g, prog);
+    const arena = compactArenaBytes(prog, order);
+    mark('min-cut program');
+    if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? { placement: p, prog, order } : undefined;
     target -= arena.gpu - hw.gpu.capacityBytes;
   }
   return undefined;
+}
+
+/** The min-cut candidate with its arenas (the same as build's). */
+function cutBuilt(hw: HardwareProfile, c: CutCandidate): Built {
+  const b = { placement: c.placement, arenas: assignOffsets(c.prog, capacities(hw), c.order) };
+  mark('min-cut schedule');
+  return b;
 }
 
 /** The LP path: three tiers; the rounded plan is repaired until every arena fits. */
@@ -217,12 +236,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       const whole = build(g, hw, allGpu(g));
       if (fitsTiers(whole.arenas.arenaBytes, hw)) return { placement: whole.placement, lp: await lp.bound, built: whole };
     }
-    const cut = minCutBuilt(g, hw);
-    const cutOk = cut && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cut.placement.home[t.id] === 'gpu'));
+    const cutC = minCutPrepared(g, hw);
+    const cutOk = cutC && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cutC.placement.home[t.id] === 'gpu'));
     // no capacity binds (the cut's price is zero): the cut is exact for two tiers
-    if (cut && cutOk && cut.placement.lambdaSecondsPerByte === 0) return { placement: cut.placement, lp: await lp.bound, built: cut };
-    // a capacity binds: the priced cut is a heuristic there; simulate it while the LP solves
-    if (cut && cutOk) { simulated(g, hw, cut); mark('min-cut simulate'); }
+    if (cutC && cutOk && cutC.placement.lambdaSecondsPerByte === 0) { const cut = cutBuilt(hw, cutC); return { placement: cut.placement, lp: await lp.bound, built: cut }; }
     // the placement LPs' shares come before the bound (refineAtOnce queues
     // them first): round, schedule and simulate them while the bound LP
     // solves; they are kept only when the bound LP has a solution too
@@ -232,7 +249,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     if (shares.length) {
       try {
         alt = lpBest(g, hw, shares);
-        if (cut && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
+        if (cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
       } catch (e) {
         if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit
         altError = e;
@@ -248,17 +265,24 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       alt.placement = { ...alt.placement, cutSeconds: sol.lowerBoundSeconds };
       return alt;
     };
-    if (cut && cutOk) {
-      // keep the LP's placement when it simulates faster
-      let best = cut;
+    if (cutC && cutOk) {
+      // a capacity binds: the priced cut is a heuristic there; keep the LP's
+      // placement when it simulates faster. The cut's step is at least its
+      // busiest compute stream's work (computeFloorSeconds): when that is
+      // above the LP's simulated step, the cut cannot win, and its arenas and
+      // simulation are not made (the same choice, for less work)
+      let lpB: Built | undefined;
       if (sol.status === 'optimal') {
-        try {
-          const b = lpPlan();
-          if (simulated(g, hw, b).stepSeconds < simulated(g, hw, cut).stepSeconds) best = b;
-        } catch (e) {
-          if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit: the cut stands
-        }
+        try { lpB = lpPlan(); } catch (e) { if (!(e instanceof UserError)) throw e; } // the LP's rounding did not fit: the cut stands
       }
+      if (lpB && computeFloorSeconds(g, cutC.placement, hw) > simulated(g, hw, lpB).stepSeconds) {
+        mark('min-cut left out (its compute alone is slower)');
+        return { placement: lpB.placement, lp: sol, built: lpB };
+      }
+      const cut = cutBuilt(hw, cutC);
+      simulated(g, hw, cut);
+      mark('min-cut simulate');
+      const best = lpB && simulated(g, hw, lpB).stepSeconds < simulated(g, hw, cut).stepSeconds ? lpB : cut;
       return { placement: best.placement, lp: sol, built: best };
     }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));

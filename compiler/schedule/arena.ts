@@ -109,6 +109,17 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
   return arenas(prog, compact);
 }
 
+/**
+ * The compact placement's peak per tier: what assignOffsets returns as
+ * arenaBytes whenever that does not fit `capacity` (it then keeps the compact
+ * placement); when it fits, assignOffsets' arenas fit too. So it tells, at the
+ * cost of one placement of five, whether and by how much assignOffsets' arenas
+ * overflow a tier.
+ */
+export function compactArenaBytes(prog: Program, order?: Float64Array): Record<Tier, number> {
+  return placeAll(prog, alignments(prog), order).arenaBytes;
+}
+
 /** Persistent buffers of a tier in packing order: on nvme with an order, the ordered ones by key, then the rest; else by id. */
 function persistentOrder(mine: readonly Program['buffers'][number][], tier: Tier, order?: Float64Array) {
   const persistent = mine.filter((b) => b.allocAt < 0 && b.freeAt < 0);

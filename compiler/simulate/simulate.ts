@@ -67,6 +67,25 @@ export function instructionSeconds(g: Graph, p: Placement, buffers: readonly Pla
   return 0;
 }
 
+/**
+ * A floor under the simulated step of every program of placement p: each
+ * compute stream's own work. Every op runs at least once, on its tier's
+ * stream (buildProgram; a cast whose rematerialised output is made again at
+ * each reader is left out here, as it may not run at its own place), and a
+ * stream runs one instruction at a time, so simulate's step is at least that
+ * stream's busy time, which is at least this sum. compile uses it to skip
+ * scheduling a candidate placement that cannot beat one already simulated.
+ */
+export function computeFloorSeconds(g: Graph, p: Placement, hw: HardwareProfile): number {
+  let gpu = 0, cpu = 0;
+  for (const op of g.ops) {
+    if (op.phase === 'update' && op.outputs.length > 0 && op.outputs.every((x) => p.remat?.[x])) continue;
+    const s = opSeconds(g, op, p.opTier[op.id], hw);
+    if (p.opTier[op.id] === 'cpu') cpu += s; else gpu += s;
+  }
+  return Math.max(gpu, cpu);
+}
+
 const MAX_NVME_BATCH = 64;  // kMaxNvmeBatch in native/exec/executor.h
 const NVME_BLOCK = 4096;
 
