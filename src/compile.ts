@@ -52,7 +52,7 @@ export interface CompileOptions {
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
-export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Graph; preset: string; config: Record<string, unknown>; sharding?: SpSharding }> {
+export async function trainingGraph(opts: CompileOptions, onForward?: (forward: Graph) => void): Promise<{ graph: Graph; preset: string; config: Record<string, unknown>; sharding?: SpSharding }> {
   const P = opts.sp ?? 1;
   if (!(Number.isInteger(P) && P >= 1)) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got ${P}`);
   if (P > 1 && opts.dpuWarmupSteps !== undefined) throw diag.usage('--sp and --dpu together are not supported yet');
@@ -61,6 +61,7 @@ export async function trainingGraph(opts: CompileOptions): Promise<{ graph: Grap
     ? (await import('../compiler/import/onnx.js')).importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
     : await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
   mark('import');
+  onForward?.(imported.graph);
   assertGraph(imported.graph, 'import');
   let forward = imported.graph, sharding: SpSharding | undefined;
   if (P > 1) {
@@ -349,13 +350,24 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
   return plan;
 }
 
+/**
+ * From this many ops in the forward graph on, HiGHS's code is optimised by V8
+ * (LpWorker.load): the LPs grow with the graph, and their solves with them.
+ * Measured (fresh processes, the three solves alone): gpt2-1.5b (677 forward
+ * ops) 0.9 s at the baseline tier against 2.1 s with tier-up; gpt3-175b (1349)
+ * 2.6–2.9 s against 2.0–2.3 s. Between the two, where the crossing lies is a
+ * guess; the plans are the same either way (docs/BENCHMARKS.md).
+ */
+const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 1000;
+
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
-  // the LP's solver thread starts now: HiGHS loads while this thread builds the graph
-  const solver = new LpWorker();
+  // the LP's solver thread starts now; HiGHS loads once the forward graph is
+  // imported (while this thread builds the rest), optimised for large models
+  const solver = new LpWorker({ deferLoad: true });
   mark('compile start');
   try {
-    const { graph, preset, config, sharding } = await trainingGraph(opts);
+    const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => solver.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS));
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
     const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver });
     const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };

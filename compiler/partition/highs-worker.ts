@@ -39,25 +39,35 @@ export interface HighsResult {
 // bound set to that optimum * (1 + relTol) + absTol and an iteration limit of
 // iterationsFactor * its iterations + iterationsPlus; so the follow-up starts
 // the moment the first ends, without a round trip through a busy main thread.
-// Before highs compiles its WebAssembly, the worker tells V8 to keep the
-// baseline (Liftoff) code and not tier hot functions up to TurboFan
-// (liftoffOnly): in a fresh process V8 spent ~1 s of CPU optimising HiGHS's
-// large functions during the first solve (gpt2-1.5b's bound LP: 1.3–2.1 s cold
-// against 0.15–0.2 s once optimised; Liftoff-only 0.34–0.59 s), more than any
-// one compile's solves gain from the faster code. The flag is V8's, so
-// process-wide: other WebAssembly compiled in the same process afterwards is
-// not optimised either (tiercut has none). WebAssembly's arithmetic is
-// deterministic, so the solves and plans are the same either way.
-// TIERCUT_WASM_TIERUP=1 leaves V8's default.
+// Before highs compiles its WebAssembly, the worker tells V8 whether to keep
+// the baseline (Liftoff) code or to tier hot functions up to TurboFan
+// (liftoffOnly). In a fresh process V8 spent ~1 s of CPU optimising HiGHS's
+// large functions during the first solve: gpt2-1.5b's three solves took
+// ~2.1 s cold with tier-up and ~0.9 s at the baseline tier alone (0.15–0.2 s
+// each once optimised), so for LPs of that size the optimised code never pays
+// for its compile; gpt3-175b's larger solves (3325–7274 iterations) took
+// ~2.1 s with tier-up and ~2.7 s without. So a worker made with deferLoad
+// loads highs on load(optimise), which compile calls once the step's graph
+// (and so the LP's size) is known, or on its first solve (baseline tier).
+// The flag is V8's, so process-wide (set again, either way, by each load):
+// other WebAssembly compiled in the same process afterwards gets the same
+// tiering (tiercut has none). WebAssembly's arithmetic is deterministic, so
+// the solves and plans are the same either way. TIERCUT_WASM_TIERUP=1 always
+// leaves V8's default (tier-up).
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-if (workerData.liftoffOnly) require('node:v8').setFlagsFromString('--liftoff-only');
-const mod = require(workerData.highsPath);
-const highsReady = (mod.default ?? mod)();
+let highsReady;
+const load = (liftoffOnly) => (highsReady ??= (() => {
+  require('node:v8').setFlagsFromString(liftoffOnly ? '--liftoff-only' : '--no-liftoff-only');
+  const mod = require(workerData.highsPath);
+  return (mod.default ?? mod)();
+})());
+if (!workerData.deferLoad) load(workerData.liftoffOnly);
 const done = new Map(); // id -> { status, objective, iterations } of solves a follow-up may name
-parentPort.on('message', async ({ id, data, timeLimit, iterationLimit, options, after, keep }) => {
+parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimit, iterationLimit, options, after, keep }) => {
+  if (loadNow) { load(liftoffOnly); return; }
   try {
-    const highs = await highsReady;
+    const highs = await load(workerData.liftoffOnly);
     if (after) {
       const prev = done.get(after.id);
       done.delete(after.id);
@@ -97,6 +107,8 @@ parentPort.on('message', async ({ id, data, timeLimit, iterationLimit, options, 
 });
 `;
 
+const tierUpForced = () => process.env.TIERCUT_WASM_TIERUP === '1';
+
 export class LpWorker {
   private readonly worker: Worker;
   private readonly pending = new Map<number, { resolve(r: HighsResult): void; reject(e: Error): void }>();
@@ -104,9 +116,10 @@ export class LpWorker {
   /** Outcomes of solves started with keep, by id (for solveAfter). */
   private readonly kept = new Map<number, HighsResult>();
 
-  constructor() {
+  /** deferLoad: highs is loaded on load() or the first solve, not at once (see WORKER_SOURCE). */
+  constructor(opts: { deferLoad?: boolean } = {}) {
     const highsPath = createRequire(import.meta.url).resolve('highs');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: process.env.TIERCUT_WASM_TIERUP !== '1' } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: tierUpForced() ? false : true, deferLoad: opts.deferLoad ?? false } });
     this.worker.unref(); // a pending solve must not keep a finished process alive
     this.worker.on('message', (m: { id: number; error?: string } & HighsResult) => {
       const p = this.pending.get(m.id);
@@ -151,6 +164,14 @@ export class LpWorker {
       return r;
     });
   }
+
+  /**
+   * Loads highs now on the solver thread (a worker made with deferLoad; later
+   * calls, and calls after a solve, change nothing): with optimise, V8 tiers
+   * its hot functions up to optimised code (worth it for long solves), else
+   * it keeps the baseline code (see WORKER_SOURCE). Returns at once.
+   */
+  load(optimise: boolean): void { this.worker.postMessage({ load: true, liftoffOnly: !optimise && !tierUpForced() }); }
 
   /** The id the next solve will get (to name it in solveAfter). */
   get nextSolveId(): number { return this.nextId; }

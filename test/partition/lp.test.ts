@@ -4,6 +4,7 @@
 import { describe, it, expect } from 'vitest';
 import { compile, trainingGraph } from '../../src/compile.js';
 import { startLp } from '../../compiler/partition/lp.js';
+import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import type { Plan } from '../../compiler/plan/types.js';
 import { trainLosses } from '../helpers.js';
@@ -123,5 +124,28 @@ describe('the placement LP before the bound LP', () => {
       expect(await lp.early()).toEqual([]);
       expect((await lp.refine()).status).toBe('infeasible');
     } finally { lp.close(); }
+  });
+});
+
+describe('the solver thread', () => {
+  it('solves the same whether highs is optimised by V8 or kept at its baseline tier, loaded early or on the first solve', async () => {
+    const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+    const hw = loadProfile('v100-32g', { gpuMemBytes: 300_000, cpuMemBytes: 200_000 });
+    const outcome = async (make: () => LpWorker) => {
+      const solver = make();
+      const lp = startLp(graph, hw, { solver, refineAtOnce: true });
+      try {
+        const sol = await lp.refine();
+        return [sol.status, sol.lowerBoundSeconds, sol.p16Share, sol.stateShare, sol.keepShare, sol.recomputeShare];
+      } finally { lp.close(); solver.close(); }
+    };
+    const optimised = await outcome(() => { const w = new LpWorker({ deferLoad: true }); w.load(true); return w; });
+    const baseline = await outcome(() => { const w = new LpWorker({ deferLoad: true }); w.load(false); return w; });
+    const onFirstSolve = await outcome(() => new LpWorker({ deferLoad: true }));
+    const atOnce = await outcome(() => new LpWorker());
+    expect(optimised[0]).toBe('optimal');
+    expect(baseline).toEqual(optimised);
+    expect(onFirstSolve).toEqual(optimised);
+    expect(atOnce).toEqual(optimised);
   });
 });
