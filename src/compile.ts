@@ -162,24 +162,29 @@ export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution, how: Rou
  * does-not-fit when none fits.
  */
 function lpBest(g: Graph, hw: HardwareProfile, sols: LpSolution[]): Built {
-  const tries = sols.flatMap((sol): [LpSolution, Rounding][] => (sol.rows === 'plan' ? [[sol, 'largest'], [sol, 'bytes']] : [[sol, 'bytes']]));
-  const seen = new Set<string>();
-  let best: Built | undefined, firstError: unknown;
-  for (const [s, how] of tries) {
-    const r = roundSolution(g, s, how);
+  const acc: LpCandidates = { seen: new Set() };
+  for (const sol of sols) lpTry(g, hw, sol, acc);
+  if (!acc.best) throw acc.firstError;
+  return acc.best;
+}
+
+/** lpBest's state, so that each LP's roundings can be tried as soon as its shares come. */
+interface LpCandidates { best?: Built; firstError?: unknown; seen: Set<string> }
+
+function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates): void {
+  for (const how of sol.rows === 'plan' ? ['largest', 'bytes'] as const : ['bytes'] as const) {
+    const r = roundSolution(g, sol, how);
     const key = JSON.stringify([r.p16Tier, r.stateTier, [...r.offload], [...r.recompute]]);
-    if (seen.has(key)) continue;
-    seen.add(key);
+    if (acc.seen.has(key)) continue;
+    acc.seen.add(key);
     try {
-      const b = lpBuilt(g, hw, s, r);
-      if (!best || simulated(g, hw, b).stepSeconds < simulated(g, hw, best).stepSeconds) best = b;
+      const b = lpBuilt(g, hw, sol, r);
+      if (!acc.best || simulated(g, hw, b).stepSeconds < simulated(g, hw, acc.best).stepSeconds) acc.best = b;
     } catch (e) {
       if (!(e instanceof UserError)) throw e;
-      firstError ??= e;
+      acc.firstError ??= e;
     }
   }
-  if (!best) throw firstError;
-  return best;
 }
 
 function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Built {
@@ -223,14 +228,14 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * plan's lower bound. Each candidate is scheduled once; the kept one's program,
  * arenas and simulation come back with it.
  */
-export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker } = {}): Promise<Placed> {
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // the LP solves on a worker thread while this thread searches a placement;
   // when the state cannot all stay on the GPU, the LP's placement (stage 2) is
   // almost always wanted: it is queued behind the bound at once, so that it
   // starts when the bound ends, not when this thread next looks
-  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, refineAtOnce: persistentBytes > hw.gpu.capacityBytes });
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes });
   mark('LP build');
   try {
     if (persistentBytes <= hw.gpu.capacityBytes) {
@@ -244,18 +249,15 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // the placement LPs' shares come before the bound (refineAtOnce queues
     // them first): round, schedule and simulate them while the bound LP
     // solves; they are kept only when the bound LP has a solution too
-    const shares = await lp.early();
-    mark('LP placement solved (awaited)');
-    let alt: Built | undefined, altError: unknown;
-    if (shares.length) {
-      try {
-        alt = lpBest(g, hw, shares);
-        if (cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
-      } catch (e) {
-        if (!(e instanceof UserError)) throw e; // the LP's rounding did not fit
-        altError = e;
-      }
+    // (each LP's roundings as soon as its shares come, while the next solves)
+    const acc: LpCandidates = { seen: new Set() };
+    for (const shares of await lp.earlyEach()) {
+      const s = await shares;
+      mark('LP placement solved (awaited)');
+      if (s) lpTry(g, hw, s, acc);
     }
+    const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
+    if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
     const sols = await lp.placements();
     const sol = sols[0];
     mark('LP solved (awaited)');
@@ -364,12 +366,15 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
   // the LP's solver thread starts now; HiGHS loads once the forward graph is
   // imported (while this thread builds the rest), optimised for large models
-  const solver = new LpWorker({ deferLoad: true });
+  // (two threads: the second solves the second placement LP beside the first)
+  const solver = new LpWorker({ deferLoad: true }), second = new LpWorker({ deferLoad: true });
   mark('compile start');
   try {
-    const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => solver.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS));
+    const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => {
+      for (const w of [solver, second]) w.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS);
+    });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
-    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver });
+    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second });
     const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
     const model = { source: opts.model, preset, config };
     const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
@@ -380,11 +385,12 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     if (opts.dpuWarmupSteps === undefined) return plan;
     const steadyGraph = lowerDpu(graph);
     assertGraph(steadyGraph, 'dpu lowering');
-    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver });
+    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second });
     const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
     return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
   } finally {
     solver.close();
+    second.close();
   }
 }
 

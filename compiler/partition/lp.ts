@@ -65,6 +65,8 @@ export interface LpOptions {
   smallGroupsShare?: number;
   /** A solver thread to use (started early, so HiGHS loads while the graph is built); its owner closes it. Default: a new one, closed by close(). */
   solver?: LpWorker;
+  /** A second solver thread for the second placement LP (fp16/bf16), solved beside the first; its owner closes it. Default: the first. */
+  second?: LpWorker;
   /**
    * Queue the placement LPs (both stages each) on the solver thread now,
    * before the bound LP (the caller will call early(), placements() or
@@ -142,6 +144,8 @@ export interface LpRun {
    * bound). Empty when placements() falls back to the bound LP's shares.
    */
   early(): Promise<LpSolution[]>;
+  /** early()'s shares one placement LP at a time, each as soon as it is solved (undefined: that LP has none); empty as early() is. */
+  earlyEach(): Promise<Promise<LpSolution | undefined>[]>;
   /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
@@ -177,11 +181,12 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   type PlanRun = { lp: BuiltLp; first: Promise<HighsResult>; second: Promise<HighsResult | undefined> };
   let plans: PlanRun[] | undefined;
   const postPlans = (K: number) => {
-    plans = (g.precision === 'fp32' ? ['cpu'] as const : ['cpu', 'gpu'] as const).map((remat) => {
+    plans = (g.precision === 'fp32' ? ['cpu'] as const : ['cpu', 'gpu'] as const).map((remat, k) => {
       const lp = buildLp(g, hw, opts, K, 'plan', remat);
-      const id = solver.nextSolveId;
-      const first = solver.solve(lp.data, timeLimit, undefined, undefined, true);
-      const second = solver.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, timeLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+      const on = k > 0 && opts.second ? opts.second : solver;
+      const id = on.nextSolveId;
+      const first = on.solve(lp.data, timeLimit, undefined, undefined, true);
+      const second = on.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, timeLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
       first.catch(() => {}); second.catch(() => {});
       return { lp, first, second };
     });
@@ -202,8 +207,8 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const x = second?.status === 'optimal' ? second.x : first.x;
     return run.lp.solution('optimal', first.objective, x, (performance.now() - t0) / 1e3);
   };
-  let shares: Promise<LpSolution[]> | undefined;
-  const early = () => (shares ??= (async () => {
+  let each: Promise<Promise<LpSolution | undefined>[]> | undefined;
+  const earlyEach = () => (each ??= (async () => {
     if (!plans) {
       // not queued at once: only when the bound LP has a solution (as then the placement LPs may)
       if ((await bound).status !== 'optimal') return [];
@@ -216,8 +221,12 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
       if ((await bound).status !== 'optimal') return [];
       postPlans(384);
     }
+    return plans!.map(solved);
+  })());
+  let shares: Promise<LpSolution[]> | undefined;
+  const early = () => (shares ??= (async () => {
     const out: LpSolution[] = [];
-    for (const run of plans!) { const s = await solved(run); if (s) out.push(s); }
+    for (const s of await earlyEach()) { const sol = await s; if (sol) out.push(sol); }
     return out;
   })());
   let refined: Promise<LpSolution[]> | undefined;
@@ -227,7 +236,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { bound, refine: async () => (await placements())[0], placements, early, close: () => { if (!opts.solver) solver.close(); } };
+  return { bound, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
