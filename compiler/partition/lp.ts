@@ -129,7 +129,7 @@ function segmentsOf(g: Graph, hw: HardwareProfile, K: number): Int32Array {
   return seg;
 }
 
-/** LPs being solved: the bound LP at once; the placement LP on demand. */
+/** LPs being solved: the bound LP at once; the placement LPs at once or on demand. */
 export interface LpRun {
   /** The bound, with the shares of some optimal solution of the bound LP. */
   readonly bound: Promise<LpSolution>;
@@ -151,33 +151,34 @@ export interface LpRun {
 }
 
 /**
- * Two LPs with the same columns and loads, solved one after the other on a
- * worker thread. The bound LP (built now, solved at once) has memory rows that
- * count only what every schedule must hold (boundMemoryRows): its optimum is
- * the lower bound, and infeasible means no placement of the family fits. The
- * placement LP (refine) has rows that count high and leave room to prefetch
- * (planMemoryRows): its solution is the one rounded into the plan, the least
- * traffic and work within its optimum. When it has none (its rows are
- * stricter than the capacity), the bound LP's solution is rounded instead.
+ * LPs with the same columns and loads, solved on worker threads. The bound LP
+ * has memory rows that count only what every schedule must hold
+ * (boundMemoryRows): its optimum is the lower bound, and infeasible means no
+ * placement of the family fits. The placement LPs (refine, placements) have
+ * rows that count high and leave room to prefetch (planMemoryRows): their
+ * solutions are the ones rounded into the plan, the least traffic and work
+ * within their optimum. When none has one (their rows are stricter than the
+ * capacity), the bound LP's solution is rounded instead.
  */
 export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): LpRun {
   const solver = opts.solver ?? new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? 30;
   const segments = opts.segments ?? 48;
   const t0 = performance.now();
-  // the placement LP: its stage 1, then stage 2 chained behind it on the solver
-  // thread (T held within 1e-6 of stage 1's optimum, twice its simplex
-  // iterations, HiGHS's strongest scaling: stage 2 can be far harder than
-  // stage 1, degenerate at the optimum, and its costs span many decades; with
-  // the default scaling the simplex failed or ran out of iterations on several
-  // GPT presets). Posted at once with refineAtOnce (before the bound LP, so
-  // that the caller works on their shares while the bound solves), else when
-  // asked for (behind the bound LP)
-  // Two placement LPs in fp16/bf16, differing only in what a remade p16
+  // The placement LPs: two in fp16/bf16, differing only in what a remade p16
   // costs: the CPU's cast and a copy (the first), or a cast where the state
   // is, as in the bound LP (the second, rematCast 'gpu'). Neither's plans win
   // everywhere (docs/BENCHMARKS.md: gpt3-6.7b/h100 0.324 vs 0.213 s,
-  // gpt2-1.5b/16 GB 0.313 vs 0.446 s): compile simulates the roundings of both
+  // gpt2-1.5b/16 GB 0.313 vs 0.446 s): compile simulates the roundings of
+  // both. Each is its stage 1, then stage 2 chained behind it on its solver
+  // thread (the second LP on opts.second when given) with T held within 1e-6
+  // of stage 1's optimum, twice its simplex iterations, HiGHS's strongest
+  // scaling (stage 2 can be far harder than stage 1, degenerate at the
+  // optimum, and its costs span many decades; with the default scaling the
+  // simplex failed or ran out of iterations on several GPT presets). Posted
+  // at once with refineAtOnce (before the bound LP, so that the caller works
+  // on their shares while the bound solves), else when asked for (behind the
+  // bound LP)
   type PlanRun = { lp: BuiltLp; first: Promise<HighsResult>; second: Promise<HighsResult | undefined> };
   let plans: PlanRun[] | undefined;
   const postPlans = (K: number) => {
