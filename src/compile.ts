@@ -231,10 +231,9 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
-  // the LP solves on a worker thread while this thread searches a placement;
-  // when the state cannot all stay on the GPU, the LP's placement (stage 2) is
-  // almost always wanted: it is queued behind the bound at once, so that it
-  // starts when the bound ends, not when this thread next looks
+  // the LPs solve on worker threads while this thread searches a placement;
+  // when the state cannot all stay on the GPU, the placement LPs' shares are
+  // almost always wanted: they are queued at once, before the bound LP
   const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes });
   mark('LP build');
   try {
