@@ -4,8 +4,8 @@
 // against the file (hostile headers get an error naming the tensor, never an
 // out-of-range read); writing is atomic (temp file, fsync, rename).
 
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { osReason } from '../src/atomic-write.js';
+import { readFileSync } from 'node:fs';
+import { writeOutput } from '../src/atomic-write.js';
 import { diag } from '../src/diagnostics.js';
 
 export type SafeDType = 'F32' | 'F16' | 'BF16' | 'I32' | 'I64' | 'F64' | 'U8';
@@ -64,22 +64,7 @@ export function writeSafetensors(file: string, tensors: Map<string, SafeTensor>,
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
   // whole or not at all: a disk that will not take it leaves the old file as it was
-  const tmp = `${file}.tmp-${process.pid}`;
-  try {
-    const fd = openSync(tmp, 'w');
-    try {
-      writeSync(fd, len);
-      writeSync(fd, Buffer.from(json));
-      for (const n of names) writeSync(fd, tensors.get(n)!.bytes);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, file);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw diag.cannotWrite(`cannot write the checkpoint to ${file}: ${osReason(e)}; nothing was written`);
-  }
+  writeOutput(file, [len, Buffer.from(json), ...names.map((n) => tensors.get(n)!.bytes)], 'the checkpoint');
 }
 
 /** The values of a float or int tensor as float64 (for binding and comparison). */

@@ -365,12 +365,13 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
   // the LP's solver thread starts now; HiGHS loads once the forward graph is
   // imported (while this thread builds the rest), optimised for large models
-  // (two threads: the second solves the second placement LP beside the first)
-  const solver = new LpWorker({ deferLoad: true }), second = new LpWorker({ deferLoad: true });
+  // (in fp16/bf16 a second thread solves the second placement LP beside the first)
+  const solver = new LpWorker({ deferLoad: true });
+  const second = (opts.precision ?? 'fp32') !== 'fp32' ? new LpWorker({ deferLoad: true }) : undefined;
   mark('compile start');
   try {
     const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => {
-      for (const w of [solver, second]) w.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS);
+      for (const w of [solver, second]) w?.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS);
     });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
     const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second });
@@ -389,7 +390,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
   } finally {
     solver.close();
-    second.close();
+    second?.close();
   }
 }
 

@@ -95,10 +95,10 @@ async function typeCheckUncached(file: string, display: string): Promise<void> {
   throw diag.modelSource(lines[0] + (problems.length > 1 ? ` (and ${problems.length - 1} more problems)` : ''));
 }
 
-/** Transpiles (or takes from the cache) and imports the model module; the inline source map makes stack frames point at the .ts lines. */
 /** A loaded model module; `inMemory`: imported from a data: URL (no disk would take it), with its source map, which Node does not keep for such a URL. */
 interface Loaded { model: Model<PresetBase>; inMemory?: { url: string; map: SourceMap } }
 
+/** Transpiles (or takes from the cache) and imports the model module; the inline source map makes stack frames point at the .ts lines. */
 async function loadModule(file: string): Promise<Loaded> {
   process.setSourceMapsEnabled(true);
   const dir = cacheDir();
@@ -111,10 +111,9 @@ async function loadModule(file: string): Promise<Loaded> {
     compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, inlineSourceMap: true, inlineSources: false },
   });
   // the map's "sources" must name the original file so stacks point at it
+  let map: ConstructorParameters<typeof SourceMap>[0] | undefined;
   const text = out.outputText.replace(/\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/, (_m, b64: string) => {
-    const map = JSON.parse(Buffer.from(b64, 'base64').toString('utf8'));
-    map.sources = [pathToFileURL(file).href];
-    map.sourceRoot = '';
+    map = { ...JSON.parse(Buffer.from(b64, 'base64').toString('utf8')), sources: [pathToFileURL(file).href], sourceRoot: '' };
     return `//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
   });
   // the transpiled module goes to the cache, or (no cache, or a disk that
@@ -132,8 +131,7 @@ async function loadModule(file: string): Promise<Loaded> {
       if (scratch) rmSync(scratch, { recursive: true, force: true });
       scratch = undefined;
       url = `data:text/javascript;base64,${Buffer.from(text).toString('base64')}`;
-      const b64 = /\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/.exec(text)?.[1];
-      if (b64) inMemory = { url, map: new SourceMap(JSON.parse(Buffer.from(b64, 'base64').toString('utf8'))) };
+      if (map) inMemory = { url, map: new SourceMap(map) };
     }
   }
   try {
