@@ -38,6 +38,11 @@
 // for the CPU update that frees the bytes it reuses, and an h2d prefetch for a
 // GPU free, which chains the streams into one (gpt3-6.7b/a100-80g: 0.94 s
 // predicted, 0.53 s with it). Kept only when every tier fits, like the far one.
+// Timed quiet placement (with a ReuseTiming, below): the same, but a range may
+// be reused without waiting when its frees end, in a schedule of the program,
+// before its writer is ready, and otherwise the range that delays its writer
+// least is taken; compile simulates it beside the plain one (src/compile.ts
+// retimed).
 // State order (when the caller gives it: state-order.ts): the persistent nvme
 // buffers are packed in that order — a parameter's p, m, v next to each other,
 // parameters in update order — then the rest in buffer order; without it, all
@@ -90,9 +95,9 @@ const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', '
 
 /** Offsets for every buffer; with `capacity`, prefetch buffers are placed far when that still fits;
  *  with `order` (per buffer, state-order.ts), persistent nvme buffers are packed in that order (see above). */
-export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array): Arenas {
+export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming): Arenas {
   const alignOf = alignments(prog);
-  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet);
+  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet, timing);
   const compact = place();
   if (!capacity || !fits(compact, capacity)) return arenas(prog, compact);
   const far = prefetchBuffers(prog);
@@ -137,48 +142,97 @@ function arenas(prog: Program, { offset, extra, arenaBytes }: Placed): Arenas {
   return { buffers, instructions, arenaBytes };
 }
 
-function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false): Placed {
+/**
+ * How a quiet placement may judge the reuse of freed bytes by when frees end
+ * rather than by where they stand in the program (a d2h copy's free early in
+ * the program can end late when that stream is behind):
+ *  - `start`/`end`: a simulation of the program's schedule without the
+ *    arena's waits (the ideal the arena should not spoil): a writer that
+ *    starts there after a free ends may reuse its bytes;
+ *  - `seconds`/`follows` (each instruction's duration; the producer a copy
+ *    follows, simulate.ts followedProducers): the placement estimates when each
+ *    instruction starts and ends as it goes, in program order, with the waits
+ *    it adds — the simulator's rule without its overheads and NVMe batches —
+ *    and a writer may reuse bytes whose frees have ended by the time it is
+ *    otherwise ready.
+ * Either way a quiet buffer then takes the smallest free range it may reuse
+ * without waiting, else fresh bytes within the budget, else the range that
+ * delays its writer least. Neither wins every case (docs/BENCHMARKS.md): the
+ * caller simulates them beside the plain quiet placement.
+ */
+export type ReuseTiming =
+  | { readonly start: Float64Array; readonly end: Float64Array }
+  | { readonly seconds: (instruction: number) => number; readonly follows: Int32Array };
+
+/** One placement. Buffers are allocated in program order (each at its first write, after every free before it), all tiers in one pass. */
+function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming): Placed {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra = new Map<number, number[]>();
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
+  const lists = {} as Record<Tier, FreeList>, lasts = {} as Record<Tier, LastOccupant>;
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
-    const mine = prog.buffers.filter((b) => b.tier === tier);
     let top = 0, peak = 0;
-    for (const b of persistentOrder(mine, tier, order)) {
+    for (const b of persistentOrder(prog.buffers.filter((x) => x.tier === tier), tier, order)) {
       offset[b.id] = roundUp(top, alignOf[b.id]);
       peak = offset[b.id] + b.sizeBytes;
       top = roundUp(offset[b.id] + span(b), ALIGN_BYTES);
     }
-    const moving = mine.filter((b) => !(b.allocAt < 0 && b.freeAt < 0));
-    const allocs = [...moving].sort((a, b) => Math.max(a.allocAt, -1) - Math.max(b.allocAt, -1) || a.id - b.id);
-    const frees = moving.filter((b) => b.freeAt >= 0).sort((a, b) => a.freeAt - b.freeAt || a.id - b.id);
-    const list = new FreeList(top);
-    const last = new LastOccupant();
-    let f = 0;
-    for (const b of allocs) {
-      const at = Math.max(b.allocAt, -1);
-      for (; f < frees.length && frees[f].freeAt < at; f++) {
-        const d = frees[f];
-        list.free(offset[d.id], offset[d.id] + span(d));
-        last.set(offset[d.id], offset[d.id] + span(d), d.freeAt);
-      }
-      let lo: number;
-      if (far?.[b.id] && budget) lo = list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b)));
-      else if (quiet && budget && b.allocAt >= 0) {
-        const mine = prog.instructions[b.allocAt].stream;
-        lo = list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => last.latestWhere(at, at + span(b), (w) => prog.instructions[w].stream !== mine));
-      } else lo = list.alloc(span(b), alignOf[b.id]);
-      offset[b.id] = lo;
-      peak = Math.max(peak, lo + b.sizeBytes);
-      for (const w of last.take(lo, lo + span(b))) {
-        if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) {
-          const list = extra.get(b.allocAt);
-          if (list) list.push(w); else extra.set(b.allocAt, [w]);
-        }
+    lists[tier] = new FreeList(top); lasts[tier] = new LastOccupant(); arenaBytes[tier] = peak;
+  }
+  // moving buffers by first write (-1: before the step) and by free, each in id order
+  const n = prog.instructions.length;
+  const allocsAt: number[][] = Array.from({ length: n + 1 }, () => []), freesAt: number[][] = Array.from({ length: n }, () => []);
+  for (const b of prog.buffers) {
+    if (b.allocAt < 0 && b.freeAt < 0) continue;
+    allocsAt[Math.max(b.allocAt, -1) + 1].push(b.id);
+    if (b.freeAt >= 0) freesAt[b.freeAt].push(b.id);
+  }
+  // with timing: when each instruction starts (or is ready, before the waits its own buffers add) and ends
+  const timed = quiet && budget ? timing : undefined;
+  const estimate = timed && 'seconds' in timed ? timed : undefined;
+  const begin = timed && 'start' in timed ? timed.start : new Float64Array(timed ? n : 0);
+  const end = timed && 'end' in timed ? timed.end : new Float64Array(timed ? n : 0);
+  const streamEnd = new Map<string, number>();
+  const allocate = (id: number, ready: number) => {
+    const b = prog.buffers[id], tier = b.tier, list = lists[tier], last = lasts[tier];
+    let lo: number;
+    if (far?.[b.id] && budget) lo = list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b)));
+    else if (quiet && budget && b.allocAt >= 0) {
+      const mine = prog.instructions[b.allocAt].stream;
+      const other = (w: number) => prog.instructions[w].stream !== mine;
+      // the score: < 0 when reusing the range adds no wait, else how long (timed) or how recent (by program position) its latest free is
+      lo = timed
+        ? list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => { const e = last.mostWhere(at, at + span(b), other, end); return e <= ready ? -1 : e - ready; })
+        : list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => last.latestWhere(at, at + span(b), other));
+    } else lo = list.alloc(span(b), alignOf[b.id]);
+    offset[b.id] = lo;
+    arenaBytes[tier] = Math.max(arenaBytes[tier], lo + b.sizeBytes);
+    for (const w of last.take(lo, lo + span(b))) {
+      if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) {
+        const more = extra.get(b.allocAt);
+        if (more) more.push(w); else extra.set(b.allocAt, [w]);
       }
     }
-    arenaBytes[tier] = peak;
+  };
+  for (const id of allocsAt[0]) allocate(id, 0);
+  for (let i = 0; i < n; i++) {
+    const x = prog.instructions[i];
+    let ready = timed && !estimate ? begin[i] : 0;
+    const follows = estimate ? estimate.follows[i] : -1;
+    if (estimate) { ready = streamEnd.get(x.stream) ?? 0; for (const w of x.waits) ready = Math.max(ready, w === follows ? begin[w] : end[w]); }
+    for (const id of allocsAt[i + 1]) allocate(id, ready);
+    if (estimate) {
+      for (const w of extra.get(i) ?? []) ready = Math.max(ready, end[w]);
+      begin[i] = ready;
+      end[i] = Math.max(ready + estimate.seconds(i), follows >= 0 ? end[follows] : 0);
+      streamEnd.set(x.stream, end[i]);
+    }
+    for (const id of freesAt[i]) {
+      const d = prog.buffers[id], lo = offset[id], hi = lo + span(d);
+      lists[d.tier].free(lo, hi);
+      lasts[d.tier].set(lo, hi, i);
+    }
   }
   return { offset, extra, arenaBytes };
 }

@@ -126,6 +126,13 @@ export class LastOccupant {
     return out;
   }
 
+  /** The most of value[free] over the last occupants of [lo, hi) for which `counts` holds; -Infinity when none. */
+  mostWhere(lo: number, hi: number, counts: (freeInstruction: number) => boolean, value: Float64Array): number {
+    let out = -Infinity;
+    for (let j = this.firstEndingAfter(lo); j < this.parts.length && this.parts[j][0] < hi; j++) if (counts(this.parts[j][2])) out = Math.max(out, value[this.parts[j][2]]);
+    return out;
+  }
+
   /** The latest free instruction among the last occupants of [lo, hi); -1 when none. */
   latest(lo: number, hi: number): number {
     let out = -1;
