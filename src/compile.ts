@@ -142,7 +142,7 @@ function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined
 
 /** The min-cut candidate with its arenas (the same as build's). */
 function cutBuilt(hw: HardwareProfile, c: CutCandidate): Built {
-  const b = { placement: c.placement, arenas: assignOffsets(c.prog, capacities(hw), c.order) };
+  const b = { placement: c.placement, arenas: assignOffsets(c.prog, capacities(hw), c.order), prog: c.prog, order: c.order };
   mark('min-cut schedule');
   return b;
 }
@@ -312,8 +312,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         mark('min-cut left out (its compute alone is slower)');
         return { placement: lpB.placement, lp: sol, built: lpB };
       }
-      const cut = cutBuilt(hw, cutC);
-      simulated(g, hw, cut);
+      const cut = retimed(g, hw, cutBuilt(hw, cutC), lpB && simulated(g, hw, lpB).stepSeconds);
       mark('min-cut simulate');
       const best = lpB && simulated(g, hw, lpB).stepSeconds < simulated(g, hw, cut).stepSeconds ? lpB : cut;
       return { placement: best.placement, lp: sol, built: best };
