@@ -354,6 +354,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   const remat = groups.map(() => -1); // per group: its remat_nvme column, -1 when none
+  const forwardFetch = { terms: [] as Terms, c: 0 }; // h2d of every parameter's first fetch (precedenceRows)
   groups.forEach((q, i) => {
     const u = g.ops[q.adam];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
@@ -402,9 +403,22 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     // in the placement LPs it moved plans both ways (13b/h200 -28 %, 13b/a100
     // +12 %; docs/BENCHMARKS.md), the lottery of their many optima again
     if (castCpu > 0 && rows === 'bound') { const c = lp.col(`castcpu_${i}`); lp.row([[c, 1], [x2[i][0], 1], [x1[i][2], 1]], 1, Infinity); load.cpu.terms.push([c, castCpu]); }
+    // the bound LP: a CPU-homed p16 whose state is on the GPU is cast there
+    // for its first reads (and copied down), so its first fetch is only the
+    // share not updated on the GPU: a column >= x1[cpu] - x2[gpu] (the
+    // product's lower envelope)
+    const firstCpu = rows === 'bound' && onCpu >= 0 ? lp.col(`firstcpu_${i}`) : -1;
+    if (firstCpu >= 0) lp.row([[firstCpu, 1], [x1[i][1], -1], [x2[i][0], 1]], 0, Infinity);
+    const firstRead = cons[q.p16].find((c) => g.ops[c].phase !== 'update');
     for (let k = 0; k < fetches; k++) {
+      const cpuHomed = k === 0 && firstCpu >= 0 ? firstCpu : x1[i][1];
+      // the first fetch serves the first reads, in the forward pass: done before any gradient exists
+      if (k === 0 && firstRead !== undefined && g.ops[firstRead].phase === 'forward') {
+        if (onCpu >= 0) forwardFetch.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
+        else { forwardFetch.terms.push([x1[i][0], -h2d(q.p16Bytes)]); forwardFetch.c += h2d(q.p16Bytes); }
+      }
       if (onCpu >= 0) {
-        load.h2d.terms.push([x1[i][1], h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
+        load.h2d.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         load.cpu.terms.push([onCpu, castCpu]);
         load.gpu.terms.push([x1[i][2], castGpu], [onCpu, -castGpu]);
       } else {
@@ -442,7 +456,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons);
+  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, rows === 'bound' ? forwardFetch : { terms: [], c: 0 });
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -553,13 +567,39 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * >= h + (released work with r >= h), and >= (tailed work with q >= h) + h.
  * Sorted by r (or q), the sums are suffix sums: one column and one row each.
  * Plus one chain per group: r_i + d2h(grad) + CPU update, and the cast, h2d
- * before q_i. Every row is a lower bound on any schedule that runs the GPU's
- * ops in program order (gpuProgramTimes), so T stays one.
+ * before q_i. And the forward fetches (bound LP only): every parameter's first
+ * fetch (h2d, one stream) is done before its first reader, in the forward
+ * pass, so before the last such reader starts and before any gradient exists:
+ * the step >= F + every CPU update this step's gradients release, and >= F +
+ * the GPU's work from the last first reader on (+ its updates). In the
+ * placement LPs these rows moved plans both ways (gpt3-13b/h100 1.48 -> 1.82 s,
+ * gpt2-1.5b on 16 GB 0.29 -> 0.35 s): left out there. Every row is a lower
+ * bound on any schedule that runs the GPU's ops in program order
+ * (gpuProgramTimes), so T stays one.
  */
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
-  link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][]): void {
+  link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
+  forwardFetch: { terms: [number, number][]; c: number }): void {
   const { before, after } = gpuProgramTimes(g, hw);
   const half = g.precision !== 'fp32';
+  // after the forward fetches (F, on h2d): every update released by this
+  // step's gradient on the CPU, and the GPU's work from the last first reader on
+  const cpuAfterF: [number, number][] = [], gpuAfterF: [number, number][] = [];
+  let cpuAfterC = 0, lastFirstReader = -1;
+  groups.forEach((q, i) => {
+    const gp = prod[q.grad];
+    const first = cons[q.p16].find((c) => g.ops[c].phase !== 'update');
+    if (first !== undefined && g.ops[first].phase === 'forward') lastFirstReader = Math.max(lastFirstReader, first);
+    if (!(gp >= 0 && gp < q.adam)) return;
+    const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), aG = opSeconds(g, g.ops[q.adam], 'gpu', hw);
+    cpuAfterF.push([x2[i][0], -aC]); cpuAfterC += aC;
+    gpuAfterF.push([x2[i][0], aG]);
+  });
+  if (forwardFetch.terms.length) {
+    const F = forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit]);
+    lp.row([[T, 1], ...F, ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + cpuAfterC) * unit, Infinity);
+    if (lastFirstReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[lastFirstReader]) * unit, Infinity);
+  }
   // a job: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h
   type Job = { h: number; c: number; col: number; k: number };
   const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };

@@ -12,6 +12,11 @@
 // and runs the GPU alone (0.0725 s); the bound counted every group's cast on
 // the GPU (it runs where the state is), 0.0729 s once the precedence rows
 // followed the GPU's program order.
+// gpt3-6.7b with 4 layers on 6 GB of a V100: the CPU updates wait for the
+// forward pass's parameter fetches (precedenceRows' forward-fetch rows bind:
+// the LP plan's own bound 0.371 -> 0.418 s, its step 0.489 s); a CPU-homed
+// p16 whose state is on the GPU is cast there for its first reads, so only
+// later reads fetch it (the first-fetch column).
 // Row by row: for every plan of the family that fits (both placement LPs'
 // roundings, the all-GPU plan, and random placements of the small cases), the
 // bound LP with its choices fixed to that plan's (placementBound) is feasible
@@ -37,6 +42,7 @@ const cases = [
   { preset: 'gpt2-124m', hw: 'v100-32g' },
   { preset: 'gpt2-124m', hw: 'v100-32g', gpuMemBytes: 2e9 },
   { preset: 'gpt3-13b', layers: 40, hw: 'h200-141g', cpuMemBytes: 32e9, nvmeBytes: 0 },
+  { preset: 'gpt3-6.7b', layers: 4, hw: 'v100-32g', gpuMemBytes: 6e9 },
 ];
 
 /** Forward and backward on the GPU, each update (and cast) where its state is: the placements the LP ranges over. */
