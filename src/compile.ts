@@ -195,10 +195,11 @@ function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates
  * schedule without the arena's waits is a floor under every placement of the
  * program (NVMe batches aside): unless it is at least RETIME_MIN_GAIN below
  * both the candidate's own step and `beat` (the best so far), neither is
- * made. Measured (docs/BENCHMARKS.md): gpt3-13b/h200 0.751 -> 0.557 s (the
- * estimate), gpt2-1.5b on 16 GB 0.313 -> 0.290 s (the ideal schedule); no
- * other grid cell moves; gpt3-175b's candidates are within 1.6 % of their
- * floor (placed again, they were 40 % slower).
+ * made, and the estimate is not tried once the first comes within
+ * RETIME_MIN_GAIN of that floor. Measured (docs/BENCHMARKS.md): gpt3-13b/h200
+ * 0.751 -> 0.557 s (the estimate), gpt2-1.5b on 16 GB 0.313 -> 0.290 s (the
+ * ideal schedule); no other grid cell moves; gpt3-175b's candidates are
+ * within 1.6 % of their floor (placed again, they were 40 % slower).
  */
 const RETIME_MIN_GAIN = 0.02;
 
@@ -210,9 +211,11 @@ function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Buil
   if (ideal.stepSeconds >= Math.min(own, beat) * (1 - RETIME_MIN_GAIN)) return b;
   const seconds = (i: number) => instructionSeconds(g, b.placement, b.arenas.buffers, prog.instructions[i], hw);
   let best = b;
-  for (const timing of [{ start: ideal.start, end: ideal.end }, { seconds, follows: followedProducers(g, b.arenas.buffers, prog.instructions) }]) {
-    const c: Built = { placement: b.placement, arenas: assignOffsets(prog, capacities(hw), order, timing), prog, order };
+  const timings = [() => ({ start: ideal.start, end: ideal.end }), () => ({ seconds, follows: followedProducers(g, b.arenas.buffers, prog.instructions) })];
+  for (const timing of timings) {
+    const c: Built = { placement: b.placement, arenas: assignOffsets(prog, capacities(hw), order, timing()), prog, order };
     if (simulated(g, hw, c).stepSeconds < simulated(g, hw, best).stepSeconds) best = c;
+    if (simulated(g, hw, best).stepSeconds <= ideal.stepSeconds * (1 + RETIME_MIN_GAIN)) break; // near the floor: nothing left to gain
   }
   mark('LP placement retimed');
   return best;
