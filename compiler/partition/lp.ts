@@ -441,10 +441,12 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     rerunCol.set(op, c);
   }
   for (const [op, c] of rerunCol) load.gpu.terms.push([c, opSeconds(g, g.ops[op], 'gpu', hw)]);
+  const forwardOffload = { terms: [] as Terms, c: 0 }; // d2h of the activations offloaded in the forward pass (precedenceRows)
   saved.forEach((t, j) => {
     const b = g.tensors[t].sizeBytes;
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
     load.d2h.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); load.d2h.c += d2h(b);
+    if (g.ops[prod[t]].phase === 'forward') { forwardOffload.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); forwardOffload.c += d2h(b); }
     load.h2d.terms.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load.h2d.c += h2d(b);
   });
   // every resource serves its whole step's load one item at a time, so the step
@@ -456,7 +458,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, rows === 'bound' ? forwardFetch : { terms: [], c: 0 });
+  const none = { terms: [], c: 0 };
+  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, rows === 'bound' ? forwardFetch : none, rows === 'bound' ? forwardOffload : none);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -571,7 +574,10 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * fetch (h2d, one stream) is done before its first reader, in the forward
  * pass, so before the last such reader starts and before any gradient exists:
  * the step >= F + every CPU update this step's gradients release, and >= F +
- * the GPU's work from the last first reader on (+ its updates). In the
+ * the GPU's work from the last first reader on (+ its updates); and, as the
+ * d2h stream also runs in program order, every gradient's copy down comes
+ * after the forward pass's activation offloads: the step >= those offloads +
+ * every CPU update this step's gradients release. In the
  * placement LPs these rows moved plans both ways (gpt3-13b/h100 1.48 -> 1.82 s,
  * gpt2-1.5b on 16 GB 0.29 -> 0.35 s): left out there. Every row is a lower
  * bound on any schedule that runs the GPU's ops in program order
@@ -579,7 +585,7 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  */
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
-  forwardFetch: { terms: [number, number][]; c: number }): void {
+  forwardFetch: { terms: [number, number][]; c: number }, forwardOffload: { terms: [number, number][]; c: number }): void {
   const { before, after } = gpuProgramTimes(g, hw);
   const half = g.precision !== 'fp32';
   // after the forward fetches (F, on h2d): every update released by this
@@ -595,6 +601,9 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     cpuAfterF.push([x2[i][0], -aC]); cpuAfterC += aC;
     gpuAfterF.push([x2[i][0], aG]);
   });
+  // the d2h stream runs in program order: every gradient's copy down (for a
+  // CPU update) comes after the forward pass's activation offloads
+  if (forwardOffload.terms.length) lp.row([[T, 1], ...forwardOffload.terms.map(([c, v]): [number, number] => [c, -v * unit]), ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardOffload.c + cpuAfterC) * unit, Infinity);
   if (forwardFetch.terms.length) {
     const F = forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit]);
     lp.row([[T, 1], ...F, ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + cpuAfterC) * unit, Infinity);
