@@ -15,7 +15,7 @@ import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../comp
 import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
-import { placementFrom, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, placementFrom, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -226,6 +226,8 @@ function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Bu
   const groups = sol.groups;
   const byShare = (tierIndex: number, shares: Float64Array[]) => groups.map((_, i) => i).sort((a, b) => shares[a][tierIndex] - shares[b][tierIndex] || a - b);
   for (let attempt = 0; attempt < 40; attempt++) {
+    // a remade p16 whose state is (or was moved) on the CPU: kept there while it has room
+    r.p16Tier = castOnce(g, groups, r, hw.cpu.capacityBytes / 2)?.p16Tier ?? r.p16Tier;
     const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds, r.recompute);
     const b = build(g, hw, p);
     mark('LP placement schedule');
@@ -288,6 +290,14 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       const s = await shares;
       mark('LP placement solved (awaited)');
       if (s) lpTry(g, hw, s, acc);
+    }
+    // and the bound LP's shares, kept to its bytes per tier, once it is solved
+    // (its rows see the forward pass's fetches and offloads: gpt3-13b/h200
+    // 0.558 -> 0.419 s, gpt2-1.5b on 16 GB 0.290 -> 0.259 with castOnce)
+    if (acc.best) {
+      const boundSol = await lp.bound;
+      if (boundSol.status === 'optimal') lpTry(g, hw, boundSol, acc);
+      mark('LP bound candidate');
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }

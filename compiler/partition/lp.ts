@@ -698,6 +698,26 @@ function roundShares(shares: Float64Array[], bytes: number[], small: Uint8Array)
   return tier;
 }
 
+/**
+ * The rounding with every remade p16 whose state is on the CPU kept on the
+ * CPU instead (fp16/bf16): cast there once, not again for each read cluster,
+ * so the casts for the backward pass do not queue behind the CPU's updates
+ * (the LPs price a remade p16 as cast where its state's GPU share is, which
+ * the rounding undoes). Only while the bytes homed on the CPU (state and p16)
+ * stay within `cpuBytes`: where the CPU is nearly full the repair has to
+ * push state to NVMe for them (gpt3-175b: 352 -> 499 s when always applied).
+ * Undefined when no group changes.
+ */
+export function castOnce(g: Graph, groups: readonly ParamGroup[], r: Rounded, cpuBytes: number): Rounded | undefined {
+  if (g.precision === 'fp32') return undefined;
+  const again = groups.map((_, i) => r.p16Tier[i] === 'nvme' && r.stateTier[i] === 'cpu');
+  if (!again.some(Boolean)) return undefined;
+  let homed = 0;
+  groups.forEach((q, i) => { if (r.stateTier[i] === 'cpu') homed += q.stateBytes; if (r.p16Tier[i] === 'cpu' || again[i]) homed += q.p16Bytes; });
+  if (homed > cpuBytes) return undefined;
+  return { ...r, p16Tier: r.p16Tier.map((t, i) => (again[i] ? 'cpu' : t)) };
+}
+
 export type Rounding = 'largest' | 'bytes';
 export interface Rounded { p16Tier: Tier[]; stateTier: Tier[]; offload: Set<number>; recompute: Set<number> }
 
