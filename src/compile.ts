@@ -193,7 +193,7 @@ function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates
  * and an estimate made as it places), when one of them simulates faster than
  * its quiet placement (the fastest of the three, the first on ties). The
  * schedule without the arena's waits is a floor under every placement of the
- * program: unless it is at least RETIME_MIN_GAIN below
+ * program (NVMe batches aside): unless it is at least RETIME_MIN_GAIN below
  * both the candidate's own step and `beat` (the best so far), neither is
  * made, and the estimate is not tried once the first comes within
  * RETIME_MIN_GAIN of that floor. Measured (docs/BENCHMARKS.md): gpt3-13b/h200
@@ -205,10 +205,7 @@ const RETIME_MIN_GAIN = 0.02;
 
 function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Built {
   const { prog, order } = b;
-  // with NVMe traffic neither timing knows the store's batches (the ideal
-  // schedule is no floor there, and gpt3-175b's candidates placed again ran
-  // 40 % slower): the plain placement stands
-  if (!prog || prog.buffers.some((x) => x.tier === 'nvme')) return b;
+  if (!prog) return b;
   const own = simulated(g, hw, b).stepSeconds;
   const ideal = simulate(g, b.placement, b.arenas.buffers, prog.instructions, hw);
   if (ideal.stepSeconds >= Math.min(own, beat) * (1 - RETIME_MIN_GAIN)) return b;
