@@ -156,10 +156,9 @@ export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution, how: Rou
  * The LP's plan: each placement LP's shares rounded both ways (the bound
  * LP's only keeping its bytes per tier), each repaired to fit and simulated;
  * the fastest (the first on ties; equal roundings are built once). Which LP
- * and which rounding win varies by case (docs/BENCHMARKS.md, issue 5). The
- * bound LP's shares as a further candidate won one grid cell by 8.5 % and
- * cost gpt3-175b 3.7 s of repair; left out. Throws the first rounding's
- * does-not-fit when none fits.
+ * and which rounding win varies by case (docs/BENCHMARKS.md, issue 5); place
+ * adds the bound LP's rounding to the placement LPs'. Throws the first
+ * rounding's does-not-fit when none fits.
  */
 function lpBest(g: Graph, hw: HardwareProfile, sols: LpSolution[]): Built {
   const acc: LpCandidates = { seen: new Set() };

@@ -38,10 +38,11 @@
 //    capacity (planMemoryRows: high, which leaves the schedule room to
 //    prefetch); remade p16 is charged where its cast runs in the bound LP (a
 //    McCormick column), the CPU cast and copy in the placement LP.
-// Rounding: the placement LP's shares each to its largest tier, each
-// activation to its largest choice; the bound LP's (when the placement LP has
-// no solution) keeping its bytes per tier (roundShares); the caller verifies
-// the rounded plan with the scheduler and simulator and repairs overflows.
+// Rounding: the placement LPs' shares each to its largest tier or keeping
+// their bytes per tier, each activation to its largest choice; the bound LP's
+// keeping its bytes per tier (roundShares); castOnce keeps on the CPU a
+// remade p16 whose state rounds there; the caller verifies the rounded plans
+// with the scheduler and simulator, repairs overflows and keeps the fastest.
 // Keeps true: deterministic (fixed row/column order). Cost: two LPs with
 // O(groups + activations) columns and O(K + groups) rows, solved on a worker
 // thread (highs-worker.ts) while compile searches the min-cut; the placement
