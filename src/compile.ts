@@ -371,6 +371,12 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
   }
   for (const t of g.tensors) if (t.role === 'input') traffic.inputBytes += t.sizeBytes;
   const tiers = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, { capacityBytes: hw[t].capacityBytes, peakBytes: arenas.arenaBytes[t] }])) as Plan['tiers'];
+  // the bound holds for every plan of the family: a plan simulated below it
+  // means the solver's "optimal" was wrong or a row of the bound LP is not
+  // valid (seen with a trial row: HiGHS answered 1.42 s where a plan of the
+  // family ran 0.44 s) — never reported as a negative gap
+  if (lp && lp.status === 'optimal' && sim.stepSeconds < lp.lowerBoundSeconds * (1 - 1e-6))
+    throw new Error(`internal: the LP's lower bound (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${sim.stepSeconds} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
   for (const t of ['cpu', 'nvme'] as Tier[]) {
     if (tiers[t].peakBytes > tiers[t].capacityBytes) throw diag.doesNotFit(`does not fit: the ${t} tier needs ${fmtBytes(tiers[t].peakBytes)}, capacity is ${fmtBytes(tiers[t].capacityBytes)} (short by ${fmtBytes(tiers[t].peakBytes - tiers[t].capacityBytes)}); raise --${t === 'cpu' ? 'cpu-mem' : 'nvme'}`);
   }

@@ -31,7 +31,9 @@ import type { Tier } from '../../compiler/cost/cost.js';
 import { assignOffsets } from '../../compiler/schedule/arena.js';
 import { buildProgram } from '../../compiler/schedule/program.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
-import { trainingGraph, placeMinCut, placeLp } from '../../src/compile.js';
+import { trainingGraph, placeMinCut, placeLp, planFor } from '../../src/compile.js';
+import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
+import type { LpSolution } from '../../compiler/partition/lp.js';
 import type { Placement } from '../../compiler/partition/placement.js';
 
 const cases = [
@@ -115,4 +117,16 @@ describe('LP lower bound validity', () => {
       } finally { run.close(); solver.close(); }
     }, 120_000);
   }
+});
+
+describe('a bound above a plan', () => {
+  it('is an internal error, not a negative gap', async () => {
+    const hw = loadProfile('v100-32g');
+    const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+    const right = planFor(g, hw, allGpu(g), { source: 'models/gpt.ts' }, ADAM_DEFAULTS);
+    const wrong = { status: 'optimal', lowerBoundSeconds: 2 * right.predicted.stepSeconds, size: { rows: 1, cols: 1, nonzeros: 1 } } as LpSolution;
+    expect(() => planFor(g, hw, allGpu(g), { source: 'models/gpt.ts' }, ADAM_DEFAULTS, wrong)).toThrow(/lower bound .* lies above this plan's simulated step/);
+    const fine = { ...wrong, lowerBoundSeconds: right.predicted.stepSeconds };
+    expect(planFor(g, hw, allGpu(g), { source: 'models/gpt.ts' }, ADAM_DEFAULTS, fine).bound!.gapPercent).toBeCloseTo(0, 9);
+  });
 });
