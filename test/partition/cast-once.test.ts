@@ -1,9 +1,10 @@
 // A remade p16 whose state rounds to the CPU is kept on the CPU instead
 // (compiler/partition/lp.ts castOnce): cast there once per step rather than
 // again for each read cluster, while the CPU has room for it; and compile
-// rounds the bound LP's shares too, so a plan can come from either LP.
+// rounds the bound LP's shares too, so a plan can come from either LP; the
+// bound LP's NVMe state shares round to the CPU where NVMe is not needed.
 import { describe, expect, it } from 'vitest';
-import { castOnce, paramGroups, type Rounded } from '../../compiler/partition/lp.js';
+import { castOnce, paramGroups, roundSolution, type LpSolution, type Rounded } from '../../compiler/partition/lp.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import { trainingGraph, compile } from '../../src/compile.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
@@ -49,4 +50,22 @@ describe('compile with both LPs rounded', () => {
     expect(groups.some((q) => plan.placement.home[q.state[0]] === 'cpu')).toBe(true);
     for (const q of groups) if (plan.placement.home[q.state[0]] === 'cpu') expect(plan.placement.remat?.[q.p16] ?? false, plan.graph.tensors[q.p16].name).toBe(false);
   }, 120_000);
+});
+
+describe("the bound LP's NVMe shares", () => {
+  it('round to the CPU where the state does not need NVMe, and stay on NVMe where it does', async () => {
+    const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+    const groups = paramGroups(g);
+    const sol = {
+      status: 'optimal', lowerBoundSeconds: 1, solveSeconds: 0, rows: 'bound', nvmeNeeded: false, size: { rows: 1, cols: 1, nonzeros: 1 },
+      groups, small: new Uint8Array(groups.length),
+      p16Share: groups.map(() => Float64Array.of(1, 0, 0)), stateShare: groups.map(() => Float64Array.of(0, 0.2, 0.8)),
+      saved: [], keepShare: new Float64Array(0), recomputeShare: new Float64Array(0),
+    } as LpSolution;
+    for (const how of ['largest', 'bytes'] as const) {
+      expect(new Set(roundSolution(g, sol, how).stateTier), how).toEqual(new Set(['cpu']));
+      expect(roundSolution(g, { ...sol, nvmeNeeded: true }, how).stateTier, how).toContain('nvme');
+      expect(roundSolution(g, { ...sol, rows: 'plan' }, how).stateTier, how).toContain('nvme');
+    }
+  });
 });
