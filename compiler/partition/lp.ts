@@ -273,6 +273,23 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
   return r.objective * model.seconds;
 }
 
+
+/**
+ * The bound LP's optimum solved with other HiGHS options (e.g. its interior
+ * point solver, { solver: 'ipm' }). HiGHS's simplex has answered "optimal"
+ * with a value above the true optimum on some row sets (a trial NVMe
+ * write-back row; a trial copy-down column: 0.415 s where the interior point
+ * solver and every fixed placement said 0.374): tests cross-check the
+ * simplex's bound with this on every case, so a row that trips it shows.
+ */
+export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound');
+  const r = await solver.solve(model.data, opts.timeLimitSeconds ?? 30, undefined, options);
+  if (r.status === 'infeasible') return 'infeasible';
+  if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);
+  return r.objective * model.seconds;
+}
+
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu'): BuiltLp {
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
