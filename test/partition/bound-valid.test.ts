@@ -133,3 +133,19 @@ describe('a bound above a plan', () => {
     expect(planFor(g, hw, allGpu(g), { source: 'models/gpt.ts' }, ADAM_DEFAULTS, fine).bound!.gapPercent).toBeCloseTo(0, 9);
   });
 });
+
+describe("the simplex's bound", () => {
+  // gpt3-6.7b on an A100: a trial copy-down column made the simplex answer
+  // 0.415 s "optimal" here, where the interior point solver said 0.374
+  it('is the interior point solver\'s on gpt3-6.7b / a100-80g', async () => {
+    const hw = loadProfile('a100-80g');
+    const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: 'gpt3-6.7b', precision: 'fp16' });
+    const solver = new LpWorker();
+    const run = startLp(g, hw, { solver });
+    try {
+      const bound = (await run.bound).lowerBoundSeconds;
+      const ipm = await boundWith(g, hw, solver, { solver: 'ipm' });
+      expect(typeof ipm === 'number' && Math.abs(ipm - bound) <= 1e-6 * bound, `interior point ${ipm} s, simplex ${bound} s`).toBe(true);
+    } finally { run.close(); solver.close(); }
+  }, 120_000);
+});
