@@ -461,7 +461,10 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     rerunCol.set(op, c);
   }
   for (const [op, c] of rerunCol) load.gpu.terms.push([c, opSeconds(g, g.ops[op], 'gpu', hw)]);
-  const forwardOffload = { terms: [] as Terms, c: 0 }; // d2h of the activations offloaded in the forward pass (precedenceRows)
+  // d2h in the forward pass (precedenceRows): the activations offloaded, and
+  // (bound LP) a CPU-homed p16 cast on the GPU for its first reads, copied
+  // home right after (ov2: its lower envelope there)
+  const forwardOffload = { terms: (rows === 'bound' && half ? groups.map((q, i): [number, number] => [ov2[i], d2h(q.p16Bytes)]) : []) as Terms, c: 0 };
   saved.forEach((t, j) => {
     const b = g.tensors[t].sizeBytes;
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
@@ -596,8 +599,9 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * the step >= F + every CPU update this step's gradients release, and >= F +
  * the GPU's work from the last first reader on (+ its updates); and, as the
  * d2h stream also runs in program order, every gradient's copy down comes
- * after the forward pass's activation offloads: the step >= those offloads +
- * every CPU update this step's gradients release. In the
+ * after the forward pass's activation offloads and its copies home of p16
+ * cast on the GPU (a CPU-homed p16 whose state is there): the step >= those
+ * copies + every CPU update this step's gradients release. In the
  * placement LPs these rows moved plans both ways (gpt3-13b/h100 1.48 -> 1.82 s,
  * gpt2-1.5b on 16 GB 0.29 -> 0.35 s): left out there. Every row is a lower
  * bound on any schedule that runs the GPU's ops in program order
