@@ -94,7 +94,8 @@ function prefetchBuffers(prog: Program): Uint8Array {
 const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);
 
 /** Offsets for every buffer; with `capacity`, prefetch buffers are placed far when that still fits;
- *  with `order` (per buffer, state-order.ts), persistent nvme buffers are packed in that order (see above). */
+ *  with `order` (per buffer, state-order.ts), persistent nvme buffers are packed in that order (see above);
+ *  with `timing`, the quiet placements judge reuse by when frees end (ReuseTiming). */
 export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming): Arenas {
   const alignOf = alignments(prog);
   const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet, timing);
