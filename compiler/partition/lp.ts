@@ -374,7 +374,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   const remat = groups.map(() => -1); // per group: its remat_nvme column, -1 when none
-  const forwardFetch = { terms: [] as Terms, c: 0 }; // h2d of every parameter's first fetch (precedenceRows)
+  // the bound LP: h2d of every parameter's first fetch, and the last forward op that reads a parameter first (precedenceRows)
+  const forwardFetch = { terms: [] as Terms, c: 0, lastReader: -1 };
   groups.forEach((q, i) => {
     const u = g.ops[q.adam];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
@@ -430,10 +431,12 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const firstCpu = rows === 'bound' && onCpu >= 0 ? lp.col(`firstcpu_${i}`) : -1;
     if (firstCpu >= 0) lp.row([[firstCpu, 1], [x1[i][1], -1], [x2[i][0], 1]], 0, Infinity);
     const firstRead = cons[q.p16].find((c) => g.ops[c].phase !== 'update');
+    const readFirstInForward = rows === 'bound' && firstRead !== undefined && g.ops[firstRead].phase === 'forward';
+    if (readFirstInForward) forwardFetch.lastReader = Math.max(forwardFetch.lastReader, firstRead);
     for (let k = 0; k < fetches; k++) {
       const cpuHomed = k === 0 && firstCpu >= 0 ? firstCpu : x1[i][1];
       // the first fetch serves the first reads, in the forward pass: done before any gradient exists
-      if (k === 0 && firstRead !== undefined && g.ops[firstRead].phase === 'forward') {
+      if (k === 0 && readFirstInForward) {
         if (onCpu >= 0) forwardFetch.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         else { forwardFetch.terms.push([x1[i][0], -h2d(q.p16Bytes)]); forwardFetch.c += h2d(q.p16Bytes); }
       }
@@ -465,11 +468,17 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   // (bound LP) a CPU-homed p16 cast on the GPU for its first reads, copied
   // home right after (ov2: its lower envelope there)
   const forwardOffload = { terms: (rows === 'bound' && half ? groups.map((q, i): [number, number] => [ov2[i], d2h(q.p16Bytes)]) : []) as Terms, c: 0 };
+  if (rows === 'bound') {
+    saved.forEach((t, j) => {
+      if (g.ops[prod[t]].phase !== 'forward') return;
+      const b = d2h(g.tensors[t].sizeBytes);
+      forwardOffload.terms.push([keep[j], -b], [again[j], -b]); forwardOffload.c += b;
+    });
+  }
   saved.forEach((t, j) => {
     const b = g.tensors[t].sizeBytes;
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
     load.d2h.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); load.d2h.c += d2h(b);
-    if (g.ops[prod[t]].phase === 'forward') { forwardOffload.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); forwardOffload.c += d2h(b); }
     load.h2d.terms.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load.h2d.c += h2d(b);
   });
   // every resource serves its whole step's load one item at a time, so the step
@@ -481,8 +490,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  const none = { terms: [], c: 0 };
-  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, rows === 'bound' ? forwardFetch : none, rows === 'bound' ? forwardOffload : none);
+  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -609,17 +617,15 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  */
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
-  forwardFetch: { terms: [number, number][]; c: number }, forwardOffload: { terms: [number, number][]; c: number }): void {
+  forwardFetch: { terms: [number, number][]; c: number; lastReader: number }, forwardOffload: { terms: [number, number][]; c: number }): void {
   const { before, after } = gpuProgramTimes(g, hw);
   const half = g.precision !== 'fp32';
   // after the forward fetches (F, on h2d): every update released by this
   // step's gradient on the CPU, and the GPU's work from the last first reader on
   const cpuAfterF: [number, number][] = [], gpuAfterF: [number, number][] = [];
-  let cpuAfterC = 0, lastFirstReader = -1;
+  let cpuAfterC = 0;
   groups.forEach((q, i) => {
     const gp = prod[q.grad];
-    const first = cons[q.p16].find((c) => g.ops[c].phase !== 'update');
-    if (first !== undefined && g.ops[first].phase === 'forward') lastFirstReader = Math.max(lastFirstReader, first);
     if (!(gp >= 0 && gp < q.adam)) return;
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), aG = opSeconds(g, g.ops[q.adam], 'gpu', hw);
     cpuAfterF.push([x2[i][0], -aC]); cpuAfterC += aC;
@@ -631,7 +637,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   if (forwardFetch.terms.length) {
     const F = forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit]);
     lp.row([[T, 1], ...F, ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + cpuAfterC) * unit, Infinity);
-    if (lastFirstReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[lastFirstReader]) * unit, Infinity);
+    if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
   // a job: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h
   type Job = { h: number; c: number; col: number; k: number };
