@@ -22,7 +22,7 @@
 // bound LP with its choices fixed to that plan's (placementBound) is feasible
 // and at or below the plan's simulated step.
 import { describe, it, expect } from 'vitest';
-import { loadProfile } from '../../compiler/cost/profiles.js';
+import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
 import { boundWith, paramGroups, placementBound, placementFrom, roundSolution, startLp } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
@@ -54,6 +54,12 @@ function inFamily(g: Graph, p: Placement): boolean {
   return g.ops.every((op) => p.opTier[op.id] === (where.has(op.id) ? (where.get(op.id) === 'gpu' ? 'gpu' : 'cpu') : 'gpu'));
 }
 
+/** The bound LP solved by HiGHS's interior point solver gives the simplex's bound (the simplex has answered too high on some row sets). */
+async function expectInteriorPoint(g: Graph, hw: HardwareProfile, solver: LpWorker, bound: number): Promise<void> {
+  const ipm = await boundWith(g, hw, solver, { solver: 'ipm' });
+  expect(typeof ipm === 'number' && Math.abs(ipm - bound) <= 1e-6 * bound, `interior point ${ipm} s, simplex ${bound} s`).toBe(true);
+}
+
 /** A seeded generator (mulberry32), so the random placements are the same every run. */
 function random(seed: number): () => number {
   return () => {
@@ -75,8 +81,7 @@ describe('LP lower bound validity', () => {
         const boundSol = await run.bound;
         const bound = boundSol.lowerBoundSeconds;
         // the simplex's optimum is the interior point solver's (HiGHS's simplex has answered too high on some row sets)
-        const ipm = await boundWith(g, hw, solver, { solver: 'ipm' });
-        expect(typeof ipm === 'number' && Math.abs(ipm - bound) <= 1e-6 * bound, `interior point ${ipm} s, simplex ${bound} s`).toBe(true);
+        await expectInteriorPoint(g, hw, solver, bound);
         const candidates: [string, Placement | undefined][] = [['all-gpu', allGpu(g)], ['mincut', placeMinCut(g, hw)]];
         const sols = await run.placements();
         const sol = sols[0];
@@ -144,8 +149,7 @@ describe("the simplex's bound", () => {
     const run = startLp(g, hw, { solver });
     try {
       const bound = (await run.bound).lowerBoundSeconds;
-      const ipm = await boundWith(g, hw, solver, { solver: 'ipm' });
-      expect(typeof ipm === 'number' && Math.abs(ipm - bound) <= 1e-6 * bound, `interior point ${ipm} s, simplex ${bound} s`).toBe(true);
+      await expectInteriorPoint(g, hw, solver, bound);
     } finally { run.close(); solver.close(); }
   }, 120_000);
 });
