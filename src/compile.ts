@@ -90,7 +90,7 @@ const fitsTiers = (a: Record<Tier, number>, hw: HardwareProfile) => a.gpu <= hw.
  * simulation): each candidate placement is scheduled once, and the one kept is
  * the plan's (planFor takes it as it is).
  */
-export interface Built { placement: Placement; arenas: Arenas; sim?: { hw: HardwareProfile; result: Simulation }; /** its program and state order, when build made it */ prog?: Program; order?: Float64Array }
+export interface Built { placement: Placement; prog: Program; /** per buffer (state-order.ts) */ order: Float64Array; arenas: Arenas; sim?: { hw: HardwareProfile; result: Simulation } }
 
 const capacities = (hw: HardwareProfile): Record<Tier, number> => ({ gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
 
@@ -204,7 +204,6 @@ const RETIME_MIN_GAIN = 0.02;
 
 function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Built {
   const { prog, order } = b;
-  if (!prog) return b;
   const own = simulated(g, hw, b).stepSeconds;
   const ideal = simulate(g, b.placement, b.arenas.buffers, prog.instructions, hw);
   if (ideal.stepSeconds >= Math.min(own, beat) * (1 - RETIME_MIN_GAIN)) return b;
