@@ -375,7 +375,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   const remat = groups.map(() => -1); // per group: its remat_nvme column, -1 when none
   // the bound LP: h2d of every parameter's first fetch, and the last forward op that reads a parameter first (precedenceRows)
-  const forwardFetch = { terms: [] as Terms, c: 0, lastReader: -1 };
+  const forwardFetch = { terms: [] as Terms, c: 0, lastReader: -1, nr: [] as Terms };
   groups.forEach((q, i) => {
     const u = g.ops[q.adam];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
@@ -439,6 +439,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       if (k === 0 && readFirstInForward) {
         if (onCpu >= 0) forwardFetch.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         else { forwardFetch.terms.push([x1[i][0], -h2d(q.p16Bytes)]); forwardFetch.c += h2d(q.p16Bytes); }
+        // whatever p16's home, this step's p16 is cast from master32 (fp32: is the parameter), so the share of it on NVMe is read from there first
+        if (nvmeNeeded) forwardFetch.nr.push([x2[i][2], nr(masterBytes)]);
       }
       if (onCpu >= 0) {
         load.h2d.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
@@ -609,7 +611,13 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * d2h stream also runs in program order, every gradient's copy down comes
  * after the forward pass's activation offloads and its copies home of p16
  * cast on the GPU (a CPU-homed p16 whose state is there): the step >= those
- * copies + every CPU update this step's gradients release. In the
+ * copies + every CPU update this step's gradients release. And on NVMe
+ * (where the state needs it): this step's p16 is cast from master32, so the
+ * share of every master32 on NVMe is read (one stream) before the forward
+ * pass's last first reader, and every write-back waits for an update, so for
+ * a gradient: the step >= those reads + every write-back this step's
+ * gradients release (gpt3-175b on a100-80g with 1 TB of CPU: the bound
+ * 257.6 -> 305.2 s, the plan's own 291.5 -> 345.7 s, its step 351.7). In the
  * placement LPs these rows moved plans both ways (gpt3-13b/h100 1.48 -> 1.82 s,
  * gpt2-1.5b on 16 GB 0.29 -> 0.35 s): left out there. Every row is a lower
  * bound on any schedule that runs the GPU's ops in program order
@@ -617,12 +625,12 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  */
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
-  forwardFetch: { terms: [number, number][]; c: number; lastReader: number }, forwardOffload: { terms: [number, number][]; c: number }): void {
+  forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number }): void {
   const { before, after } = gpuProgramTimes(g, hw);
   const half = g.precision !== 'fp32';
   // after the forward fetches (F, on h2d): every update released by this
   // step's gradient on the CPU, and the GPU's work from the last first reader on
-  const cpuAfterF: [number, number][] = [], gpuAfterF: [number, number][] = [];
+  const cpuAfterF: [number, number][] = [], gpuAfterF: [number, number][] = [], nwAfterF: [number, number][] = [];
   let cpuAfterC = 0;
   groups.forEach((q, i) => {
     const gp = prod[q.grad];
@@ -630,7 +638,13 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), aG = opSeconds(g, g.ops[q.adam], 'gpu', hw);
     cpuAfterF.push([x2[i][0], -aC]); cpuAfterC += aC;
     gpuAfterF.push([x2[i][0], aG]);
+    nwAfterF.push([x2[i][2], link.nw(q.stateBytes)]);
+    if (!half) nwAfterF.push([x2[i][2], link.nw(q.p16Bytes)]); // fp32: the parameter is written back too (x1 = x2)
   });
+  // the NVMe reads that make the forward pass's parameters (a p16 remade from
+  // master32 on NVMe; fp32: the parameter read from NVMe) are done before any
+  // gradient exists; every NVMe write-back of this step's updates comes after
+  if (forwardFetch.nr.length) lp.row([[T, 1], ...[...forwardFetch.nr, ...nwAfterF].map(([c, v]): [number, number] => [c, -v * unit])], 0, Infinity);
   // the d2h stream runs in program order: every gradient's copy down (for a
   // CPU update) comes after the forward pass's activation offloads
   if (forwardOffload.terms.length) lp.row([[T, 1], ...forwardOffload.terms.map(([c, v]): [number, number] => [c, -v * unit]), ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardOffload.c + cpuAfterC) * unit, Infinity);

@@ -17,6 +17,10 @@
 // the LP plan's own bound 0.371 -> 0.418 s, its step 0.489 s); a CPU-homed
 // p16 whose state is on the GPU is cast there for its first reads, so only
 // later reads fetch it (the first-fetch column).
+// The same with 4 GB of CPU, so that a third of the state lives on NVMe: the
+// master32 share on NVMe is read before the forward pass's readers (this
+// step's p16 is cast from it) and every write-back waits for an update, so
+// for a gradient (precedenceRows' NVMe row: the bound 1.79 -> 2.12 s).
 // Row by row: for every plan of the family that fits (both placement LPs'
 // roundings, the all-GPU plan, and random placements of the small cases), the
 // bound LP with its choices fixed to that plan's (placementBound) is feasible
@@ -45,6 +49,7 @@ const cases = [
   { preset: 'gpt2-124m', hw: 'v100-32g', gpuMemBytes: 2e9 },
   { preset: 'gpt3-13b', layers: 40, hw: 'h200-141g', cpuMemBytes: 32e9, nvmeBytes: 0 },
   { preset: 'gpt3-6.7b', layers: 4, hw: 'v100-32g', gpuMemBytes: 6e9 },
+  { preset: 'gpt3-6.7b', layers: 4, hw: 'v100-32g', gpuMemBytes: 6e9, cpuMemBytes: 4e9, randomPlans: 8 },
 ];
 
 /** Forward and backward on the GPU, each update (and cast) where its state is: the placements the LP ranges over. */
