@@ -351,6 +351,20 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (rows === 'bound' && half) lp.row([[ov2[i], 1], [x2[i][0], -1], [x1[i][1], -1]], -1, Infinity);
     else lp.row([[ov2[i], 1], [x2[i][0], -1], [x1[i][0], 1]], 0, Infinity);
   });
+  // the bound LP (fp16/bf16): per group, the share of each (p16 choice, state
+  // tier) pair, whose margins are x1 and x2; every product column below is at
+  // least its pairs' shares (the products exactly, where the envelopes alone
+  // let two halves cancel)
+  const pair = rows === 'bound' && half ? groups.map((_, i) => [0, 1, 2].map((a) => [0, 1, 2].map((b) => lp.col(`pair_${i}_${a}${b}`)))) : undefined;
+  const atLeastPairs = (i: number, col: number, pairs: [number, number][]) => { if (pair) lp.row([[col, 1], ...pairs.map(([a, b]): [number, number] => [pair[i][a][b], -1])], 0, Infinity); };
+  if (pair) groups.forEach((_, i) => {
+    for (let k = 0; k < 3; k++) {
+      lp.row([[x1[i][k], -1], ...[0, 1, 2].map((b): [number, number] => [pair[i][k][b], 1])], 0, 0);
+      lp.row([[x2[i][k], -1], ...[0, 1, 2].map((a): [number, number] => [pair[i][a][k], 1])], 0, 0);
+    }
+    atLeastPairs(i, ov[i], [[0, 1], [0, 2]]);
+    atLeastPairs(i, ov2[i], [[1, 0]]);
+  });
   // bytes of the placed groups resting on the GPU (PG) and the CPU (PC):
   // their state, and p16 (in fp32 the parameter, its own state; in fp16/bf16
   // the placement LP counts a resident p16 all step, the bound LP only between
@@ -403,6 +417,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const fromNvme = half && nvmeNeeded ? lp.col(`remat_nvme_${i}`) : -1;
     remat[i] = fromNvme;
     if (fromNvme >= 0) lp.row([[fromNvme, 1], [x1[i][2], -1], [x2[i][2], -1]], -1, Infinity);
+    if (fromNvme >= 0) atLeastPairs(i, fromNvme, [[2, 2]]);
     // fp16/bf16: a p16 made again for each use is cast where its state is: on
     // the GPU (no copy) for the state's GPU share, else on the CPU and copied
     // in. In the bound LP the share cast on the CPU is a column, at least
@@ -411,25 +426,27 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     // share the CPU's cast and the copy, the second as the bound LP
     const onCpu = half && rematCast === 'gpu' ? lp.col(`remat_cpu_${i}`) : -1;
     if (onCpu >= 0) { lp.row([[onCpu, 1], [x1[i][2], -1], [x2[i][0], 1]], 0, Infinity); lp.row([[x1[i][2], 1], [onCpu, -1]], 0, Infinity); }
+    if (onCpu >= 0) atLeastPairs(i, onCpu, [[2, 1], [2, 2]]);
     const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
     // the cast at the step's start runs on the GPU for the state's GPU share
     // when p16 is not remade: at least x2[gpu] - x1[remat] (the product's
     // lower envelope; the placement LPs charge x2[gpu], as they placed before)
     if (castGpu > 0) {
-      if (rows === 'bound') { const c = lp.col(`castgpu_${i}`); lp.row([[c, 1], [x2[i][0], -1], [x1[i][2], 1]], 0, Infinity); load.gpu.terms.push([c, castGpu]); }
+      if (rows === 'bound') { const c = lp.col(`castgpu_${i}`); lp.row([[c, 1], [x2[i][0], -1], [x1[i][2], 1]], 0, Infinity); atLeastPairs(i, c, [[0, 0], [1, 0]]); load.gpu.terms.push([c, castGpu]); }
       else load.gpu.terms.push([x2[i][0], castGpu]);
     }
     // and on the CPU for the rest of the state (staged there from NVMe) when
     // p16 is not remade: at least 1 - x2[gpu] - x1[remat]. The bound LP only:
     // in the placement LPs it moved plans both ways (13b/h200 -28 %, 13b/a100
     // +12 %; docs/BENCHMARKS.md), the lottery of their many optima again
-    if (castCpu > 0 && rows === 'bound') { const c = lp.col(`castcpu_${i}`); lp.row([[c, 1], [x2[i][0], 1], [x1[i][2], 1]], 1, Infinity); load.cpu.terms.push([c, castCpu]); }
+    if (castCpu > 0 && rows === 'bound') { const c = lp.col(`castcpu_${i}`); lp.row([[c, 1], [x2[i][0], 1], [x1[i][2], 1]], 1, Infinity); atLeastPairs(i, c, [[0, 1], [0, 2], [1, 1], [1, 2]]); load.cpu.terms.push([c, castCpu]); }
     // the bound LP: a CPU-homed p16 whose state is on the GPU is cast there
     // for its first reads (and copied down), so its first fetch is only the
     // share not updated on the GPU: a column >= x1[cpu] - x2[gpu] (the
     // product's lower envelope)
     const firstCpu = rows === 'bound' && onCpu >= 0 ? lp.col(`firstcpu_${i}`) : -1;
     if (firstCpu >= 0) lp.row([[firstCpu, 1], [x1[i][1], -1], [x2[i][0], 1]], 0, Infinity);
+    if (firstCpu >= 0) atLeastPairs(i, firstCpu, [[1, 1], [1, 2]]);
     const firstRead = cons[q.p16].find((c) => g.ops[c].phase !== 'update');
     const readFirstInForward = rows === 'bound' && firstRead !== undefined && g.ops[firstRead].phase === 'forward';
     if (readFirstInForward) forwardFetch.lastReader = Math.max(forwardFetch.lastReader, firstRead);
@@ -439,6 +456,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       if (k === 0 && readFirstInForward) {
         if (onCpu >= 0) forwardFetch.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         else { forwardFetch.terms.push([x1[i][0], -h2d(q.p16Bytes)]); forwardFetch.c += h2d(q.p16Bytes); }
+        // a GPU-homed p16 updated off the GPU is cast at the step's start and copied up (ov) before its first reader
+        forwardFetch.terms.push([ov[i], h2d(q.p16Bytes)]);
         // whatever p16's home, this step's p16 is cast from master32 (fp32: is the parameter), so the share of it on NVMe is read from there first
         if (nvmeNeeded) forwardFetch.nr.push([x2[i][2], nr(masterBytes)]);
       }
