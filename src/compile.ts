@@ -284,7 +284,9 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // solves; they are kept only when the bound LP has a solution too
     // (each LP's roundings as soon as its shares come, while the next solves)
     const acc: LpCandidates = { seen: new Set() };
-    for (const shares of await lp.earlyEach()) {
+    const earlyEach = lp.earlyEach();
+    lp.headroom(); // queued behind the placement LPs and the bound LP
+    for (const shares of await earlyEach) {
       const s = await shares;
       mark('LP placement solved (awaited)');
       if (s) lpTry(g, hw, s, acc);
@@ -296,6 +298,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       const boundSol = await lp.bound;
       if (boundSol.status === 'optimal') lpTry(g, hw, boundSol, acc);
       mark('LP bound candidate');
+      // and the bound LP's over 98 % of the GPU (its rounding leaves the schedule room to prefetch)
+      const roomy = await lp.headroom();
+      if (roomy.status === 'optimal') lpTry(g, hw, roomy, acc);
+      mark('LP headroom candidate');
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
