@@ -239,7 +239,7 @@ function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Bu
       // the LP's small groups last: moving them frees little and adds copies
       for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (!sol.small[i]) moveState(i); }
       for (const id of sol.saved) { if (moved >= over || from !== 'gpu') break; if (!r.offload.has(id) && !r.recompute.has(id)) { r.offload.add(id); moved += g.tensors[id].sizeBytes; } }
-      for (const i of byShare(k, sol.p16Share)) { if (moved >= over) return moved; if (r.p16Tier[i] === from && !(from === 'gpu' && keepParams)) { r.p16Tier[i] = to; moved += groups[i].p16Bytes; } }
+      for (const i of byShare(k, sol.p16Share)) { if (moved >= over) return moved; if (r.p16Tier[i] === from && !(from === 'gpu' && keepParams) && (to !== 'nvme' || groups[i].remakeable || groups[i].cast < 0)) { r.p16Tier[i] = to; moved += groups[i].p16Bytes; } }
       for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (sol.small[i]) moveState(i); }
       return moved;
     };

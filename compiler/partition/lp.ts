@@ -94,6 +94,13 @@ export interface ParamGroup {
   p16Bytes: number;
   stateBytes: number;
   gradBytes: number;
+  /**
+   * fp16/bf16: p16 may be made again from master32 at each use (the cast run
+   * again there): the update writes master32 only after p16's last reader. Not
+   * in a DPU steady step, whose update comes first: a cast run again would read
+   * the updated master32, and that group would not be delayed.
+   */
+  remakeable: boolean;
 }
 
 export interface LpSolution {
@@ -119,13 +126,15 @@ export function paramGroups(g: Graph): ParamGroup[] {
   const half = g.precision !== 'fp32';
   const castOf = new Map<number, number>(); // master32 -> cast op
   for (const o of g.ops) if (o.kind === 'reshape' && o.phase === 'update') castOf.set(o.inputs[0], o.id);
+  const lastRead = new Int32Array(g.tensors.length).fill(-1);
+  for (const o of g.ops) for (const t of o.inputs) lastRead[t] = o.id;
   return g.ops.filter((o) => o.kind === 'adam').map((u) => {
     const [p, grad, m, v] = u.inputs;
     const cast = half ? castOf.get(p) ?? -1 : -1;
     const p16 = cast >= 0 ? g.ops[cast].outputs[0] : p;
     const state = half ? [p, m, v] : [m, v];
     const bytes = (ids: number[]) => ids.reduce((s, t) => s + g.tensors[t].sizeBytes, 0);
-    return { adam: u.id, cast, p16, state, grad, p16Bytes: g.tensors[p16].sizeBytes, stateBytes: bytes(state), gradBytes: g.tensors[grad].sizeBytes };
+    return { adam: u.id, cast, p16, state, grad, p16Bytes: g.tensors[p16].sizeBytes, stateBytes: bytes(state), gradBytes: g.tensors[grad].sizeBytes, remakeable: cast >= 0 && lastRead[p16] < u.id };
   });
 }
 
@@ -355,7 +364,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const T = lp.col('T', 1);
   const PG = lp.col('PG'), PC = lp.col('PC');
   const tiers = ['gpu', 'cpu', 'nvme'] as const;
-  const x1 = groups.map((q, i) => tiers.map((t) => lp.col(`p16_${i}_${t}`, 0, 0, t === 'gpu' || !opts.keepParamsOnGpu ? 1 : 0)));
+  // (the third p16 share, made again in fp16/bf16, only where the group's p16 may be: remakeable)
+  const x1 = groups.map((q, i) => tiers.map((t) => lp.col(`p16_${i}_${t}`, 0, 0, (t === 'gpu' || !opts.keepParamsOnGpu) && (t !== 'nvme' || q.cast < 0 || q.remakeable) ? 1 : 0)));
   const x2 = groups.map((q, i) => tiers.map((t) => lp.col(`st_${i}_${t}`, 0, 0, 1)));
   const ov = groups.map((_, i) => lp.col(`ovh_${i}`));   // CPU-updated part of a GPU-resident p16: h2d after the update
   const ov2 = groups.map((_, i) => lp.col(`ovd_${i}`));  // GPU-updated part of a non-GPU p16: d2h after the update
@@ -753,10 +763,11 @@ export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], s
     const onGpu = stateTier[i] === 'gpu';
     opTier[q.adam] = onGpu ? 'gpu' : 'cpu';
     if (q.cast >= 0) opTier[q.cast] = onGpu ? 'gpu' : 'cpu';
-    // the third p16 share: rematerialised in half precision (no home), NVMe in fp32
-    const again = q.cast >= 0 && p16Tier[i] === 'nvme';
+    // the third p16 share: rematerialised in half precision (no home; where
+    // it may not be, homed where its state's cast runs), NVMe in fp32
+    const again = q.cast >= 0 && p16Tier[i] === 'nvme' && q.remakeable;
     remat[q.p16] = again;
-    home[q.p16] = again ? 'cpu' : p16Tier[i];
+    home[q.p16] = again ? 'cpu' : q.cast >= 0 && p16Tier[i] === 'nvme' ? (onGpu ? 'gpu' : 'cpu') : p16Tier[i];
     for (const t of q.state) home[t] = stateTier[i];
     if (g.precision === 'fp32') home[q.p16] = stateTier[i];
     home[q.grad] = onGpu ? 'gpu' : 'cpu';

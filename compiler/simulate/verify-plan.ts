@@ -10,7 +10,9 @@
 //     in address;
 //  3. ordering: every read of a buffer happens after (same stream earlier, or
 //     through a chain of waits) the write that made it valid, and every first
-//     write of a reused address happens after the free of its previous occupant.
+//     write of a reused address happens after the free of its previous occupant;
+//  4. values: every run (a recomputed op's too) reads each input as the
+//     graph's order leaves it (no op run again after its input was rewritten).
 // Happens-before by vector clocks over the six streams. Cost: O(I·S + B log B + B·L),
 // L = buffers alive at once.
 
@@ -81,6 +83,24 @@ export function verifyPlan(plan: Plan): string[] {
       }
       active.splice(lo, 0, b);
     }
+  }
+  if (errors.length) return errors;
+
+  // 4. values: every run of an op (a recomputed one included) reads each input
+  // as the graph's order leaves it there: the last op writing that tensor
+  // before it in the graph is the last run writing it before it in the program
+  // (a cast run again after the update that rewrote its master32 would not)
+  const graphWriter = new Map<number, number>(), expected = graph.ops.map((op) => { const w = op.inputs.map((t) => graphWriter.get(t) ?? -1); for (const t of op.outputs) graphWriter.set(t, op.id); return w; });
+  const written = new Map<number, number>();
+  for (const x of ins) {
+    if (x.kind !== 'run') continue;
+    const op = graph.ops[x.op];
+    op.inputs.forEach((t, k) => {
+      const got = written.get(t) ?? -1;
+      const by = (o: number) => (o < 0 ? 'the step\'s start' : `op ${o} (${graph.ops[o].kind})`);
+      if (got !== expected[op.id][k]) push(`instructions[${x.id}]: op ${op.id} (${op.kind}) reads ${graph.tensors[t].name} as ${by(got)} left it; in the graph's order it reads it as ${by(expected[op.id][k])} left it`);
+    });
+    for (const t of op.outputs) written.set(t, op.id);
   }
   if (errors.length) return errors;
 

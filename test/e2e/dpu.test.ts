@@ -15,6 +15,8 @@ import { TrainingSession } from '../../runtime/session.js';
 import { syntheticData } from '../../runtime/data.js';
 import { initValues } from '../../runtime/init.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
+import { paramGroups } from '../../compiler/partition/lp.js';
+import { planFor } from '../../src/compile.js';
 
 const WARMUP = 2, STEPS = 7, LR = 1e-2;
 
@@ -107,5 +109,16 @@ describe('delayed parameter update', () => {
     for (let k = 0; k < STEPS; k++) expect(Math.abs(losses[k] - ref[k]), `step ${k + 1}`).toBeLessThanOrEqual(1e-6);
     // and it is not the plain trajectory: after the warm-up, step W+2 repeats the parameters of step W+1
     expect(losses[WARMUP + 1]).toBe(losses[WARMUP]);
+  });
+  it('remakes no p16 in the steady step (a cast run again would read the updated master32), and the verifier rejects a plan that does', () => {
+    const steady = plan.dpu!.steady, g = steady.graph;
+    const groups = paramGroups(g);
+    expect(groups.every((q) => !q.remakeable)).toBe(true);
+    expect(groups.some((q) => steady.placement.remat?.[q.p16])).toBe(false);
+    // the same placement with one GPU-updated group's p16 made again at each use
+    const q = groups.find((x) => steady.placement.opTier[x.adam] === 'gpu') ?? groups[0];
+    const remat = g.tensors.map((t) => steady.placement.remat?.[t.id] ?? false);
+    remat[q.p16] = true;
+    expect(() => planFor(g, steady.hardware, { ...steady.placement, remat }, steady.model, steady.optimizer)).toThrow(/reads master\.[^ ]+ as op \d+ \(adam\) left it; in the graph's order it reads it as the step's start left it/);
   });
 });
