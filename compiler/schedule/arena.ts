@@ -43,6 +43,13 @@
 // before its writer is ready, and otherwise the range that delays its writer
 // least is taken; compile simulates it beside the plain one (src/compile.ts
 // retimed).
+// Placement in time order (a ReuseTiming with byTime: a schedule of the
+// program, e.g. schedule/gated.ts's, which lets prefetches run ahead only as
+// far as memory allows): buffers take their bytes when their first write
+// starts in that schedule and give them back when their free ends, so a
+// prefetch finds the bytes free at that moment; a range is reused only when
+// its last occupants' frees come earlier in the program (waits point back).
+// Tried first; kept only when every tier fits (placeByTime).
 // State order (when the caller gives it: state-order.ts): the persistent nvme
 // buffers are packed in that order — a parameter's p, m, v next to each other,
 // parameters in update order — then the rest in buffer order; without it, all
@@ -51,7 +58,7 @@
 // no write lands in memory before the previous occupant's last access has
 // completed; with capacities, no tier exceeds its capacity unless the compact
 // placement does. Deterministic: ties broken by buffer id. Cost: O(B log B +
-// B·L), L = buffers alive at once; up to five placements with capacities.
+// B·L), L = buffers alive at once; up to six placements with capacities.
 
 import type { Tier } from '../cost/cost.js';
 import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
@@ -99,6 +106,10 @@ const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', '
 export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming): Arenas {
   const alignOf = alignments(prog);
   const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet, timing);
+  if (capacity && timing && 'byTime' in timing) {
+    const byTime = placeByTime(prog, alignOf, order, capacity, timing.start, timing.end);
+    if (fits(byTime, capacity)) return arenas(prog, byTime);
+  }
   const compact = place();
   if (!capacity || !fits(compact, capacity)) return arenas(prog, compact);
   const far = prefetchBuffers(prog);
@@ -162,8 +173,67 @@ function arenas(prog: Program, { offset, extra, arenaBytes }: Placed): Arenas {
  * caller simulates them beside the plain quiet placement.
  */
 export type ReuseTiming =
-  | { readonly start: Float64Array; readonly end: Float64Array }
+  /** byTime: place in that schedule's order (placeByTime) before anything else */
+  | { readonly start: Float64Array; readonly end: Float64Array; readonly byTime?: true }
   | { readonly seconds: (instruction: number) => number; readonly follows: Int32Array };
+
+/** Persistent buffers packed from offset 0 per tier: each tier's free list and last-occupant map, and the peaks. */
+function packPersistent(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, offset: Float64Array, arenaBytes: Record<Tier, number>) {
+  const lists = {} as Record<Tier, FreeList>, lasts = {} as Record<Tier, LastOccupant>;
+  for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
+    let top = 0, peak = 0;
+    for (const b of persistentOrder(prog.buffers.filter((x) => x.tier === tier), tier, order)) {
+      offset[b.id] = roundUp(top, alignOf[b.id]);
+      peak = offset[b.id] + b.sizeBytes;
+      top = roundUp(offset[b.id] + roundUp(b.sizeBytes, alignOf[b.id]), ALIGN_BYTES);
+    }
+    lists[tier] = new FreeList(top); lasts[tier] = new LastOccupant(); arenaBytes[tier] = peak;
+  }
+  return { lists, lasts };
+}
+
+/**
+ * A placement in the order of a schedule of the program (start/end per
+ * instruction, e.g. the program's schedule without the arena's waits): each
+ * buffer takes its bytes when its first write starts there and gives them
+ * back when its free ends, so a prefetch that runs ahead finds the bytes the
+ * schedule has free at that moment, not those free at its place in the
+ * program. A range is reused only when every last occupant's free comes
+ * before the new first writer in the program (a wait may only point back);
+ * best fit among those, else fresh bytes within `budget`, else fresh bytes
+ * above it (the placement then does not fit and is not kept).
+ */
+function placeByTime(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, budget: Readonly<Record<Tier, number>>, start: Float64Array, end: Float64Array): Placed {
+  const offset = new Float64Array(prog.buffers.length);
+  const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+  const extra = new Map<number, number[]>();
+  const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
+  const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
+  // events: [time, kind (0 free, 1 alloc), instruction, buffer]; frees first at equal times
+  const events: [number, number, number, number][] = [];
+  for (const b of prog.buffers) {
+    if (b.allocAt < 0 && b.freeAt < 0) continue;
+    events.push([b.allocAt < 0 ? -Infinity : start[b.allocAt], 1, b.allocAt, b.id]);
+    if (b.freeAt >= 0) events.push([end[b.freeAt], 0, b.freeAt, b.id]);
+  }
+  events.sort((x, y) => x[0] - y[0] || x[1] - y[1] || x[2] - y[2] || x[3] - y[3]);
+  for (const [, kind, at, id] of events) {
+    const b = prog.buffers[id], tier = b.tier, list = lists[tier], last = lasts[tier];
+    if (kind === 0) { const lo = offset[id]; list.free(lo, lo + span(b)); last.set(lo, lo + span(b), at); continue; }
+    const allowed = (x: number) => last.latest(x, x + span(b)) < Math.max(at, 0);
+    let lo = list.allocBefore(span(b), alignOf[id], budget[tier], allowed);
+    if (lo < 0) lo = list.allocBefore(span(b), alignOf[id], Infinity, allowed); // no room: above the budget (the placement is not kept)
+    offset[id] = lo;
+    arenaBytes[tier] = Math.max(arenaBytes[tier], lo + b.sizeBytes);
+    for (const w of last.take(lo, lo + span(b))) {
+      if (at >= 0 && prog.instructions[w].stream !== prog.instructions[at].stream) {
+        const more = extra.get(at);
+        if (more) more.push(w); else extra.set(at, [w]);
+      }
+    }
+  }
+  return { offset, extra, arenaBytes };
+}
 
 /** One placement. Buffers are allocated in program order (each at its first write, after every free before it), all tiers in one pass. */
 function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming): Placed {
@@ -171,16 +241,7 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra = new Map<number, number[]>();
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
-  const lists = {} as Record<Tier, FreeList>, lasts = {} as Record<Tier, LastOccupant>;
-  for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
-    let top = 0, peak = 0;
-    for (const b of persistentOrder(prog.buffers.filter((x) => x.tier === tier), tier, order)) {
-      offset[b.id] = roundUp(top, alignOf[b.id]);
-      peak = offset[b.id] + b.sizeBytes;
-      top = roundUp(offset[b.id] + span(b), ALIGN_BYTES);
-    }
-    lists[tier] = new FreeList(top); lasts[tier] = new LastOccupant(); arenaBytes[tier] = peak;
-  }
+  const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
   // moving buffers by first write (-1: before the step) and by free, each in id order
   const n = prog.instructions.length;
   const allocsAt: number[][] = Array.from({ length: n + 1 }, () => []), freesAt: number[][] = Array.from({ length: n }, () => []);

@@ -72,6 +72,31 @@ export class FreeList {
     return this.allocFar(size, align, budget, score);
   }
 
+  /** The smallest fitting free range whose start `allowed` accepts, else fresh bytes at the top within `budget` (a free range ending at the top is extended when allowed); -1 when neither. */
+  allocBefore(size: number, align: number, budget: number, allowed: (at: number) => boolean): number {
+    const up = (x: number) => Math.ceil(x / align) * align;
+    let best = -1;
+    for (let i = 0; i < this.ranges.length; i++) {
+      const [lo, hi] = this.ranges[i];
+      if (up(lo) + size > hi) continue;
+      if ((best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0]) && allowed(up(lo))) best = i;
+    }
+    if (best >= 0) return this.take(best, size, align);
+    const last = this.ranges[this.ranges.length - 1];
+    if (last && last[1] === this.top && up(last[0]) + size <= budget && allowed(up(last[0]))) {
+      const at = up(last[0]);
+      this.ranges.pop();
+      if (at > last[0]) this.ranges.push([last[0], at]);
+      this.top = at + size;
+      return at;
+    }
+    const at = up(this.top);
+    if (at + size > budget) return -1;
+    if (at > this.top) this.free(this.top, at);
+    this.top = at + size;
+    return at;
+  }
+
   /** Takes `size` bytes at the first `align`ed address of free range i, keeping what is left on either side. */
   private take(i: number, size: number, align: number): number {
     const [lo, hi] = this.ranges[i];

@@ -5,6 +5,7 @@
 // only when it simulates faster, and the plan still verifies.
 import { describe, expect, it } from 'vitest';
 import { assignOffsets } from '../../compiler/schedule/arena.js';
+import { gatedSchedule } from '../../compiler/schedule/gated.js';
 import { buildProgram, type Program } from '../../compiler/schedule/program.js';
 import { stateOrder } from '../../compiler/schedule/state-order.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
@@ -70,6 +71,64 @@ describe('quiet placement by when frees end', () => {
     expect(a.buffers[2].offsetBytes).toBe(a.buffers[1].offsetBytes);   // Z's free has ended: no wait, no fresh bytes
     const b = assignOffsets(prog, { ...cap, gpu: 512 });
     expect(b.buffers[2].offsetBytes).toBe(384);                         // by program position: fresh bytes
+  });
+});
+
+/**
+ * A prefetch that memory holds back: GPU op 0 makes A (128 bytes, 1 s), op 1
+ * reads it (1 s), then A is freed; an h2d copy (0.5 s, no waits: a prefetch)
+ * brings B (128 bytes) in for op 2. With room for one of them, the copy can
+ * only start when A's free has ended (2 s).
+ */
+function prefetch(): { prog: Program; seconds: number[] } {
+  const buffers: Program['buffers'][number][] = [
+    { id: 0, tensor: 0, tier: 'gpu', sizeBytes: 128, allocAt: 0, freeAt: 2 },   // A
+    { id: 1, tensor: 1, tier: 'gpu', sizeBytes: 128, allocAt: 3, freeAt: 5 },   // B
+    { id: 2, tensor: 1, tier: 'cpu', sizeBytes: 128, allocAt: -1, freeAt: -1 }, // B's home
+  ];
+  const instructions: Program['instructions'][number][] = [
+    { id: 0, stream: 'gpu', kind: 'run', op: 0, inputs: [], outputs: [0], waits: [] },
+    { id: 1, stream: 'gpu', kind: 'run', op: 1, inputs: [0], outputs: [], waits: [] },
+    { id: 2, stream: 'gpu', kind: 'free', op: -1, inputs: [0], outputs: [], waits: [] },
+    { id: 3, stream: 'h2d', kind: 'copy', op: -1, inputs: [2], outputs: [1], waits: [] },
+    { id: 4, stream: 'gpu', kind: 'run', op: 2, inputs: [1], outputs: [], waits: [3] },
+    { id: 5, stream: 'gpu', kind: 'free', op: -1, inputs: [1], outputs: [], waits: [] },
+  ];
+  return { prog: { buffers, instructions }, seconds: [1, 1, 0, 0.5, 1, 0] };
+}
+const none = new Int32Array(6).fill(-1);
+
+describe('placement in the order of a schedule gated by memory', () => {
+  it('the gated schedule holds a prefetch back until a free makes room, and not otherwise', () => {
+    const { prog, seconds } = prefetch();
+    const tight = gatedSchedule(prog, (i) => seconds[i], none, { gpu: 128, cpu: 1000, nvme: 0 });
+    expect(tight.start[3]).toBe(2);
+    expect(tight.end[4]).toBe(3.5);
+    const roomy = gatedSchedule(prog, (i) => seconds[i], none, { gpu: 256, cpu: 1000, nvme: 0 });
+    expect(roomy.start[3]).toBe(0);
+    expect(roomy.end[4]).toBe(3);
+  });
+
+  it('placed in that order, B takes A\'s bytes and its copy waits for A\'s free', () => {
+    const { prog, seconds } = prefetch();
+    const s = gatedSchedule(prog, (i) => seconds[i], none, { gpu: 128, cpu: 1000, nvme: 0 });
+    const a = assignOffsets(prog, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, { ...s, byTime: true });
+    expect(a.arenaBytes.gpu).toBe(128);
+    expect(a.buffers[1].offsetBytes).toBe(a.buffers[0].offsetBytes);
+    expect(a.instructions[3].waits).toContain(2);
+  });
+
+  it('never reuses bytes whose free comes later in the program than the new writer, even when the schedule frees them first', () => {
+    const { prog } = prefetch();
+    // a schedule in which A's free (instruction 2) ends before B's copy (3) starts, but the copy is moved before it in the program
+    const instructions = prog.instructions.map((x) => (x.id === 3 ? { ...x, id: 0 } : x.id < 3 ? { ...x, id: x.id + 1, waits: x.waits.map((w) => w + 1) } : x));
+    instructions.sort((x, y) => x.id - y.id);
+    const buffers = [{ ...prog.buffers[0], allocAt: 1, freeAt: 3 }, { ...prog.buffers[1], allocAt: 0 }, prog.buffers[2]];
+    const moved: Program = { buffers, instructions };
+    const start = Float64Array.from([2, 0, 1, 2, 2.5, 3.5]), end = Float64Array.from([2.5, 1, 2, 2, 3.5, 3.5]);
+    const a = assignOffsets(moved, { gpu: 256, cpu: 1000, nvme: 0 }, undefined, { start, end, byTime: true });
+    expect(a.buffers[1].offsetBytes).not.toBe(a.buffers[0].offsetBytes);
+    for (const x of a.instructions) for (const w of x.waits) expect(w).toBeLessThan(x.id);
   });
 });
 
