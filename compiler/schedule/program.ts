@@ -41,7 +41,15 @@ import { STREAMS } from '../plan/types.js';
 const NS = STREAMS.length;
 const STREAM_INDEX = Object.fromEntries(STREAMS.map((s, k) => [s, k])) as Record<StreamName, number>;
 
-export const REFETCH_GAP = 16;
+/**
+ * Ops across which a copy is kept (a longer gap drops it). 24: across the
+ * short gap between the last layers' forward and backward reads (lnf, the
+ * head, the loss and their gradients lie between), a GPT's weight copies stay,
+ * instead of going home and back behind the d2h queue (gpt3-6.7b/h100 0.205 ->
+ * 0.179 s, 13b/a100 1.761 -> 1.697; 13b/h100 1.429 -> 1.477; 20-28 alike:
+ * docs/BENCHMARKS.md).
+ */
+export const REFETCH_GAP = 24;
 
 export interface ProgramBuffer {
   readonly id: number;
