@@ -296,6 +296,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     const acc: LpCandidates = { seen: new Set() };
     const earlyEach = lp.earlyEach();
     lp.headroom(); // queued behind the placement LPs and the bound LP
+    lp.boundLeanest(); // and the bound LP's second stage, behind it
     for (const shares of await earlyEach) {
       const s = await shares;
       mark('LP placement solved (awaited)');
@@ -311,6 +312,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // and the bound LP's over 98 % of the GPU (its rounding leaves the schedule room to prefetch)
       const roomy = await lp.headroom();
       if (roomy.status === 'optimal') lpTry(g, hw, roomy, acc);
+      // and the bound LP's vertex with the least total load (its first stage's
+      // vertex is any of its optima: either rounds better in some cells;
+      // tried last, so that it does not change the others' retiming)
+      const lean = await lp.boundLeanest();
+      if (lean) lpTry(g, hw, lean, acc);
       mark('LP headroom candidate');
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit

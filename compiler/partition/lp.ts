@@ -46,8 +46,9 @@
 //    above it on gpt3-13b/a100, 13b/h200 and 6.7b/v100).
 // Rounding: the placement LPs' shares each to its largest tier or keeping
 // their bytes per tier, each activation to its largest choice; the bound LP's
-// (and the same LP's over HEADROOM_SHARE of the GPU) keeping its bytes per
-// tier (roundShares); castOnce keeps on the CPU a
+// (its first stage's vertex, its second stage's — least total load within
+// its optimum — and the same LP's over HEADROOM_SHARE of the GPU) keeping its
+// bytes per tier (roundShares); castOnce keeps on the CPU a
 // remade p16 whose state rounds there; the caller verifies the rounded plans
 // with the scheduler and simulator, repairs overflows and keeps the fastest.
 // Keeps true: deterministic (fixed row/column order). Cost: two LPs with
@@ -181,6 +182,8 @@ export interface LpRun {
    * optimum is no bound.
    */
   headroom(): Promise<LpSolution>;
+  /** The bound LP's shares with the least total load within its optimum (a second stage, queued on the first call behind what the solver thread has); undefined when that stage fails. */
+  boundLeanest(): Promise<LpSolution | undefined>;
   /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
@@ -237,11 +240,20 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   };
   if (opts.refineAtOnce) postPlans(segments);
   const model = buildLp(g, hw, opts, segments, 'bound');
+  const boundId = solver.nextSolveId;
+  const boundFirst = solver.solve(model.data, timeLimit, undefined, undefined, true);
   const bound = (async () => {
-    const first = await solver.solve(model.data, timeLimit);
+    const first = await boundFirst;
     return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
   })();
   bound.catch(() => {}); // the caller awaits it, or closes without needing it
+  // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
+  let leanest: Promise<LpSolution | undefined> | undefined;
+  const boundLeanest = () => (leanest ??= (async () => {
+    const second = await solver.solveAfter(boundId, { ...model.data, colCost: model.secondaryCost }, timeLimit, { col: model.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+    const first = await boundFirst;
+    return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
+  })());
   let roomy: Promise<LpSolution> | undefined;
   const headroom = () => (roomy ??= (() => {
     const lp = buildLp(g, { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes * HEADROOM_SHARE } }, opts, segments, 'bound');
@@ -288,7 +300,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { bound, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { bound, boundLeanest, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
