@@ -295,8 +295,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // (each LP's roundings as soon as its shares come, while the next solves)
     const acc: LpCandidates = { seen: new Set() };
     const earlyEach = lp.earlyEach();
-    lp.headroom(); // queued behind the placement LPs and the bound LP
-    lp.boundLeanest(); // and the bound LP's second stage, behind it
+    lp.headroom(); // queued on the second solver thread, behind its placement LP
+    lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP
     for (const shares of await earlyEach) {
       const s = await shares;
       mark('LP placement solved (awaited)');
@@ -317,7 +317,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // tried last, so that it does not change the others' retiming)
       const lean = await lp.boundLeanest();
       if (lean) lpTry(g, hw, lean, acc);
-      mark('LP headroom candidate');
+      mark('LP bound-row candidates');
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }

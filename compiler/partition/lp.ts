@@ -51,10 +51,11 @@
 // bytes per tier (roundShares); castOnce keeps on the CPU a
 // remade p16 whose state rounds there; the caller verifies the rounded plans
 // with the scheduler and simulator, repairs overflows and keeps the fastest.
-// Keeps true: deterministic (fixed row/column order). Cost: two LPs with
-// O(groups + activations) columns and O(K + groups) rows, solved on a worker
-// thread (highs-worker.ts) while compile searches the min-cut; the placement
-// LP only when compile needs its placement.
+// Keeps true: deterministic (fixed row/column order). Cost: LPs with
+// O(groups + activations) columns and O(K + groups) rows, solved on worker
+// threads (highs-worker.ts) while compile searches the min-cut: the bound LP
+// always; the placement LPs, the bound LP's second stage and its headroom
+// variant only when compile needs placements.
 
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
@@ -93,6 +94,14 @@ export interface LpOptions {
  * error (compile says so and exits 2), so the limit is generous.
  */
 export const LP_TIME_LIMIT_SECONDS = 120;
+/**
+ * The time limit of the solves compile can do without (the placement LPs and
+ * their second stages, the bound LP's second stage and its headroom variant:
+ * without them compile rounds the bound LP's shares). gpt-1t's finer placement
+ * LP (384 segments) runs past any limit; at 30 s, as before, the 1T test took
+ * 38 s, at 120 s it took 129.
+ */
+export const OPTIONAL_TIME_LIMIT_SECONDS = 30;
 
 export interface ParamGroup {
   adam: number;
@@ -177,9 +186,9 @@ export interface LpRun {
   earlyEach(): Promise<Promise<LpSolution | undefined>[]>;
   /**
    * The bound LP's rows over HEADROOM_SHARE of the GPU (queued on the first
-   * call, on the second solver thread when there is one): shares to round, as the bound
-   * LP's are, for a plan that leaves the schedule some room to prefetch. Its
-   * optimum is no bound.
+   * call, on the second solver thread when there is one): shares to round, as
+   * the bound LP's are, for a plan that leaves the schedule some room to
+   * prefetch. Its optimum is no bound.
    */
   headroom(): Promise<LpSolution>;
   /** The bound LP's shares with the least total load within its optimum (a second stage, queued on the first call behind what the solver thread has); undefined when that stage fails. */
@@ -209,6 +218,7 @@ export const HEADROOM_SHARE = 0.98;
 export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): LpRun {
   const solver = opts.solver ?? new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS;
+  const optionalLimit = Math.min(timeLimit, OPTIONAL_TIME_LIMIT_SECONDS);
   const segments = opts.segments ?? 48;
   const t0 = performance.now();
   // The placement LPs: two in fp16/bf16, differing only in what a remade p16
@@ -232,8 +242,8 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
       const lp = buildLp(g, hw, opts, K, 'plan', remat);
       const on = k > 0 && opts.second ? opts.second : solver;
       const id = on.nextSolveId;
-      const first = on.solve(lp.data, timeLimit, undefined, undefined, true);
-      const second = on.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, timeLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+      const first = on.solve(lp.data, optionalLimit, undefined, undefined, true);
+      const second = on.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, optionalLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
       first.catch(() => {}); second.catch(() => {});
       return { lp, first, second };
     });
@@ -250,14 +260,14 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= (async () => {
-    const second = await solver.solveAfter(boundId, { ...model.data, colCost: model.secondaryCost }, timeLimit, { col: model.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+    const second = await solver.solveAfter(boundId, { ...model.data, colCost: model.secondaryCost }, optionalLimit, { col: model.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
     const first = await boundFirst;
     return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
   })());
   let roomy: Promise<LpSolution> | undefined;
   const headroom = () => (roomy ??= (() => {
     const lp = buildLp(g, { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes * HEADROOM_SHARE } }, opts, segments, 'bound');
-    const solving = (opts.second ?? solver).solve(lp.data, timeLimit);
+    const solving = (opts.second ?? solver).solve(lp.data, optionalLimit);
     const out = (async () => { const r = await solving; return lp.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3); })();
     out.catch(() => {});
     return out;

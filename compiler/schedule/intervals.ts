@@ -61,26 +61,27 @@ export class FreeList {
    *  while `budget` allows, else the fitting range with the lowest score (ties:
    *  the smaller range), else the top. */
   allocQuiet(size: number, align: number, budget: number, score: (at: number) => number): number {
+    const best = this.smallestFitting(size, align, (at) => score(at) < 0);
+    if (best >= 0) return this.take(best, size, align);
+    return this.allocFar(size, align, budget, score);
+  }
+
+  /** Index of the smallest free range that fits `size` at an `align`ed start `ok` accepts; -1 when none. */
+  private smallestFitting(size: number, align: number, ok: (at: number) => boolean): number {
     const up = (x: number) => Math.ceil(x / align) * align;
     let best = -1;
     for (let i = 0; i < this.ranges.length; i++) {
       const [lo, hi] = this.ranges[i];
       if (up(lo) + size > hi) continue;
-      if ((best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0]) && score(up(lo)) < 0) best = i;
+      if ((best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0]) && ok(up(lo))) best = i;
     }
-    if (best >= 0) return this.take(best, size, align);
-    return this.allocFar(size, align, budget, score);
+    return best;
   }
 
   /** The smallest fitting free range whose start `allowed` accepts, else fresh bytes at the top within `budget` (a free range ending at the top is extended when allowed); -1 when neither. */
   allocBefore(size: number, align: number, budget: number, allowed: (at: number) => boolean): number {
     const up = (x: number) => Math.ceil(x / align) * align;
-    let best = -1;
-    for (let i = 0; i < this.ranges.length; i++) {
-      const [lo, hi] = this.ranges[i];
-      if (up(lo) + size > hi) continue;
-      if ((best < 0 || hi - lo < this.ranges[best][1] - this.ranges[best][0]) && allowed(up(lo))) best = i;
-    }
+    const best = this.smallestFitting(size, align, allowed);
     if (best >= 0) return this.take(best, size, align);
     const last = this.ranges[this.ranges.length - 1];
     if (last && last[1] === this.top && up(last[0]) + size <= budget && allowed(up(last[0]))) {
