@@ -37,8 +37,9 @@ export interface HighsResult {
 // after.id (posted before it, so solved after it): it runs only when that one
 // was optimal (else it answers status 'skipped'), with column col's upper
 // bound set to that optimum * (1 + relTol) + absTol and an iteration limit of
-// iterationsFactor * its iterations + iterationsPlus; so the follow-up starts
-// the moment the first ends, without a round trip through a busy main thread.
+// iterationsFactor * its iterations + iterationsPlus (skipped as well when
+// that is above iterationsMax, if given); so the follow-up starts the moment
+// the first ends, without a round trip through a busy main thread.
 // Before highs compiles its WebAssembly, the worker tells V8 whether to keep
 // the baseline (Liftoff) code or to tier hot functions up to TurboFan
 // (liftoffOnly). In a fresh process V8 spent ~1 s of CPU optimising HiGHS's
@@ -74,6 +75,7 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       if (!prev || prev.status !== 'optimal') { parentPort.postMessage({ id, status: 'skipped', objective: NaN, x: new Float64Array(0), iterations: 0 }); return; }
       data.colUpper[after.col] = prev.objective * (1 + after.relTol) + after.absTol;
       iterationLimit = after.iterationsFactor * prev.iterations + after.iterationsPlus;
+      if (after.iterationsMax !== undefined && iterationLimit > after.iterationsMax) { parentPort.postMessage({ id, status: 'skipped', objective: NaN, x: new Float64Array(0), iterations: 0 }); return; }
     }
     const readyAt = performance.timeOrigin + performance.now();
     const c = highs.constants.modelStatus;
@@ -139,9 +141,10 @@ export class LpWorker {
    * started with keep): at once after it on the solver thread, with column
    * `col`'s upper bound set to first's optimum * (1 + relTol) + absTol and an
    * iteration limit of iterationsFactor * first's iterations + iterationsPlus.
-   * Undefined when first did not end optimal (nothing was solved).
+   * Undefined when first did not end optimal, or when that limit is above
+   * iterationsMax (nothing was solved).
    */
-  solveAfter(first: number, data: HighsModelData, timeLimitSeconds: number, after: { col: number; relTol: number; absTol: number; iterationsFactor: number; iterationsPlus: number }, options?: Readonly<Record<string, number | string>>): Promise<HighsResult | undefined> {
+  solveAfter(first: number, data: HighsModelData, timeLimitSeconds: number, after: { col: number; relTol: number; absTol: number; iterationsFactor: number; iterationsPlus: number; iterationsMax?: number }, options?: Readonly<Record<string, number | string>>): Promise<HighsResult | undefined> {
     // the follow-up's model and limit, as the solver thread makes them
     const followUp = (prev: HighsResult) => {
       const colUpper = Float64Array.from(data.colUpper);
@@ -154,6 +157,7 @@ export class LpWorker {
       this.kept.delete(first);
       if (known.status !== 'optimal') return Promise.resolve(undefined);
       const f = followUp(known);
+      if (after.iterationsMax !== undefined && f.iterationLimit > after.iterationsMax) return Promise.resolve(undefined);
       return this.solve(f.data, timeLimitSeconds, f.iterationLimit, options);
     }
     return this.post({ data, timeLimit: timeLimitSeconds, options, after: { id: first, ...after } }).then((r) => {

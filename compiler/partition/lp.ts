@@ -102,6 +102,13 @@ export const LP_TIME_LIMIT_SECONDS = 120;
  * 38 s, at 120 s it took 129.
  */
 export const OPTIONAL_TIME_LIMIT_SECONDS = 30;
+/**
+ * The bound LP's second stage runs only when twice its first stage's simplex
+ * iterations (+1000) stay within this: on the grid's GPT-3 presets it takes
+ * 1.2-1.5x stage 1's ~2800; on a 120B GPT (26000 in stage 1) it ran past 46000
+ * and 30 s without an answer (the 120B compile 20 -> 54 s).
+ */
+export const LEAN_MAX_ITERATIONS = 12_000;
 
 export interface ParamGroup {
   adam: number;
@@ -260,7 +267,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= (async () => {
-    const second = await solver.solveAfter(boundId, { ...model.data, colCost: model.secondaryCost }, optionalLimit, { col: model.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+    const second = await solver.solveAfter(boundId, { ...model.data, colCost: model.secondaryCost }, optionalLimit, { col: model.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000, iterationsMax: LEAN_MAX_ITERATIONS }, { simplex_scale_strategy: 4 });
     const first = await boundFirst;
     return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
   })());
