@@ -158,7 +158,8 @@ export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution, how: Rou
  * LP's only keeping its bytes per tier), each repaired to fit and simulated;
  * the fastest (the first on ties; equal roundings are built once). Which LP
  * and which rounding win varies by case (docs/BENCHMARKS.md, issue 5); place
- * adds the bound LP's rounding to the placement LPs'. Throws the first
+ * adds the bound LP's roundings (its first and second stages', and its
+ * headroom variant's) to the placement LPs'. Throws the first
  * rounding's does-not-fit when none fits.
  */
 function lpBest(g: Graph, hw: HardwareProfile, sols: LpSolution[]): Built {

@@ -226,6 +226,11 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const solver = opts.solver ?? new LpWorker();
   const timeLimit = opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS;
   const optionalLimit = Math.min(timeLimit, OPTIONAL_TIME_LIMIT_SECONDS);
+  // an LP's stage 2 on its solver thread right behind stage 1 (solve `id`):
+  // least total load with T within 1e-6 of stage 1's optimum, at most twice its
+  // iterations (+1000; none when that passes iterationsMax), HiGHS's strongest scaling
+  const secondStage = (on: LpWorker, id: number, built: BuiltLp, iterationsMax?: number) =>
+    on.solveAfter(id, { ...built.data, colCost: built.secondaryCost }, optionalLimit, { col: built.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000, iterationsMax }, { simplex_scale_strategy: 4 });
   const segments = opts.segments ?? 48;
   const t0 = performance.now();
   // The placement LPs: two in fp16/bf16, differing only in what a remade p16
@@ -250,7 +255,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
       const on = k > 0 && opts.second ? opts.second : solver;
       const id = on.nextSolveId;
       const first = on.solve(lp.data, optionalLimit, undefined, undefined, true);
-      const second = on.solveAfter(id, { ...lp.data, colCost: lp.secondaryCost }, optionalLimit, { col: lp.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000 }, { simplex_scale_strategy: 4 });
+      const second = secondStage(on, id, lp);
       first.catch(() => {}); second.catch(() => {});
       return { lp, first, second };
     });
@@ -267,7 +272,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= (async () => {
-    const second = await solver.solveAfter(boundId, { ...model.data, colCost: model.secondaryCost }, optionalLimit, { col: model.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000, iterationsMax: LEAN_MAX_ITERATIONS }, { simplex_scale_strategy: 4 });
+    const second = await secondStage(solver, boundId, model, LEAN_MAX_ITERATIONS);
     const first = await boundFirst;
     return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
   })());

@@ -192,6 +192,19 @@ function packPersistent(prog: Program, alignOf: Float64Array, order: Float64Arra
   return { lists, lasts };
 }
 
+/** Buffer `id` takes [lo, lo + span): its offset, its tier's peak, and a wait of its first writer for every last occupant's free on another stream. */
+function occupy(prog: Program, p: Placed, last: LastOccupant, id: number, lo: number, span: number): void {
+  const b = prog.buffers[id];
+  p.offset[id] = lo;
+  p.arenaBytes[b.tier] = Math.max(p.arenaBytes[b.tier], lo + b.sizeBytes);
+  for (const w of last.take(lo, lo + span)) {
+    if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) {
+      const more = p.extra.get(b.allocAt);
+      if (more) more.push(w); else p.extra.set(b.allocAt, [w]);
+    }
+  }
+}
+
 /**
  * A placement in the order of a schedule of the program (start/end per
  * instruction, e.g. the program's schedule without the arena's waits): each
@@ -223,14 +236,7 @@ function placeByTime(prog: Program, alignOf: Float64Array, order: Float64Array |
     const allowed = (x: number) => last.latest(x, x + span(b)) < Math.max(at, 0);
     let lo = list.allocBefore(span(b), alignOf[id], budget[tier], allowed);
     if (lo < 0) lo = list.allocBefore(span(b), alignOf[id], Infinity, allowed); // no room: above the budget (the placement is not kept)
-    offset[id] = lo;
-    arenaBytes[tier] = Math.max(arenaBytes[tier], lo + b.sizeBytes);
-    for (const w of last.take(lo, lo + span(b))) {
-      if (at >= 0 && prog.instructions[w].stream !== prog.instructions[at].stream) {
-        const more = extra.get(at);
-        if (more) more.push(w); else extra.set(at, [w]);
-      }
-    }
+    occupy(prog, { offset, extra, arenaBytes }, last, id, lo, span(b));
   }
   return { offset, extra, arenaBytes };
 }
@@ -268,14 +274,7 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
         ? list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => { const e = last.mostWhere(at, at + span(b), other, end); return e <= ready ? -1 : e - ready; })
         : list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => last.latestWhere(at, at + span(b), other));
     } else lo = list.alloc(span(b), alignOf[b.id]);
-    offset[b.id] = lo;
-    arenaBytes[tier] = Math.max(arenaBytes[tier], lo + b.sizeBytes);
-    for (const w of last.take(lo, lo + span(b))) {
-      if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) {
-        const more = extra.get(b.allocAt);
-        if (more) more.push(w); else extra.set(b.allocAt, [w]);
-      }
-    }
+    occupy(prog, { offset, extra, arenaBytes }, last, b.id, lo, span(b));
   };
   for (const id of allocsAt[0]) allocate(id, 0);
   for (let i = 0; i < n; i++) {
