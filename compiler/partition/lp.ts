@@ -146,6 +146,12 @@ export interface LpSolution {
   saved: number[];            // activation tensor ids with a keep/offload/recompute decision
   keepShare: Float64Array;
   recomputeShare: Float64Array;
+  /**
+   * Set where lowerBoundSeconds is over the plans that keep everything on the
+   * GPU (LpRun.kept: a model that fits stays there): the bound LP's optimum
+   * over every placement, which may move state or work off the GPU.
+   */
+  anyPlacementSeconds?: number;
 }
 
 export function paramGroups(g: Graph): ParamGroup[] {
@@ -200,6 +206,13 @@ export interface LpRun {
   headroom(): Promise<LpSolution>;
   /** The bound LP's shares with the least total load within its optimum (a second stage, queued on the first call behind what the solver thread has); undefined when that stage fails. */
   boundLeanest(): Promise<LpSolution | undefined>;
+  /**
+   * The bound LP with its choices fixed to p's (as placementBound), solved on
+   * the second solver thread when there is one: the bound over the plans of
+   * p's placement, with anyPlacementSeconds from the bound LP. compile keeps a
+   * model that fits on the GPU there (no traffic), and this is its bound.
+   */
+  kept(p: Placement): Promise<LpSolution>;
   /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
@@ -284,6 +297,12 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     out.catch(() => {});
     return out;
   })());
+  const kept = async (p: Placement): Promise<LpSolution> => {
+    const r = await (opts.second ?? solver).solve({ ...model.data, ...model.fixedTo(p) }, optionalLimit);
+    const any = await bound;
+    if (r.status !== 'optimal') return any; // no bound of its own: the bound over every placement holds for it too
+    return { ...model.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3), ...(any.status === 'optimal' ? { anyPlacementSeconds: any.lowerBoundSeconds } : {}) };
+  };
   const solved = async (run: PlanRun): Promise<LpSolution | undefined> => {
     const first = await run.first;
     if (first.status !== 'optimal') return undefined;
@@ -322,7 +341,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { bound, boundLeanest, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { bound, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {

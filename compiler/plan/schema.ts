@@ -102,7 +102,11 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
     bound: {
       type: 'object', required: ['lowerBoundSeconds', 'gapPercent', 'lp'],
       description: "the LP's lower bound on the step time and how far the plan's prediction is above it",
-      properties: { lowerBoundSeconds: { type: 'number', minimum: 0 }, gapPercent: num, lp: { type: 'object', required: ['rows', 'cols', 'nonzeros', 'status'] } },
+      properties: {
+        lowerBoundSeconds: { type: 'number', minimum: 0 }, gapPercent: num, lp: { type: 'object', required: ['rows', 'cols', 'nonzeros', 'status'] },
+        keptOnGpu: { type: 'boolean', description: 'the model fits on the GPU and stays there: lowerBoundSeconds is over the plans that keep it there' },
+        anyPlacementLowerBoundSeconds: { type: 'number', minimum: 0, description: 'with keptOnGpu: the bound over every placement' },
+      },
     },
     tiers: { type: 'object', required: ['gpu', 'cpu', 'nvme'], properties: { gpu: tierSummary, cpu: tierSummary, nvme: tierSummary } },
     buffers: {

@@ -87,6 +87,13 @@ export interface Plan {
     readonly lowerBoundSeconds: number;
     readonly gapPercent: number;
     readonly lp: { readonly rows: number; readonly cols: number; readonly nonzeros: number; readonly status: string };
+    /**
+     * The model fits on the GPU and the plan keeps it there with no traffic:
+     * lowerBoundSeconds is over such plans, anyPlacementLowerBoundSeconds over
+     * every placement (one that moves state or work off the GPU may be faster).
+     */
+    readonly keptOnGpu?: boolean;
+    readonly anyPlacementLowerBoundSeconds?: number;
   };
 }
 

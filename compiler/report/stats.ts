@@ -25,6 +25,8 @@ export interface PlanStats {
   /** The LP's lower bound on the step time (absent in plans made without it). */
   lowerBoundSeconds?: number;
   gapPercent?: number;
+  /** The model fits on the GPU and stays there: the bound above is over such plans, this one over every placement. */
+  anyPlacementLowerBoundSeconds?: number;
   /** With --dpu: the warm-up length and the steady-state step's prediction and peaks. */
   dpu?: { warmupSteps: number; stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
   /**
@@ -94,6 +96,7 @@ export function planStats(plan: Plan): PlanStats {
     ...(plan.tiers.nvme.peakBytes > 0 ? { nvmeIo: { queueDepth: plan.hardware.nvme.queueDepth ?? null, blockBytes: plan.hardware.nvme.blockBytes ?? null } } : {}),
     lambdaSecondsPerByte: p.lambdaSecondsPerByte,
     ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
+    ...(plan.bound?.anyPlacementLowerBoundSeconds !== undefined ? { anyPlacementLowerBoundSeconds: plan.bound.anyPlacementLowerBoundSeconds } : {}),
     atPeak: occupancyAtPeak(plan),
     ...(plan.sp ? {
       sp: {

@@ -46,7 +46,11 @@ export function textReport(s: PlanStats): string {
     const q = s.nvmeIo.queueDepth, b = s.nvmeIo.blockBytes;
     L.push(`nvme I/O: queue depth ${q ?? '8 (runtime default)'}, blocks ${b !== null ? fmtBytes(b) : '1 MiB (runtime default)'}; the runtime uses io_uring when built with liburing, else a pread/pwrite thread pool (run --json summary.nvme says which)`);
   }
-  if (s.lowerBoundSeconds !== undefined) L.push(`lower bound (LP): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
+  if (s.lowerBoundSeconds !== undefined) {
+    const kept = s.anyPlacementLowerBoundSeconds !== undefined ? ', over the plans that keep this model on the GPU, where it fits' : '';
+    L.push(`lower bound (LP${kept}): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
+    if (kept) L.push(`lower bound over every placement: ${fmtSeconds(s.anyPlacementLowerBoundSeconds!)} (a plan moving state or work off the GPU, which compile does not make for a model that fits)`);
+  }
   if (s.dpu) L.push(`delayed parameter update: after ${s.dpu.warmupSteps} warm-up steps, predicted step ${fmtSeconds(s.dpu.stepSeconds)}; gpu peak ${fmtBytes(s.dpu.tiers.gpu.peakBytes)}, cpu peak ${fmtBytes(s.dpu.tiers.cpu.peakBytes)}; h2d ${fmtBytes(s.dpu.traffic.h2dBytes)}, d2h ${fmtBytes(s.dpu.traffic.d2hBytes)} per step`);
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const parts = Object.entries(s.atPeak[t].bytes).filter(([, b]) => b! > 0).sort((a, b) => b[1]! - a[1]!);

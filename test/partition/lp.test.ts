@@ -52,6 +52,27 @@ describe('LP partition over gpu, cpu and nvme', () => {
     }
   });
 
+  it('bounds a model that fits, and stays on the GPU, over such plans, and says what moving it off would allow', async () => {
+    // gpt2-124m fits a V100 and stays there with no traffic; the bound LP over
+    // every placement moves part of the update to the CPU (overlapped with the
+    // GPU's work): that bound is lower than the all-GPU plans'
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt2-124m', hw: 'v100-32g', precision: 'fp16' });
+    expect(plan.placement.method).toBe('all-gpu');
+    expect(plan.traffic.h2dBytes + plan.traffic.d2hBytes).toBe(0);
+    const b = plan.bound!;
+    console.log(`all-gpu: step ${plan.predicted.stepSeconds.toFixed(4)} s, bound over plans kept on the GPU ${b.lowerBoundSeconds.toFixed(4)} s, over every placement ${b.anyPlacementLowerBoundSeconds?.toFixed(4)} s`);
+    expect(b.keptOnGpu).toBe(true);
+    expect(b.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds * (1 + 1e-9));
+    expect(b.anyPlacementLowerBoundSeconds!).toBeLessThan(b.lowerBoundSeconds * 0.99);
+    // the kept bound is the GPU's own work (its ops run one at a time) to 0.1 %
+    const gpuBusy = plan.predicted.streamBusySeconds.gpu;
+    expect(b.lowerBoundSeconds).toBeGreaterThanOrEqual(gpuBusy * (1 - 1e-3));
+    // a model that does not fit has no such bound
+    const offloaded = await compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: 400_000 });
+    expect(offloaded.bound!.keptOnGpu).toBeUndefined();
+    expect(offloaded.bound!.anyPlacementLowerBoundSeconds).toBeUndefined();
+  });
+
   it('keeps parameters on the GPU when told to, and says what does not fit', async () => {
     const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', gpuMemBytes: 300_000, cpuMemBytes: 150_000, keepParamsOnGpu: true });
     for (const t of plan.graph.tensors) if (t.role === 'param16') expect(plan.placement.home[t.id]).toBe('gpu');
