@@ -49,7 +49,9 @@
 // starts in that schedule and give them back when their free ends, so a
 // prefetch finds the bytes free at that moment; a range is reused only when
 // its last occupants' frees come earlier in the program (waits point back).
-// Tried first; kept only when every tier fits (placeByTime).
+// Tried first; kept only when every tier fits (placeByTime). Where it does
+// not, the same lifetimes are placed largest first (placeBySize), which packs
+// them tighter; also kept only when every tier fits.
 // State order (when the caller gives it: state-order.ts): the persistent nvme
 // buffers are packed in that order — a parameter's p, m, v next to each other,
 // parameters in update order — then the rest in buffer order; without it, all
@@ -58,7 +60,7 @@
 // no write lands in memory before the previous occupant's last access has
 // completed; with capacities, no tier exceeds its capacity unless the compact
 // placement does. Deterministic: ties broken by buffer id. Cost: O(B log B +
-// B·L), L = buffers alive at once; up to six placements with capacities.
+// B·L), L = buffers alive at once (placeBySize: O(B^2) per tier); up to six placements with capacities.
 
 import type { Tier } from '../cost/cost.js';
 import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
@@ -107,7 +109,9 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
   const alignOf = alignments(prog);
   const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet, timing);
   if (capacity && timing && 'byTime' in timing) {
-    const byTime = placeByTime(prog, alignOf, order, capacity, timing.start, timing.end);
+    // in the schedule's time order, else largest first (tighter where the former overflows)
+    let byTime = placeByTime(prog, alignOf, order, capacity, timing.start, timing.end);
+    if (!fits(byTime, capacity)) byTime = placeBySize(prog, alignOf, order, timing.start, timing.end);
     if (fits(byTime, capacity)) return arenas(prog, byTime);
   }
   const compact = place();
@@ -237,6 +241,67 @@ function placeByTime(prog: Program, alignOf: Float64Array, order: Float64Array |
     let lo = list.allocBefore(span(b), alignOf[id], budget[tier], allowed);
     if (lo < 0) lo = list.allocBefore(span(b), alignOf[id], Infinity, allowed); // no room: above the budget (the placement is not kept)
     occupy(prog, { offset, extra, arenaBytes }, last, id, lo, span(b));
+  }
+  return { offset, extra, arenaBytes };
+}
+
+/**
+ * An offline placement of a schedule's lifetimes (start/end per instruction,
+ * e.g. the memory-gated one): a buffer lives from its first write's start to
+ * its free's end there. Largest first (ties: earlier start, then id), each at
+ * the lowest offset where it overlaps no placed buffer it may not share bytes
+ * with: one alive at the same time, or one whose order against it the program
+ * cannot keep — the earlier one's free must come before the later one's first
+ * write in the program (a wait may only point back). The waits are then the
+ * last occupants' frees, replayed in the schedule's time order (occupy).
+ * Placing in time order instead (placeByTime) leaves holes that a larger
+ * buffer later cannot use; placing the large ones first packs the same
+ * lifetimes tighter (the planner of TensorFlow Lite's "greedy by size").
+ * Cost: O(B^2) in the non-persistent buffers of a tier.
+ */
+function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, start: Float64Array, end: Float64Array): Placed {
+  const offset = new Float64Array(prog.buffers.length);
+  const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+  const extra = new Map<number, number[]>();
+  const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
+  const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
+  const from = (b: PlanBuffer | Program['buffers'][number]) => (b.allocAt < 0 ? -Infinity : start[b.allocAt]);
+  const to = (b: PlanBuffer | Program['buffers'][number]) => (b.freeAt < 0 ? Infinity : end[b.freeAt]);
+  // a before b in the same bytes: a's free ends before b's first write starts, and comes before it in the program
+  const before = (a: Program['buffers'][number], b: Program['buffers'][number]) =>
+    a.freeAt >= 0 && b.allocAt >= 0 && to(a) <= from(b) && a.freeAt < b.allocAt;
+  for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
+    const base = lists[tier].top;
+    const mine = prog.buffers.filter((b) => b.tier === tier && !(b.allocAt < 0 && b.freeAt < 0));
+    mine.sort((a, b) => span(b) - span(a) || from(a) - from(b) || a.id - b.id);
+    const placed: Program['buffers'][number][] = [];
+    for (const b of mine) {
+      // the byte ranges b may not overlap, lowest first; b goes in the first gap that holds it
+      const taken: [number, number][] = [];
+      for (const a of placed) if (!before(a, b) && !before(b, a)) taken.push([offset[a.id], offset[a.id] + span(a)]);
+      taken.sort((x, y) => x[0] - y[0]);
+      const align = alignOf[b.id];
+      let lo = roundUp(base, align);
+      for (const [x, y] of taken) {
+        if (lo + span(b) <= x) break;
+        if (y > lo) lo = roundUp(y, align);
+      }
+      offset[b.id] = lo;
+      placed.push(b);
+    }
+  }
+  // the waits: replay the lifetimes in time order (frees first at equal times), each first write taking its bytes' last occupants
+  const events: [number, number, number, number][] = [];
+  for (const b of prog.buffers) {
+    if (b.allocAt < 0 && b.freeAt < 0) continue;
+    events.push([from(b), 1, b.allocAt, b.id]);
+    if (b.freeAt >= 0) events.push([to(b), 0, b.freeAt, b.id]);
+  }
+  events.sort((x, y) => x[0] - y[0] || x[1] - y[1] || x[2] - y[2] || x[3] - y[3]);
+  for (const [, kind, at, id] of events) {
+    const b = prog.buffers[id], lo = offset[id];
+    if (kind === 0) lasts[b.tier].set(lo, lo + span(b), at);
+    else occupy(prog, { offset, extra, arenaBytes }, lasts[b.tier], id, lo, span(b));
   }
   return { offset, extra, arenaBytes };
 }

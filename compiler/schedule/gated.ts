@@ -63,9 +63,9 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
       const need = takes.get(i);
       if (need) for (const t of TIERS) if (need[t] > 0) at = Math.max(at, fitsAt(t, need[t], ready));
       if (at < pickAt || (at === pickAt && i < pick)) { pick = i; pickAt = at; }
-      if (ready < forcedAt || (ready === forcedAt && i < forced)) { forced = i; forcedAt = ready; }
+      if (forced < 0 || i < forced) { forced = i; forcedAt = ready; }
     }
-    if (pick < 0) { pick = forced; pickAt = forcedAt; } // no room for anything: the lowest-ready goes over the budget
+    if (pick < 0) { pick = forced; pickAt = forcedAt; } // no room for anything: the lowest goes over the budget
     const i = pick, k = streamOf.get(ins[i].stream)!;
     start[i] = pickAt;
     end[i] = Math.max(pickAt + seconds(i), follows[i] >= 0 ? end[follows[i]] : 0);

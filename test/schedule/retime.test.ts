@@ -129,6 +129,38 @@ describe('placement in the order of a schedule gated by memory', () => {
     const a = assignOffsets(moved, { gpu: 256, cpu: 1000, nvme: 0 }, undefined, { start, end, byTime: true });
     expect(a.buffers[1].offsetBytes).not.toBe(a.buffers[0].offsetBytes);
     for (const x of a.instructions) for (const w of x.waits) expect(w).toBeLessThan(x.id);
+    // nor when the capacity leaves no room beside A (placed largest first, then by the other placements)
+    const tight = assignOffsets(moved, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, { start, end, byTime: true });
+    expect(tight.buffers[1].offsetBytes).not.toBe(tight.buffers[0].offsetBytes);
+    for (const x of tight.instructions) for (const w of x.waits) expect(w).toBeLessThan(x.id);
+  });
+
+  it('where the time order leaves a hole too small for a later large buffer, the largest first packs the same lifetimes into the live peak', () => {
+    // A (64 bytes) and B (64) made at 0; A freed at 2, when C (128) is made; B freed at 4.
+    // In time order A takes 0, B 64, and C finds only A's 64 bytes free: 256 in all.
+    // Largest first C takes 0, A (over before C begins) 0 too, B 128: 192, the live peak.
+    const buffers: Program['buffers'][number][] = [
+      { id: 0, tensor: 0, tier: 'gpu', sizeBytes: 64, allocAt: 0, freeAt: 2 },  // A
+      { id: 1, tensor: 1, tier: 'gpu', sizeBytes: 64, allocAt: 0, freeAt: 5 },  // B
+      { id: 2, tensor: 2, tier: 'gpu', sizeBytes: 128, allocAt: 3, freeAt: -1 }, // C
+    ];
+    const instructions: Program['instructions'][number][] = [
+      { id: 0, stream: 'gpu', kind: 'run', op: 0, inputs: [], outputs: [0, 1], waits: [] },
+      { id: 1, stream: 'gpu', kind: 'run', op: 1, inputs: [0], outputs: [], waits: [] },
+      { id: 2, stream: 'gpu', kind: 'free', op: -1, inputs: [0], outputs: [], waits: [] },
+      { id: 3, stream: 'gpu', kind: 'run', op: 2, inputs: [], outputs: [2], waits: [] },
+      { id: 4, stream: 'gpu', kind: 'run', op: 3, inputs: [1], outputs: [], waits: [] },
+      { id: 5, stream: 'gpu', kind: 'free', op: -1, inputs: [1], outputs: [], waits: [] },
+    ];
+    const prog: Program = { buffers, instructions };
+    const start = Float64Array.from([0, 1, 2, 2, 3, 4]), end = Float64Array.from([1, 2, 2, 3, 4, 4]);
+    const roomy = assignOffsets(prog, { gpu: 256, cpu: 0, nvme: 0 }, undefined, { start, end, byTime: true });
+    expect(roomy.arenaBytes.gpu).toBe(256); // in time order where that fits
+    const a = assignOffsets(prog, { gpu: 192, cpu: 0, nvme: 0 }, undefined, { start, end, byTime: true });
+    expect(a.arenaBytes.gpu).toBe(192);
+    expect(a.buffers[2].offsetBytes).toBe(0);
+    expect(a.buffers[0].offsetBytes).toBe(0);
+    expect(a.buffers[1].offsetBytes).toBe(128);
   });
 });
 
