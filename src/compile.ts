@@ -20,7 +20,7 @@ import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
 import { gatedSchedule } from '../compiler/schedule/gated.js';
-import { assignOffsets, compactArenaBytes, type Arenas } from '../compiler/schedule/arena.js';
+import { assignInTime, assignOffsets, compactArenaBytes, type Arenas, type ReuseTiming } from '../compiler/schedule/arena.js';
 import { stateOrder } from '../compiler/schedule/state-order.js';
 import { buildProgram, liveBytesPeak, type Program } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
@@ -207,7 +207,7 @@ function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates
 const RETIME_MIN_GAIN = 0.02;
 /**
  * And placed in the order of the program's schedule gated by memory
- * (schedule/gated.ts; arena.ts byTime, else largest first), with the GPU's
+ * (schedule/gated.ts; arena.ts assignInTime: in time order, else largest first), with the GPU's
  * whole capacity and with 99 % and 98 % of it (room for fragmentation):
  * gpt3-13b/h200 0.425 -> 0.402 s, gpt2-1.5b on 16 GB 0.230 -> 0.224 s; with
  * 99 % and largest first, 0.400 -> 0.382 s and 0.221 -> 0.207 s, gpt3-13b/v100
@@ -221,12 +221,19 @@ function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Buil
   const ideal = simulate(g, b.placement, b.arenas.buffers, prog.instructions, hw);
   if (ideal.stepSeconds >= own * (1 - RETIME_MIN_GAIN) || ideal.stepSeconds >= beat) return b;
   const seconds = (i: number) => instructionSeconds(g, b.placement, b.arenas.buffers, prog.instructions[i], hw);
-  let best = b;
   const follows = followedProducers(g, b.arenas.buffers, prog.instructions);
-  const gated = (share: number) => () => ({ ...gatedSchedule(prog, seconds, follows, { ...capacities(hw), gpu: hw.gpu.capacityBytes * share }), byTime: true as const });
-  const timings = [() => ({ start: ideal.start, end: ideal.end }), () => ({ seconds, follows }), ...GATED_GPU_SHARES.map(gated)];
-  for (const timing of timings) {
-    const c: Built = { placement: b.placement, arenas: assignOffsets(prog, capacities(hw), order, timing()), prog, order };
+  const quiet = (timing: ReuseTiming) => () => assignOffsets(prog, capacities(hw), order, timing);
+  const gated = (share: number, reserving: boolean) => () => {
+    const s = gatedSchedule(prog, seconds, follows, { ...capacities(hw), gpu: hw.gpu.capacityBytes * share }, reserving);
+    return assignInTime(prog, capacities(hw), order, s.start, s.end);
+  };
+  const placements = [quiet({ start: ideal.start, end: ideal.end }), quiet({ seconds, follows }),
+    ...GATED_GPU_SHARES.map((s) => gated(s, false)), ...GATED_GPU_SHARES.map((s) => gated(s, true))];
+  let best = b;
+  for (const place of placements) {
+    const arenas = place();
+    if (!arenas) continue;
+    const c: Built = { placement: b.placement, arenas, prog, order };
     if (simulated(g, hw, c).stepSeconds < simulated(g, hw, best).stepSeconds) best = c;
     if (simulated(g, hw, best).stepSeconds <= ideal.stepSeconds * (1 + RETIME_MIN_GAIN)) break; // near the floor: nothing left to gain
   }

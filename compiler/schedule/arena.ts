@@ -43,15 +43,15 @@
 // before its writer is ready, and otherwise the range that delays its writer
 // least is taken; compile simulates it beside the plain one (src/compile.ts
 // retimed).
-// Placement in time order (a ReuseTiming with byTime: a schedule of the
-// program, e.g. schedule/gated.ts's, which lets prefetches run ahead only as
-// far as memory allows): buffers take their bytes when their first write
-// starts in that schedule and give them back when their free ends, so a
-// prefetch finds the bytes free at that moment; a range is reused only when
-// its last occupants' frees come earlier in the program (waits point back).
-// Tried first; kept only when every tier fits (placeByTime). Where it does
-// not, the same lifetimes are placed largest first (placeBySize), which packs
-// them tighter; also kept only when every tier fits.
+// Placement in time order (assignInTime, given a schedule of the program,
+// e.g. schedule/gated.ts's, which lets prefetches run ahead only as far as
+// memory allows): buffers take their bytes when their first write starts in
+// that schedule and give them back when their free ends, so a prefetch finds
+// the bytes free at that moment; a range is reused only when its last
+// occupants' frees come earlier in the program (waits point back)
+// (placeByTime). Where that does not fit, the same lifetimes are placed
+// largest first (placeBySize), which packs them tighter; neither fitting, no
+// placement.
 // State order (when the caller gives it: state-order.ts): the persistent nvme
 // buffers are packed in that order — a parameter's p, m, v next to each other,
 // parameters in update order — then the rest in buffer order; without it, all
@@ -108,12 +108,6 @@ const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', '
 export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming): Arenas {
   const alignOf = alignments(prog);
   const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet, timing);
-  if (capacity && timing && 'byTime' in timing) {
-    // in the schedule's time order, else largest first (tighter where the former overflows)
-    let byTime = placeByTime(prog, alignOf, order, capacity, timing.start, timing.end);
-    if (!fits(byTime, capacity)) byTime = placeBySize(prog, alignOf, order, timing.start, timing.end);
-    if (fits(byTime, capacity)) return arenas(prog, byTime);
-  }
   const compact = place();
   if (!capacity || !fits(compact, capacity)) return arenas(prog, compact);
   const far = prefetchBuffers(prog);
@@ -128,6 +122,38 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
     }
   }
   return arenas(prog, compact);
+}
+
+/**
+ * Offsets for a schedule of the program (start/end per instruction, e.g.
+ * gated.ts's): in its time order (placeByTime), else largest first
+ * (placeBySize); undefined when neither fits the capacities (the caller has
+ * assignOffsets' placement already).
+ */
+export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, number>>, order: Float64Array | undefined, start: Float64Array, end: Float64Array): Arenas | undefined {
+  // no placement takes less than the bytes alive at once in the schedule
+  const live = liveInTime(prog, start, end);
+  if ((['gpu', 'cpu', 'nvme'] as Tier[]).some((t) => live[t] > capacity[t])) return undefined;
+  const alignOf = alignments(prog);
+  const byTime = placeByTime(prog, alignOf, order, capacity, start, end);
+  if (fits(byTime, capacity)) return arenas(prog, byTime);
+  const bySize = placeBySize(prog, alignOf, order, start, end);
+  return fits(bySize, capacity) ? arenas(prog, bySize) : undefined;
+}
+
+/** Per tier, the most bytes alive at once when buffers live from their first write's start to their free's end (frees first at equal times). */
+function liveInTime(prog: Program, start: Float64Array, end: Float64Array): Record<Tier, number> {
+  const peak: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+  const events: Record<Tier, [number, number][]> = { gpu: [], cpu: [], nvme: [] };
+  for (const b of prog.buffers) {
+    events[b.tier].push([b.allocAt < 0 ? -Infinity : start[b.allocAt], b.sizeBytes]);
+    if (b.freeAt >= 0) events[b.tier].push([end[b.freeAt], -b.sizeBytes]);
+  }
+  for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
+    let alive = 0;
+    for (const [, d] of events[t].sort((x, y) => x[0] - y[0] || x[1] - y[1])) { alive += d; if (alive > peak[t]) peak[t] = alive; }
+  }
+  return peak;
 }
 
 /**
@@ -177,8 +203,7 @@ function arenas(prog: Program, { offset, extra, arenaBytes }: Placed): Arenas {
  * caller simulates them beside the plain quiet placement.
  */
 export type ReuseTiming =
-  /** byTime: place in that schedule's order (placeByTime) before anything else */
-  | { readonly start: Float64Array; readonly end: Float64Array; readonly byTime?: true }
+  | { readonly start: Float64Array; readonly end: Float64Array }
   | { readonly seconds: (instruction: number) => number; readonly follows: Int32Array };
 
 /** Persistent buffers packed from offset 0 per tier: each tier's free list and last-occupant map, and the peaks. */
@@ -274,20 +299,20 @@ function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array |
     const base = lists[tier].top;
     const mine = prog.buffers.filter((b) => b.tier === tier && !(b.allocAt < 0 && b.freeAt < 0));
     mine.sort((a, b) => span(b) - span(a) || from(a) - from(b) || a.id - b.id);
+    // placed buffers by offset; b goes in the first gap, lowest first, between those it may not overlap
     const placed: Program['buffers'][number][] = [];
     for (const b of mine) {
-      // the byte ranges b may not overlap, lowest first; b goes in the first gap that holds it
-      const taken: [number, number][] = [];
-      for (const a of placed) if (!before(a, b) && !before(b, a)) taken.push([offset[a.id], offset[a.id] + span(a)]);
-      taken.sort((x, y) => x[0] - y[0]);
       const align = alignOf[b.id];
       let lo = roundUp(base, align);
-      for (const [x, y] of taken) {
-        if (lo + span(b) <= x) break;
-        if (y > lo) lo = roundUp(y, align);
+      for (const a of placed) {
+        if (lo + span(b) <= offset[a.id]) break;
+        if (before(a, b) || before(b, a)) continue;
+        if (offset[a.id] + span(a) > lo) lo = roundUp(offset[a.id] + span(a), align);
       }
       offset[b.id] = lo;
-      placed.push(b);
+      let k = placed.length;
+      while (k > 0 && offset[placed[k - 1].id] > lo) k--;
+      placed.splice(k, 0, b);
     }
   }
   // the waits: replay the lifetimes in time order (frees first at equal times), each first write taking its bytes' last occupants

@@ -1,6 +1,6 @@
 // Memory-gated schedule of a program: Program + each instruction's duration +
 // a byte budget per tier -> when each instruction starts and ends, for the
-// arena's placement in time order (arena.ts, ReuseTiming byTime).
+// arena's placement in time order (arena.ts assignInTime).
 //
 // Takes the program (instructions with their waits; buffers with their first
 // write and free), each instruction's seconds, the producer each copy follows
@@ -26,7 +26,7 @@ import type { Program } from './program.js';
 
 const TIERS: Tier[] = ['gpu', 'cpu', 'nvme'];
 
-export function gatedSchedule(prog: Program, seconds: (instruction: number) => number, follows: Int32Array, budget: Readonly<Record<Tier, number>>): { start: Float64Array; end: Float64Array } {
+export function gatedSchedule(prog: Program, seconds: (instruction: number) => number, follows: Int32Array, budget: Readonly<Record<Tier, number>>, reserving = false): { start: Float64Array; end: Float64Array } {
   const ins = prog.instructions, n = ins.length;
   const start = new Float64Array(n).fill(NaN), end = new Float64Array(n).fill(NaN);
   // bytes each instruction takes (first writes) and gives back (frees), per tier; the room left once the
@@ -38,6 +38,45 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
     if (b.allocAt < 0) room[b.tier] -= b.sizeBytes; else add(takes, b.allocAt, b.tier, b.sizeBytes);
     if (b.freeAt >= 0) add(gives, b.freeAt, b.tier, b.sizeBytes);
   }
+  // reserving: the most the instructions not yet started below i need beside
+  // what is alive, run in program order from here — per tier, the largest
+  // prefix sum of (takes, then less gives) over the unstarted ones in
+  // [lowest unstarted, i): a segment tree of (sum, largest prefix) per tier,
+  // an instruction's leaf zeroed when it starts
+  const size = reserving ? 1 << Math.ceil(Math.log2(Math.max(n, 1))) : 0;
+  const sums = {} as Record<Tier, Float64Array>, prefix = {} as Record<Tier, Float64Array>;
+  for (const t of TIERS) { sums[t] = new Float64Array(2 * size); prefix[t] = new Float64Array(2 * size); }
+  const pull = (t: Tier, v: number) => {
+    const l = 2 * v, r = l + 1;
+    sums[t][v] = sums[t][l] + sums[t][r];
+    prefix[t][v] = Math.max(prefix[t][l], sums[t][l] + prefix[t][r]);
+  };
+  if (reserving) {
+    for (const [i, r] of takes) for (const t of TIERS) { sums[t][size + i] += r[t]; prefix[t][size + i] += r[t]; }
+    for (const [i, r] of gives) for (const t of TIERS) sums[t][size + i] -= r[t];
+    for (const t of TIERS) for (let v = size - 1; v >= 1; v--) pull(t, v);
+  }
+  const started = (i: number) => {
+    if (!reserving) return;
+    for (const t of TIERS) {
+      let v = size + i;
+      sums[t][v] = prefix[t][v] = 0;
+      for (v >>= 1; v >= 1; v >>= 1) pull(t, v);
+    }
+  };
+  let lowest = 0, now = 0;
+  const reserve = (t: Tier, i: number): number => {
+    if (!reserving || i <= lowest) return 0;
+    // [lowest, i): the left-to-right combination of the covering nodes
+    let sum = 0, most = 0;
+    const right: number[] = [];
+    for (let lo = lowest + size, hi = i + size; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) { most = Math.max(most, sum + prefix[t][lo]); sum += sums[t][lo]; lo++; }
+      if (hi & 1) right.push(--hi);
+    }
+    for (let k = right.length - 1; k >= 0; k--) { const v = right[k]; most = Math.max(most, sum + prefix[t][v]); sum += sums[t][v]; }
+    return most;
+  };
   // frees scheduled but not yet ended, per tier, by end time
   const pending: Record<Tier, [number, number][]> = { gpu: [], cpu: [], nvme: [] };
   const queue: number[][] = STREAMS.map(() => []);
@@ -56,21 +95,24 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
     for (let k = 0; k < STREAMS.length; k++) {
       if (head[k] >= queue[k].length) continue;
       const i = queue[k][head[k]];
-      let ready = streamFree[k], waiting = false;
+      let ready = reserving ? Math.max(streamFree[k], now) : streamFree[k], waiting = false;
       for (const w of ins[i].waits) { if (Number.isNaN(end[w])) { waiting = true; break; } ready = Math.max(ready, w === follows[i] ? start[w] : end[w]); }
       if (waiting) continue;
       let at = ready;
       const need = takes.get(i);
-      if (need) for (const t of TIERS) if (need[t] > 0) at = Math.max(at, fitsAt(t, need[t], ready));
+      if (need) for (const t of TIERS) if (need[t] > 0) at = Math.max(at, fitsAt(t, need[t] + reserve(t, i), ready));
       if (at < pickAt || (at === pickAt && i < pick)) { pick = i; pickAt = at; }
       if (forced < 0 || i < forced) { forced = i; forcedAt = ready; }
     }
     if (pick < 0) { pick = forced; pickAt = forcedAt; } // no room for anything: the lowest goes over the budget
     const i = pick, k = streamOf.get(ins[i].stream)!;
+    now = Math.max(now, pickAt);
     start[i] = pickAt;
     end[i] = Math.max(pickAt + seconds(i), follows[i] >= 0 ? end[follows[i]] : 0);
     streamFree[k] = end[i];
     head[k]++;
+    started(i);
+    while (lowest < n && !Number.isNaN(start[lowest])) lowest++;
     // frees that ended by this start give their bytes back; this one's first writes take theirs
     for (const t of TIERS) {
       const p = pending[t];

@@ -4,7 +4,7 @@
 // whose free stands earliest in the program; compile keeps such a placement
 // only when it simulates faster, and the plan still verifies.
 import { describe, expect, it } from 'vitest';
-import { assignOffsets } from '../../compiler/schedule/arena.js';
+import { assignInTime, assignOffsets } from '../../compiler/schedule/arena.js';
 import { gatedSchedule } from '../../compiler/schedule/gated.js';
 import { buildProgram, type Program } from '../../compiler/schedule/program.js';
 import { stateOrder } from '../../compiler/schedule/state-order.js';
@@ -112,7 +112,7 @@ describe('placement in the order of a schedule gated by memory', () => {
   it('placed in that order, B takes A\'s bytes and its copy waits for A\'s free', () => {
     const { prog, seconds } = prefetch();
     const s = gatedSchedule(prog, (i) => seconds[i], none, { gpu: 128, cpu: 1000, nvme: 0 });
-    const a = assignOffsets(prog, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, { ...s, byTime: true });
+    const a = assignInTime(prog, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, s.start, s.end)!;
     expect(a.arenaBytes.gpu).toBe(128);
     expect(a.buffers[1].offsetBytes).toBe(a.buffers[0].offsetBytes);
     expect(a.instructions[3].waits).toContain(2);
@@ -126,13 +126,11 @@ describe('placement in the order of a schedule gated by memory', () => {
     const buffers = [{ ...prog.buffers[0], allocAt: 1, freeAt: 3 }, { ...prog.buffers[1], allocAt: 0 }, prog.buffers[2]];
     const moved: Program = { buffers, instructions };
     const start = Float64Array.from([2, 0, 1, 2, 2.5, 3.5]), end = Float64Array.from([2.5, 1, 2, 2, 3.5, 3.5]);
-    const a = assignOffsets(moved, { gpu: 256, cpu: 1000, nvme: 0 }, undefined, { start, end, byTime: true });
+    const a = assignInTime(moved, { gpu: 256, cpu: 1000, nvme: 0 }, undefined, start, end)!;
     expect(a.buffers[1].offsetBytes).not.toBe(a.buffers[0].offsetBytes);
     for (const x of a.instructions) for (const w of x.waits) expect(w).toBeLessThan(x.id);
-    // nor when the capacity leaves no room beside A (placed largest first, then by the other placements)
-    const tight = assignOffsets(moved, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, { start, end, byTime: true });
-    expect(tight.buffers[1].offsetBytes).not.toBe(tight.buffers[0].offsetBytes);
-    for (const x of tight.instructions) for (const w of x.waits) expect(w).toBeLessThan(x.id);
+    // nor when the capacity leaves no room beside A (largest first neither): then there is no placement
+    expect(assignInTime(moved, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, start, end)).toBeUndefined();
   });
 
   it('where the time order leaves a hole too small for a later large buffer, the largest first packs the same lifetimes into the live peak', () => {
@@ -154,9 +152,9 @@ describe('placement in the order of a schedule gated by memory', () => {
     ];
     const prog: Program = { buffers, instructions };
     const start = Float64Array.from([0, 1, 2, 2, 3, 4]), end = Float64Array.from([1, 2, 2, 3, 4, 4]);
-    const roomy = assignOffsets(prog, { gpu: 256, cpu: 0, nvme: 0 }, undefined, { start, end, byTime: true });
+    const roomy = assignInTime(prog, { gpu: 256, cpu: 0, nvme: 0 }, undefined, start, end)!;
     expect(roomy.arenaBytes.gpu).toBe(256); // in time order where that fits
-    const a = assignOffsets(prog, { gpu: 192, cpu: 0, nvme: 0 }, undefined, { start, end, byTime: true });
+    const a = assignInTime(prog, { gpu: 192, cpu: 0, nvme: 0 }, undefined, start, end)!;
     expect(a.arenaBytes.gpu).toBe(192);
     expect(a.buffers[2].offsetBytes).toBe(0);
     expect(a.buffers[0].offsetBytes).toBe(0);
