@@ -109,6 +109,43 @@ describe('placement in the order of a schedule gated by memory', () => {
     expect(roomy.end[4]).toBe(3);
   });
 
+  it('reserving, a prefetch never takes the room an earlier GPU op needs; plain, it can', () => {
+    // GPU: op0 makes A, op1 reads A and makes C (A and C alive at once), A freed, op2 reads C, C freed;
+    // then an h2d prefetch of B (no waits) for op3. 256 bytes: the program in order just fits.
+    const buffers: Program['buffers'][number][] = [
+      { id: 0, tensor: 0, tier: 'gpu', sizeBytes: 128, allocAt: 0, freeAt: 2 },   // A
+      { id: 1, tensor: 1, tier: 'gpu', sizeBytes: 128, allocAt: 1, freeAt: 4 },   // C
+      { id: 2, tensor: 2, tier: 'gpu', sizeBytes: 128, allocAt: 5, freeAt: 7 },   // B
+      { id: 3, tensor: 2, tier: 'cpu', sizeBytes: 128, allocAt: -1, freeAt: -1 }, // B's home
+    ];
+    const instructions: Program['instructions'][number][] = [
+      { id: 0, stream: 'gpu', kind: 'run', op: 0, inputs: [], outputs: [0], waits: [] },
+      { id: 1, stream: 'gpu', kind: 'run', op: 1, inputs: [0], outputs: [1], waits: [] },
+      { id: 2, stream: 'gpu', kind: 'free', op: -1, inputs: [0], outputs: [], waits: [] },
+      { id: 3, stream: 'gpu', kind: 'run', op: 2, inputs: [1], outputs: [], waits: [] },
+      { id: 4, stream: 'gpu', kind: 'free', op: -1, inputs: [1], outputs: [], waits: [] },
+      { id: 5, stream: 'h2d', kind: 'copy', op: -1, inputs: [3], outputs: [2], waits: [] },
+      { id: 6, stream: 'gpu', kind: 'run', op: 3, inputs: [2], outputs: [], waits: [5] },
+      { id: 7, stream: 'gpu', kind: 'free', op: -1, inputs: [2], outputs: [], waits: [] },
+    ];
+    const prog: Program = { buffers, instructions };
+    const seconds = [1, 1, 0, 1, 0, 0.5, 1, 0], none8 = new Int32Array(8).fill(-1), budget = { gpu: 256, cpu: 1000, nvme: 0 };
+    const peak = (s: { start: Float64Array; end: Float64Array }) => {
+      const ev = buffers.filter((b) => b.tier === 'gpu').flatMap((b) => [[s.start[b.allocAt], b.sizeBytes], [s.end[b.freeAt], -b.sizeBytes]]).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+      let alive = 0, most = 0;
+      for (const [, d] of ev) { alive += d; most = Math.max(most, alive); }
+      return most;
+    };
+    const plain = gatedSchedule(prog, (i) => seconds[i], none8, budget);
+    expect(plain.start[5]).toBe(0);                 // the prefetch ran ahead at once...
+    expect(peak(plain)).toBe(384);                  // ...and op1 went over the budget
+    const kept = gatedSchedule(prog, (i) => seconds[i], none8, budget, true);
+    expect(kept.start[1]).toBe(1);
+    expect(kept.start[5]).toBe(2);                  // held back until A's free
+    expect(peak(kept)).toBe(256);
+    expect(kept.end[6]).toBe(4);                    // op3 still right after op2
+  });
+
   it('placed in that order, B takes A\'s bytes and its copy waits for A\'s free', () => {
     const { prog, seconds } = prefetch();
     const s = gatedSchedule(prog, (i) => seconds[i], none, { gpu: 128, cpu: 1000, nvme: 0 });
