@@ -214,6 +214,15 @@ const RETIME_MIN_GAIN = 0.02;
  * 6.490 -> 6.270 s (docs/BENCHMARKS.md).
  */
 const GATED_GPU_SHARES = [1, 0.99, 0.98];
+/**
+ * The reserving gate (gated.ts) where the whole GPU does not place: bisection
+ * steps over [0.98, 1] for the largest share that does. Its schedule leaves a
+ * working set that fits at once, but fragmentation can still overflow by
+ * 0.1-0.3 GB; the nearer the share to 1, the shorter its schedule
+ * (gpt3-6.7b/a100: 0.4256 s with the reserving gate at 1/0.99/0.98 as the
+ * plain one, 0.4192 after 3 steps, 0.4162 after 5; docs/BENCHMARKS.md).
+ */
+const RESERVING_BISECTIONS = 5;
 
 function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Built {
   const { prog, order } = b;
@@ -223,19 +232,37 @@ function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Buil
   const seconds = (i: number) => instructionSeconds(g, b.placement, b.arenas.buffers, prog.instructions[i], hw);
   const follows = followedProducers(g, b.arenas.buffers, prog.instructions);
   const quiet = (timing: ReuseTiming) => () => assignOffsets(prog, capacities(hw), order, timing);
-  const gated = (share: number, reserving: boolean) => () => {
+  // a gated schedule placed, unless its makespan (the simulator's rule without
+  // overheads and NVMe batches) already says it cannot beat the best so far: 'slow'
+  const gated = (share: number, reserving: boolean) => (): Arenas | { overflows: Tier } | 'slow' => {
     const s = gatedSchedule(prog, seconds, follows, { ...capacities(hw), gpu: hw.gpu.capacityBytes * share }, reserving);
+    let makespan = 0;
+    for (const e of s.end) if (e > makespan) makespan = e;
+    if (makespan >= simulated(g, hw, best).stepSeconds) return 'slow';
     return assignInTime(prog, capacities(hw), order, s.start, s.end);
   };
-  const placements = [quiet({ start: ideal.start, end: ideal.end }), quiet({ seconds, follows }),
-    ...GATED_GPU_SHARES.map((s) => gated(s, false)), ...GATED_GPU_SHARES.map((s) => gated(s, true))];
+  const placements = [quiet({ start: ideal.start, end: ideal.end }), quiet({ seconds, follows }), ...GATED_GPU_SHARES.map((s) => gated(s, false))];
   let best = b;
-  for (const place of placements) {
-    const arenas = place();
-    if (!arenas) continue;
+  const near = () => simulated(g, hw, best).stepSeconds <= ideal.stepSeconds * (1 + RETIME_MIN_GAIN); // near the floor: nothing left to gain
+  // the candidate kept when its arenas place and it is faster; what they overflow, if they do ('slow': not placed)
+  const keep = (arenas: Arenas | { overflows: Tier } | 'slow'): Tier | 'slow' | undefined => {
+    if (arenas === 'slow' || 'overflows' in arenas) return arenas === 'slow' ? arenas : arenas.overflows;
     const c: Built = { placement: b.placement, arenas, prog, order };
     if (simulated(g, hw, c).stepSeconds < simulated(g, hw, best).stepSeconds) best = c;
-    if (simulated(g, hw, best).stepSeconds <= ideal.stepSeconds * (1 + RETIME_MIN_GAIN)) break; // near the floor: nothing left to gain
+    return undefined;
+  };
+  for (const place of placements) { keep(place()); if (near()) break; }
+  // reserving: the whole GPU, else the largest share down to the plain gate's
+  // smallest that places (bisection over the GPU's budget: only while the GPU
+  // is what overflows; a smaller share's schedule is no shorter, so one too
+  // slow sends it up)
+  if (!near() && keep(gated(1, true)()) === 'gpu') {
+    let lo = GATED_GPU_SHARES[GATED_GPU_SHARES.length - 1], hi = 1;
+    for (let k = 0; k < RESERVING_BISECTIONS && !near(); k++) {
+      const mid = (lo + hi) / 2;
+      const over = keep(gated(mid, true)());
+      if (over === 'gpu') hi = mid; else if (over === undefined || over === 'slow') lo = mid; else break;
+    }
   }
   mark('LP placement retimed');
   return best;

@@ -127,18 +127,20 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
 /**
  * Offsets for a schedule of the program (start/end per instruction, e.g.
  * gated.ts's): in its time order (placeByTime), else largest first
- * (placeBySize); undefined when neither fits the capacities (the caller has
- * assignOffsets' placement already).
+ * (placeBySize); when neither fits the capacities, the first tier that does
+ * not (the caller has assignOffsets' placement already).
  */
-export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, number>>, order: Float64Array | undefined, start: Float64Array, end: Float64Array): Arenas | undefined {
+export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, number>>, order: Float64Array | undefined, start: Float64Array, end: Float64Array): Arenas | { overflows: Tier } {
+  const over = (a: Record<Tier, number>) => (['gpu', 'cpu', 'nvme'] as Tier[]).find((t) => a[t] > capacity[t]);
   // no placement takes less than the bytes alive at once in the schedule
-  const live = liveInTime(prog, start, end);
-  if ((['gpu', 'cpu', 'nvme'] as Tier[]).some((t) => live[t] > capacity[t])) return undefined;
+  const live = over(liveInTime(prog, start, end));
+  if (live) return { overflows: live };
   const alignOf = alignments(prog);
   const byTime = placeByTime(prog, alignOf, order, capacity, start, end);
-  if (fits(byTime, capacity)) return arenas(prog, byTime);
+  if (!over(byTime.arenaBytes)) return arenas(prog, byTime);
   const bySize = placeBySize(prog, alignOf, order, start, end);
-  return fits(bySize, capacity) ? arenas(prog, bySize) : undefined;
+  const tier = over(bySize.arenaBytes);
+  return tier ? { overflows: tier } : arenas(prog, bySize);
 }
 
 /** Per tier, the most bytes alive at once when buffers live from their first write's start to their free's end (frees first at equal times). */

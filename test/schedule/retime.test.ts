@@ -97,6 +97,11 @@ function prefetch(): { prog: Program; seconds: number[] } {
   return { prog: { buffers, instructions }, seconds: [1, 1, 0, 0.5, 1, 0] };
 }
 const none = new Int32Array(6).fill(-1);
+/** assignInTime's arenas, failing the test where it names an overflowing tier instead. */
+function placed(r: ReturnType<typeof assignInTime>) {
+  if ('overflows' in r) throw new Error(`the ${r.overflows} arena overflows`);
+  return r;
+}
 
 describe('placement in the order of a schedule gated by memory', () => {
   it('the gated schedule holds a prefetch back until a free makes room, and not otherwise', () => {
@@ -149,7 +154,7 @@ describe('placement in the order of a schedule gated by memory', () => {
   it('placed in that order, B takes A\'s bytes and its copy waits for A\'s free', () => {
     const { prog, seconds } = prefetch();
     const s = gatedSchedule(prog, (i) => seconds[i], none, { gpu: 128, cpu: 1000, nvme: 0 });
-    const a = assignInTime(prog, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, s.start, s.end)!;
+    const a = placed(assignInTime(prog, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, s.start, s.end));
     expect(a.arenaBytes.gpu).toBe(128);
     expect(a.buffers[1].offsetBytes).toBe(a.buffers[0].offsetBytes);
     expect(a.instructions[3].waits).toContain(2);
@@ -163,11 +168,11 @@ describe('placement in the order of a schedule gated by memory', () => {
     const buffers = [{ ...prog.buffers[0], allocAt: 1, freeAt: 3 }, { ...prog.buffers[1], allocAt: 0 }, prog.buffers[2]];
     const moved: Program = { buffers, instructions };
     const start = Float64Array.from([2, 0, 1, 2, 2.5, 3.5]), end = Float64Array.from([2.5, 1, 2, 2, 3.5, 3.5]);
-    const a = assignInTime(moved, { gpu: 256, cpu: 1000, nvme: 0 }, undefined, start, end)!;
+    const a = placed(assignInTime(moved, { gpu: 256, cpu: 1000, nvme: 0 }, undefined, start, end));
     expect(a.buffers[1].offsetBytes).not.toBe(a.buffers[0].offsetBytes);
     for (const x of a.instructions) for (const w of x.waits) expect(w).toBeLessThan(x.id);
-    // nor when the capacity leaves no room beside A (largest first neither): then there is no placement
-    expect(assignInTime(moved, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, start, end)).toBeUndefined();
+    // nor when the capacity leaves no room beside A (largest first neither): then there is no placement, and the tier is named
+    expect(assignInTime(moved, { gpu: 128, cpu: 1000, nvme: 0 }, undefined, start, end)).toEqual({ overflows: 'gpu' });
   });
 
   it('where the time order leaves a hole too small for a later large buffer, the largest first packs the same lifetimes into the live peak', () => {
@@ -189,9 +194,9 @@ describe('placement in the order of a schedule gated by memory', () => {
     ];
     const prog: Program = { buffers, instructions };
     const start = Float64Array.from([0, 1, 2, 2, 3, 4]), end = Float64Array.from([1, 2, 2, 3, 4, 4]);
-    const roomy = assignInTime(prog, { gpu: 256, cpu: 0, nvme: 0 }, undefined, start, end)!;
+    const roomy = placed(assignInTime(prog, { gpu: 256, cpu: 0, nvme: 0 }, undefined, start, end));
     expect(roomy.arenaBytes.gpu).toBe(256); // in time order where that fits
-    const a = assignInTime(prog, { gpu: 192, cpu: 0, nvme: 0 }, undefined, start, end)!;
+    const a = placed(assignInTime(prog, { gpu: 192, cpu: 0, nvme: 0 }, undefined, start, end));
     expect(a.arenaBytes.gpu).toBe(192);
     expect(a.buffers[2].offsetBytes).toBe(0);
     expect(a.buffers[0].offsetBytes).toBe(0);
