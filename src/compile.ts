@@ -189,10 +189,10 @@ function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates
 }
 
 /**
- * The candidate with its arenas placed again by when frees end, both ways
- * (arena.ts ReuseTiming: the program's schedule without the arena's waits,
- * and an estimate made as it places), when one of them simulates faster than
- * its quiet placement (the fastest of the three, the first on ties). The
+ * The candidate with its arenas placed again, the fastest kept (the first on
+ * ties): by when frees end (arena.ts ReuseTiming: in the program's schedule
+ * without the arena's waits, or in an estimate made as it places), then along
+ * schedules gated by memory (GATED_GPU_SHARES, RESERVING_BISECTIONS). The
  * schedule without the arena's waits is a floor under every placement of the
  * program (NVMe batches aside): unless it is at least RETIME_MIN_GAIN below
  * the candidate's own step, and below `beat` (the best so far), none is
@@ -201,14 +201,14 @@ function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates
  * gains under 2 %: gpt3-13b/a100 1.660 -> 1.680 s once an earlier candidate
  * came within 2 % of the winner.) Measured (docs/BENCHMARKS.md): gpt3-13b/h200
  * 0.751 -> 0.557 s (the estimate), gpt2-1.5b on 16 GB 0.313 -> 0.290 s (the
- * ideal schedule); no other grid cell moves; gpt3-175b's candidates are
- * within 1.6 % of their floor (placed again, they were 40 % slower).
+ * ideal schedule); gpt3-175b's candidates are within 1.6 % of their floor
+ * (placed again, they were 40 % slower).
  */
 const RETIME_MIN_GAIN = 0.02;
 /**
- * And placed in the order of the program's schedule gated by memory
- * (schedule/gated.ts; arena.ts assignInTime: in time order, else largest first), with the GPU's
- * whole capacity and with 99 % and 98 % of it (room for fragmentation):
+ * The shares of the GPU at which the plain gate (schedule/gated.ts) is tried,
+ * its lifetimes placed by arena.ts assignInTime (in time order, else largest
+ * first); less than the whole GPU leaves room for fragmentation:
  * gpt3-13b/h200 0.425 -> 0.402 s, gpt2-1.5b on 16 GB 0.230 -> 0.224 s; with
  * 99 % and largest first, 0.400 -> 0.382 s and 0.221 -> 0.207 s, gpt3-13b/v100
  * 6.490 -> 6.270 s (docs/BENCHMARKS.md).
@@ -231,6 +231,7 @@ function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Buil
   if (ideal.stepSeconds >= own * (1 - RETIME_MIN_GAIN) || ideal.stepSeconds >= beat) return b;
   const seconds = (i: number) => instructionSeconds(g, b.placement, b.arenas.buffers, prog.instructions[i], hw);
   const follows = followedProducers(g, b.arenas.buffers, prog.instructions);
+  let best = b;
   const quiet = (timing: ReuseTiming) => () => assignOffsets(prog, capacities(hw), order, timing);
   // a gated schedule placed, unless its makespan (the simulator's rule without
   // overheads and NVMe batches) already says it cannot beat the best so far: 'slow'
@@ -242,7 +243,6 @@ function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Buil
     return assignInTime(prog, capacities(hw), order, s.start, s.end);
   };
   const placements = [quiet({ start: ideal.start, end: ideal.end }), quiet({ seconds, follows }), ...GATED_GPU_SHARES.map((s) => gated(s, false))];
-  let best = b;
   const near = () => simulated(g, hw, best).stepSeconds <= ideal.stepSeconds * (1 + RETIME_MIN_GAIN); // near the floor: nothing left to gain
   // the candidate kept when its arenas place and it is faster; what they overflow, if they do ('slow': not placed)
   const keep = (arenas: Arenas | { overflows: Tier } | 'slow'): Tier | 'slow' | undefined => {
