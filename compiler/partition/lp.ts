@@ -246,6 +246,10 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     on.solveAfter(id, { ...built.data, colCost: built.secondaryCost }, optionalLimit, { col: built.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000, iterationsMax }, { simplex_scale_strategy: 4 });
   const segments = opts.segments ?? 48;
   const t0 = performance.now();
+  // a solve the caller may never await: its failure (the solver thread closed
+  // when compile stops early, e.g. on "does not fit") must not end the process
+  // as an unhandled rejection; awaited, it still throws
+  const quiet = <T>(p: Promise<T>): Promise<T> => { p.catch(() => {}); return p; };
   // The placement LPs: two in fp16/bf16, differing only in what a remade p16
   // costs: the CPU's cast and a copy (the first), or a cast where the state
   // is, as in the bound LP (the second, rematCast 'gpu'). Neither's plans win
@@ -267,9 +271,8 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
       const lp = buildLp(g, hw, opts, K, 'plan', remat);
       const on = k > 0 && opts.second ? opts.second : solver;
       const id = on.nextSolveId;
-      const first = on.solve(lp.data, optionalLimit, undefined, undefined, true);
-      const second = secondStage(on, id, lp);
-      first.catch(() => {}); second.catch(() => {});
+      const first = quiet(on.solve(lp.data, optionalLimit, undefined, undefined, true));
+      const second = quiet(secondStage(on, id, lp));
       return { lp, first, second };
     });
   };
@@ -281,21 +284,19 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const first = await boundFirst;
     return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
   })();
-  bound.catch(() => {}); // the caller awaits it, or closes without needing it
+  quiet(bound);
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
-  const boundLeanest = () => (leanest ??= (async () => {
+  const boundLeanest = () => (leanest ??= quiet((async () => {
     const second = await secondStage(solver, boundId, model, LEAN_MAX_ITERATIONS);
     const first = await boundFirst;
     return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
-  })());
+  })()));
   let roomy: Promise<LpSolution> | undefined;
   const headroom = () => (roomy ??= (() => {
     const lp = buildLp(g, { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes * HEADROOM_SHARE } }, opts, segments, 'bound');
     const solving = (opts.second ?? solver).solve(lp.data, optionalLimit);
-    const out = (async () => { const r = await solving; return lp.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3); })();
-    out.catch(() => {});
-    return out;
+    return quiet((async () => { const r = await solving; return lp.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3); })());
   })());
   const kept = async (p: Placement): Promise<LpSolution> => {
     const r = await (opts.second ?? solver).solve({ ...model.data, ...model.fixedTo(p) }, optionalLimit);
@@ -326,7 +327,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
       if ((await bound).status !== 'optimal') return [];
       postPlans(384);
     }
-    return plans!.map(solved);
+    return plans!.map((run) => quiet(solved(run)));
   })());
   let shares: Promise<LpSolution[]> | undefined;
   const early = () => (shares ??= (async () => {

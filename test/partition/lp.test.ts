@@ -169,4 +169,31 @@ describe('the solver thread', () => {
     expect(onFirstSolve).toEqual(optimised);
     expect(atOnce).toEqual(optimised);
   });
+
+  it('closed with solves queued that nobody awaits (compile stopping on "does not fit"), it leaves no unhandled rejection', async () => {
+    // as compile's place: the placement LPs, the bound LP, its headroom variant and its second stage queued; the thread closed at once
+    const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+    const hw = loadProfile('v100-32g', { gpuMemBytes: 300_000, cpuMemBytes: 200_000 });
+    const unhandled: unknown[] = [];
+    const note = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', note);
+    const cache = process.env.TIERCUT_LP_CACHE;
+    process.env.TIERCUT_LP_CACHE = '0'; // solved for real: a remembered LP would answer before the thread closes
+    try {
+      for (let k = 0; k < 3; k++) {
+        const solver = new LpWorker(), second = new LpWorker();
+        const lp = startLp(graph, hw, { solver, second, refineAtOnce: true });
+        lp.headroom();
+        lp.boundLeanest();
+        solver.close();
+        second.close();
+        await expect(lp.bound).rejects.toThrow(/solver thread exited/); // awaited, the failure still shows
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      process.off('unhandledRejection', note);
+      if (cache === undefined) delete process.env.TIERCUT_LP_CACHE; else process.env.TIERCUT_LP_CACHE = cache;
+    }
+    expect(unhandled).toEqual([]);
+  });
 });
