@@ -143,17 +143,31 @@ export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, numb
   return tier ? { overflows: tier } : arenas(prog, bySize);
 }
 
-/** Per tier, the most bytes alive at once when buffers live from their first write's start to their free's end (frees first at equal times). */
-function liveInTime(prog: Program, start: Float64Array, end: Float64Array): Record<Tier, number> {
-  const peak: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
-  const events: Record<Tier, [number, number][]> = { gpu: [], cpu: [], nvme: [] };
+/**
+ * The non-persistent buffers' lifetimes in a schedule, as events in time
+ * order: [time, kind (0 free, 1 first write), instruction, buffer]; a buffer
+ * lives from its first write's start (-Infinity: alive at the step's start)
+ * to its free's end; frees first at equal times.
+ */
+function lifetimeEvents(prog: Program, start: Float64Array, end: Float64Array): [number, number, number, number][] {
+  const events: [number, number, number, number][] = [];
   for (const b of prog.buffers) {
-    events[b.tier].push([b.allocAt < 0 ? -Infinity : start[b.allocAt], b.sizeBytes]);
-    if (b.freeAt >= 0) events[b.tier].push([end[b.freeAt], -b.sizeBytes]);
+    if (b.allocAt < 0 && b.freeAt < 0) continue;
+    events.push([b.allocAt < 0 ? -Infinity : start[b.allocAt], 1, b.allocAt, b.id]);
+    if (b.freeAt >= 0) events.push([end[b.freeAt], 0, b.freeAt, b.id]);
   }
-  for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
-    let alive = 0;
-    for (const [, d] of events[t].sort((x, y) => x[0] - y[0] || x[1] - y[1])) { alive += d; if (alive > peak[t]) peak[t] = alive; }
+  return events.sort((x, y) => x[0] - y[0] || x[1] - y[1] || x[2] - y[2] || x[3] - y[3]);
+}
+
+/** Per tier, the most bytes alive at once in a schedule (persistent buffers included). */
+function liveInTime(prog: Program, start: Float64Array, end: Float64Array): Record<Tier, number> {
+  const alive: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+  for (const b of prog.buffers) if (b.allocAt < 0 && b.freeAt < 0) alive[b.tier] += b.sizeBytes;
+  const peak = { ...alive };
+  for (const [, kind, , id] of lifetimeEvents(prog, start, end)) {
+    const b = prog.buffers[id];
+    alive[b.tier] += kind === 1 ? b.sizeBytes : -b.sizeBytes;
+    if (alive[b.tier] > peak[b.tier]) peak[b.tier] = alive[b.tier];
   }
   return peak;
 }
@@ -253,15 +267,7 @@ function placeByTime(prog: Program, alignOf: Float64Array, order: Float64Array |
   const extra = new Map<number, number[]>();
   const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
-  // events: [time, kind (0 free, 1 alloc), instruction, buffer]; frees first at equal times
-  const events: [number, number, number, number][] = [];
-  for (const b of prog.buffers) {
-    if (b.allocAt < 0 && b.freeAt < 0) continue;
-    events.push([b.allocAt < 0 ? -Infinity : start[b.allocAt], 1, b.allocAt, b.id]);
-    if (b.freeAt >= 0) events.push([end[b.freeAt], 0, b.freeAt, b.id]);
-  }
-  events.sort((x, y) => x[0] - y[0] || x[1] - y[1] || x[2] - y[2] || x[3] - y[3]);
-  for (const [, kind, at, id] of events) {
+  for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
     const b = prog.buffers[id], tier = b.tier, list = lists[tier], last = lasts[tier];
     if (kind === 0) { const lo = offset[id]; list.free(lo, lo + span(b)); last.set(lo, lo + span(b), at); continue; }
     const allowed = (x: number) => last.latest(x, x + span(b)) < Math.max(at, 0);
@@ -292,8 +298,8 @@ function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array |
   const extra = new Map<number, number[]>();
   const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
-  const from = (b: PlanBuffer | Program['buffers'][number]) => (b.allocAt < 0 ? -Infinity : start[b.allocAt]);
-  const to = (b: PlanBuffer | Program['buffers'][number]) => (b.freeAt < 0 ? Infinity : end[b.freeAt]);
+  const from = (b: Program['buffers'][number]) => (b.allocAt < 0 ? -Infinity : start[b.allocAt]);
+  const to = (b: Program['buffers'][number]) => (b.freeAt < 0 ? Infinity : end[b.freeAt]);
   // a before b in the same bytes: a's free ends before b's first write starts, and comes before it in the program
   const before = (a: Program['buffers'][number], b: Program['buffers'][number]) =>
     a.freeAt >= 0 && b.allocAt >= 0 && to(a) <= from(b) && a.freeAt < b.allocAt;
@@ -317,15 +323,8 @@ function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array |
       placed.splice(k, 0, b);
     }
   }
-  // the waits: replay the lifetimes in time order (frees first at equal times), each first write taking its bytes' last occupants
-  const events: [number, number, number, number][] = [];
-  for (const b of prog.buffers) {
-    if (b.allocAt < 0 && b.freeAt < 0) continue;
-    events.push([from(b), 1, b.allocAt, b.id]);
-    if (b.freeAt >= 0) events.push([to(b), 0, b.freeAt, b.id]);
-  }
-  events.sort((x, y) => x[0] - y[0] || x[1] - y[1] || x[2] - y[2] || x[3] - y[3]);
-  for (const [, kind, at, id] of events) {
+  // the waits: replay the lifetimes in time order, each first write taking its bytes' last occupants
+  for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
     const b = prog.buffers[id], lo = offset[id];
     if (kind === 0) lasts[b.tier].set(lo, lo + span(b), at);
     else occupy(prog, { offset, extra, arenaBytes }, lasts[b.tier], id, lo, span(b));
