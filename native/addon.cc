@@ -21,6 +21,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("adamInfo", Napi::Function::New(env, tiercut::adam_info_js, "adamInfo"));
   exports.Set("adamTileTrace", Napi::Function::New(env, tiercut::adam_tile_trace_js, "adamTileTrace"));
   exports.Set("adamHalfRound", Napi::Function::New(env, tiercut::adam_half_round_js, "adamHalfRound"));
+  exports.Set("adamHalfWiden", Napi::Function::New(env, tiercut::adam_half_widen_js, "adamHalfWiden"));
   exports.Set("adamCopyGrads", Napi::Function::New(env, tiercut::adam_copy_grads_js, "adamCopyGrads"));
   exports.Set("hostBandwidth", Napi::Function::New(env, tiercut::host_bandwidth_js, "hostBandwidth"));
   exports.Set("nvmeBench", Napi::Function::New(env, tiercut::nvme_bench_js, "nvmeBench"));

@@ -209,6 +209,8 @@ export interface NativeAddon {
   };
   /** Sync; for tests. float -> fp16 / bf16 with one Adam path's conversion (compare with halfRound). */
   adamHalfRound(values: Float32Array, type: 'fp16' | 'bf16', isa: AdamIsa): Uint16Array;
+  /** Sync; for tests. fp16 / bf16 -> float with one path's conversion, as the executor widens half operands (compare with halfWiden). */
+  adamHalfWiden(bits: Uint16Array, type: 'fp16' | 'bf16', isa: AdamIsa): Float32Array;
   /** Sync; for tests and bench:adam. The runtime's copy of an adam's gradient with the inf/NaN check
    *  riding on it (true: every value finite); `check: false` is a plain memcpy (returns true). */
   adamCopyGrads(args: { dst: Float32Array | Uint16Array; src: Float32Array | Uint16Array; type: 'fp32' | 'fp16' | 'bf16';

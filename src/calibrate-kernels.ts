@@ -15,20 +15,23 @@
 //
 // The workload: the bundled DSL models (gpt, llama, bert, mlp) at their tiny
 // preset with the batch halved and doubled — shapes on both sides of the tiny
-// presets, none equal to them — all on the (emulated) GPU. Kernels the
+// presets, none equal to them — all on the (emulated) GPU, each in fp32, fp16
+// and bf16 (a half kernel is keyed apart: cost.ts opKernelKey). Kernels the
 // workload does not contain keep their roofline cost.
 
 import { join } from 'node:path';
-import { kernelKey, rooflineSeconds } from '../compiler/cost/cost.js';
+import { opKernelKey, rooflineSeconds } from '../compiler/cost/cost.js';
 import { loadProfile, type KernelCost } from '../compiler/cost/profiles.js';
+import type { Precision } from '../compiler/ir/types.js';
 import { syntheticData } from '../runtime/data.js';
 import { TrainingSession } from '../runtime/session.js';
 import { compile } from './compile.js';
 import { packageRoot } from './paths.js';
 
-const WORKLOADS: readonly [string, number][] = [
+const MODELS: readonly [string, number][] = [
   ['gpt.ts', 2], ['gpt.ts', 8], ['llama.ts', 2], ['llama.ts', 8], ['bert.ts', 2], ['bert.ts', 8], ['mlp.ts', 4], ['mlp.ts', 16],
 ];
+const WORKLOADS: readonly [string, number, Precision][] = (['fp32', 'fp16', 'bf16'] as const).flatMap((p) => MODELS.map(([f, b]): [string, number, Precision] => [f, b, p]));
 
 const median = (a: readonly number[]) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 
@@ -68,9 +71,9 @@ export async function measureKernels(hwFile: string, opts: { steps?: number } = 
   const hw = loadProfile(hwFile);
   const byKind = new Map<string, { r: number[]; m: number[] }>();
   const workloads: string[] = [];
-  for (const [file, batch] of WORKLOADS) {
-    const plan = await compile({ model: join(packageRoot(), 'models', file), preset: 'tiny', hw: hwFile, batch });
-    workloads.push(`${file.replace('.ts', '')} tiny batch ${batch}`);
+  for (const [file, batch, precision] of WORKLOADS) {
+    const plan = await compile({ model: join(packageRoot(), 'models', file), preset: 'tiny', hw: hwFile, batch, precision });
+    workloads.push(`${file.replace('.ts', '')} tiny batch ${batch} ${precision}`);
     const session = new TrainingSession(plan, { seed: 0, trace: true });
     const data = syntheticData(plan.graph, 0);
     const n = plan.instructions.length;
@@ -88,7 +91,7 @@ export async function measureKernels(hwFile: string, opts: { steps?: number } = 
       if (x.kind !== 'run') continue;
       const op = plan.graph.ops[x.op];
       const tier = plan.placement.opTier[x.op];
-      const key = kernelKey(op);
+      const key = opKernelKey(plan.graph, op);
       const e = byKind.get(key) ?? { r: [], m: [] };
       e.r.push(rooflineSeconds(plan.graph, op, tier, hw));
       e.m.push(median(times[x.id]));

@@ -5,7 +5,8 @@
 //     directory in the same run (direct=1, bs=1M; io_uring and libaio at iodepth 8
 //     = the store's queue depth, and psync at depth 1), rounds interleaved; fio
 //     from Debian, installed with apt-get when missing;
-//  2. measured vs predicted step time of the bundled tiny models compiled with a
+//  2. measured vs predicted step time of the bundled tiny models (fp32; gpt and
+//     llama also in fp16 / bf16; gpt with its state on NVMe, plain and fp16 DPU) compiled with a
 //     profile calibrated here (`tiercut hw calibrate`), and the step time against
 //     the busiest stream's busy time (how well the streams overlap).
 // Prints a markdown table and replaces the runtime section of docs/BENCHMARKS.md.
@@ -110,6 +111,9 @@ const MODELS = [
   ['models/llama.ts', 'tiny', []],
   ['models/bert.ts', 'tiny', []],
   ['models/mlp.ts', 'tiny', []],
+  ['models/gpt.ts', 'tiny', ['--precision', 'fp16'], 'gpt tiny fp16'],
+  ['models/llama.ts', 'tiny', ['--precision', 'bf16'], 'llama tiny bf16'],
+  ['models/gpt.ts', 'tiny', ['--precision', 'fp16', '--gpu-mem', '400000', '--cpu-mem', '200000', '--dpu', '--dpu-warmup', '3'], 'gpt tiny fp16, state on NVMe, DPU'],
 ];
 // REPEATS times: calibrate, then compile and run every model with that profile
 // (this machine's load drifts: each repeat's prediction is compared with runs

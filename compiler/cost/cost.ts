@@ -2,7 +2,8 @@
 //
 // roofline(op, tier) = max(flops / peak flops for the op's dtype, bytes touched /
 // memory bandwidth); time(op, tier) = roofline, or, when the profile has a
-// measured kernel cost for the op's kernel (kernelKey; else its kind; `hw calibrate`),
+// measured kernel cost for the op's kernel (opKernelKey: its kind, flags and half
+// dtype; else the same in fp32; else its kind; `hw calibrate`),
 // fixedSeconds + rooflineFactor x roofline. time(transfer) = bytes / link
 // bandwidth, plus the request latency on an NVMe link when the profile has one.
 // Pure functions of the IR and the profile. Built-in profiles have no fixed
@@ -40,14 +41,27 @@ export function rooflineSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: Hardw
  * The kernel an op runs, as `hw calibrate` keys its costs: the op kind, plus its
  * flag and name attributes when it has any ("gelu" is the tanh form,
  * "gelu[erf]" the exact one; "unary[fn=exp]"; "matmul[transB]"): those pick
- * different code, numeric attributes only size it.
+ * different code, numeric attributes only size it; and "@f16" / "@bf16" when an
+ * operand is in half precision ("gelu[erf]@f16"): the runtime's kernels compute
+ * in float and widen and round those operands around the kernel, so the same
+ * kernel costs differently against a roofline that counts half the bytes.
  */
-export function kernelKey(op: Op): string {
+export function kernelKey(op: Op, half?: 'f16' | 'bf16'): string {
   const flags = Object.entries(op.attrs ?? {})
     .filter(([, v]) => v === true || typeof v === 'string')
     .map(([k, v]) => (v === true ? k : `${k}=${v}`))
     .sort();
-  return flags.length > 0 ? `${op.kind}[${flags.join(',')}]` : op.kind;
+  const base = flags.length > 0 ? `${op.kind}[${flags.join(',')}]` : op.kind;
+  return half ? `${base}@${half}` : base;
+}
+
+/** kernelKey with the half dtype of the op's operands (inputs or outputs), if any. */
+export function opKernelKey(g: Graph, op: Op): string {
+  for (const t of [...op.inputs, ...op.outputs]) {
+    const d = g.tensors[t].dtype;
+    if (d === 'f16' || d === 'bf16') return kernelKey(op, d);
+  }
+  return kernelKey(op);
 }
 
 // opSeconds per graph, profile and tier, by op id: the partitioners, the LP and
@@ -68,7 +82,9 @@ export function opSeconds(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwarePro
 
 function opSecondsOf(g: Graph, op: Op, tier: 'gpu' | 'cpu', hw: HardwareProfile): number {
   const roofline = rooflineSeconds(g, op, tier, hw);
-  const k = hw.kernels?.[kernelKey(op)] ?? hw.kernels?.[op.kind];
+  // the op's own kernel, else the same kernel's fp32 cost (a profile calibrated
+  // before half kernels were keyed apart), else its kind's
+  const k = hw.kernels?.[opKernelKey(g, op)] ?? hw.kernels?.[kernelKey(op)] ?? hw.kernels?.[op.kind];
   return k ? k.fixedSeconds + k.rooflineFactor * roofline : roofline;
 }
 

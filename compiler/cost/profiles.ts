@@ -5,8 +5,9 @@
 //
 // Optional, measured by `tiercut hw calibrate` (src/calibrate*.ts) and absent
 // from the built-in profiles (which then cost as pure rooflines):
-//   kernels    per kernel (cost.ts kernelKey: "gelu", "gelu[erf]", ...; a plain
-//              op kind also serves its variants), this machine against the roofline:
+//   kernels    per kernel (cost.ts kernelKey: "gelu", "gelu[erf]", "gelu[erf]@f16",
+//              ...; a kernel's fp32 cost serves its half form when that has none,
+//              a plain op kind its variants), this machine against the roofline:
 //              seconds = fixedSeconds + rooflineFactor x roofline seconds
 //   executor   the runtime's own costs per instruction, per cross-stream wake-up
 //              and per step (src/calibrate-executor.ts)

@@ -58,6 +58,7 @@ using CheckFn = bool (*)(const void*, float, int64_t, int64_t);
 using RooflineFn = void (*)(float*, const float*, float*, float*, int64_t, int64_t);
 using HalfFn = void (*)(const float*, uint16_t*, int64_t, int64_t);
 using CopyCheckFn = bool (*)(void*, const void*, int64_t, int64_t);
+using WidenFn = void (*)(const uint16_t*, float*, int64_t, int64_t);
 
 template <int M, int G, int H>
 SpanFn span_isa(AdamIsa isa) {
@@ -140,6 +141,16 @@ HalfFn half_isa(AdamIsa isa) {
 #endif
   (void)isa;
   return &simd_scalar::half_round_span<H>;
+}
+
+template <int H>
+WidenFn widen_isa(AdamIsa isa) {
+#ifdef TIERCUT_ADAM_X86
+  if (isa == AdamIsa::avx512) return &simd_avx512::half_widen_span<H>;
+  if (isa == AdamIsa::avx2) return &simd_avx2::half_widen_span<H>;
+#endif
+  (void)isa;
+  return &simd_scalar::half_widen_span<H>;
 }
 
 // Tiles of one pass: handed out in increasing order; with a callback, completion
@@ -355,6 +366,11 @@ void adam_half_copy(const float* x, uint16_t* out, int64_t n, AdamHalfType type,
 
 void adam_half_round(const float* x, uint16_t* out, int64_t n, AdamHalfType type, AdamIsa isa) {
   HalfFn fn = type == ADAM_HALF_BF16 ? half_isa<ADAM_HALF_BF16>(isa) : half_isa<ADAM_HALF_F16>(isa);
+  fn(x, out, 0, n);
+}
+
+void adam_half_widen(const uint16_t* x, float* out, int64_t n, AdamHalfType type, AdamIsa isa) {
+  WidenFn fn = type == ADAM_HALF_BF16 ? widen_isa<ADAM_HALF_BF16>(isa) : widen_isa<ADAM_HALF_F16>(isa);
   fn(x, out, 0, n);
 }
 

@@ -122,7 +122,10 @@ bool adam_copy_grads_checked(void* dst, const void* src, int64_t n, AdamGradType
 // of master32 to param16 lets the copy towards the GPU follow it tile by tile.
 void adam_half_copy(const float* x, uint16_t* out, int64_t n, AdamHalfType type, const AdamRunOptions& opts);
 
-// For tests: float -> half with the given path's conversion.
+// float -> half (nearest-even) and half -> float (exact) with the given path's
+// conversion, single-threaded: the executor's widening and rounding of the half
+// operands of the kernels it runs in float, and the tests' view of each path.
 void adam_half_round(const float* x, uint16_t* out, int64_t n, AdamHalfType type, AdamIsa isa);
+void adam_half_widen(const uint16_t* x, float* out, int64_t n, AdamHalfType type, AdamIsa isa);
 
 }  // namespace tiercut

@@ -584,7 +584,8 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
   for (const HalfOperand& h : pr.halves) {
     if (!h.widen) continue;  // pure outputs are fully overwritten by the kernel
     const BufferSpec& b = p_.buffers[h.buffer];
-    half_widen((const uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), scratch + h.scratch_offset, h.numel, h.bf16);
+    adam_half_widen((const uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), scratch + h.scratch_offset, h.numel,
+                    h.bf16 ? ADAM_HALF_BF16 : ADAM_HALF_F16, adam_isa_);
   }
   if (call.kind == OP_ADAM) {
     call.iattr[1] = step_number_;  // step_number_, has_lr_, lr_ are fixed for the whole step
@@ -605,7 +606,8 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
   for (const HalfOperand& h : pr.halves) {
     if (!h.narrow) continue;
     const BufferSpec& b = p_.buffers[h.buffer];
-    half_round(scratch + h.scratch_offset, (uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), h.numel, h.bf16);
+    adam_half_round(scratch + h.scratch_offset, (uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), h.numel,
+                    h.bf16 ? ADAM_HALF_BF16 : ADAM_HALF_F16, adam_isa_);
   }
   return true;
 }

@@ -76,7 +76,8 @@ inline uint16_t float_to_bf16(float f) {
 
 inline float bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
 
-// Bulk forms used by the executor (dtype: DT_F16 = 1, DT_BF16 = 2 of dispatch.h).
+// Bulk forms: the scalar reference of the executor's vectorised widening and
+// rounding (adam/cpu_adam.h adam_half_widen, adam_half_round), for the tests.
 inline void half_widen(const uint16_t* src, float* dst, int64_t n, bool bf16) {
   if (bf16) for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
   else      for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_float(src[i]);

@@ -269,6 +269,24 @@ Napi::Value adam_half_round_js(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// adamHalfWiden(bits: Uint16Array, 'fp16' | 'bf16', isa) -> Float32Array
+Napi::Value adam_half_widen_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Value v = info[0];
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint16_array)
+    throw Napi::TypeError::New(env, "adamHalfWiden: bits: expected a Uint16Array, got " + describe_value(v));
+  std::string type = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+  if (type != "fp16" && type != "bf16")
+    throw Napi::TypeError::New(env, "adamHalfWiden: type: expected 'fp16' or 'bf16', got " + describe_value(info[1]));
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("isa", info[2]);
+  AdamIsa isa = read_isa(o, "adamHalfWiden");
+  Napi::Uint16Array src = v.As<Napi::Uint16Array>();
+  Napi::Float32Array out = Napi::Float32Array::New(env, src.ElementLength());
+  adam_half_widen(src.Data(), out.Data(), (int64_t)src.ElementLength(), type == "bf16" ? ADAM_HALF_BF16 : ADAM_HALF_F16, isa);
+  return out;
+}
+
 // adamCopyGrads({ dst, src, type: 'fp32'|'fp16'|'bf16', check?, isa? }) -> boolean
 // dst and src: Float32Array (fp32) or Uint16Array (fp16, bf16) of one length.
 // check (default true): adam_copy_grads_checked, returning whether every value

@@ -28,6 +28,7 @@ Napi::Value adam_roofline_js(const Napi::CallbackInfo& info);    // adamRoofline
 Napi::Value adam_info_js(const Napi::CallbackInfo& info);        // adamInfo()
 Napi::Value adam_tile_trace_js(const Napi::CallbackInfo& info);  // adamTileTrace(options)
 Napi::Value adam_half_round_js(const Napi::CallbackInfo& info);  // adamHalfRound(values, type, isa)
+Napi::Value adam_half_widen_js(const Napi::CallbackInfo& info);  // adamHalfWiden(bits, type, isa)
 Napi::Value adam_copy_grads_js(const Napi::CallbackInfo& info);  // adamCopyGrads(options)
 
 // calibrate.cc

@@ -105,6 +105,23 @@ describe(`fused Adam paths (this CPU: ${info.supported.join(', ')}; ${info.maxTh
       for (const type of ['fp16', 'bf16'] as const)
         expectSameBits(`${isa} ${type}`, addon.adamHalfRound(values, type, isa), addon.halfRound(values, type));
     });
+
+    it(`${isa}: fp16/bf16 -> float widening (the executor's, around every kernel with half operands) = half.h on all 65536 bit patterns`, () => {
+      const all = new Uint16Array(1 << 16);
+      for (let i = 0; i < all.length; i++) all[i] = i;
+      for (const type of ['fp16', 'bf16'] as const) {
+        const got = new Uint32Array(addon.adamHalfWiden(all, type, isa).buffer), want = new Uint32Array(addon.halfWiden(all, type).buffer);
+        // F16C quiets an fp16 signalling NaN (exponent 31, top mantissa bit clear, rest not 0); half.h keeps its bits
+        let differ = 0, quieted = 0;
+        for (let i = 0; i < all.length; i++) {
+          if (got[i] === want[i]) continue;
+          const snan = type === 'fp16' && (i & 0x7c00) === 0x7c00 && (i & 0x200) === 0 && (i & 0x3ff) !== 0;
+          if (snan && got[i] === (want[i]! | 0x400000) >>> 0) quieted++; else differ++;
+        }
+        expect(differ, `${isa} ${type}: values widened differently from half.h`).toBe(0);
+        if (type === 'bf16') expect(quieted).toBe(0);
+      }
+    });
   }
 
   it('TIERCUT_ADAM_ISA forces a path; an unknown or missing one is an error naming the variable', () => {

@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { copySeconds, kernelKey, opSeconds, rooflineSeconds } from '../../compiler/cost/cost.js';
+import { copySeconds, kernelKey, opKernelKey, opSeconds, rooflineSeconds } from '../../compiler/cost/cost.js';
 import { BUILTIN_PROFILES, loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import type { Placement } from '../../compiler/partition/placement.js';
@@ -72,7 +72,22 @@ describe('measured costs in the cost model', () => {
     expect(kernelKey(op('attention', { heads: 4, causal: true, kvHeads: 2 }))).toBe('attention[causal]');
     expect(kernelKey(op('unary', { fn: 'exp' }))).toBe('unary[fn=exp]');
     expect(kernelKey(op('bmm', { transB: true, transA: true }))).toBe('bmm[transA,transB]');
+    expect(kernelKey(op('gelu', { erf: true }), 'f16')).toBe('gelu[erf]@f16');
+    expect(kernelKey(op('matmul', {}), 'bf16')).toBe('matmul@bf16');
   });
+
+  it("a half kernel's own cost wins; without one it costs as the same kernel in fp32", async () => {
+    const plan = await compile({ model: 'models/bert.ts', preset: 'tiny', precision: 'fp16' });
+    const g = plan.graph;
+    const erf = g.ops.find((o) => o.kind === 'gelu' && o.attrs.erf)!;
+    expect(opKernelKey(g, erf)).toBe('gelu[erf]@f16');
+    const adam = g.ops.find((o) => o.kind === 'adam')!;
+    expect(opKernelKey(g, adam)).toBe('adam@f16'); // an fp16 gradient in, fp32 state
+    const r = rooflineSeconds(g, erf, 'gpu', local);
+    const fp32 = { 'gelu[erf]': { fixedSeconds: 0, rooflineFactor: 3 } };
+    expect(opSeconds(g, erf, 'gpu', { ...local, kernels: fp32 })).toBeCloseTo(3 * r, 15);
+    expect(opSeconds(g, erf, 'gpu', { ...local, kernels: { ...fp32, 'gelu[erf]@f16': { fixedSeconds: 2e-6, rooflineFactor: 5 } } })).toBeCloseTo(2e-6 + 5 * r, 15);
+  }, 60_000);
 
   it("a variant's own cost wins over its kind's", async () => {
     const plan = await compile({ model: 'models/bert.ts', preset: 'tiny' });

@@ -280,7 +280,9 @@ describe('hw calibrate', () => {
     const p = JSON.parse(readFileSync(profile, 'utf8'));
     for (const f of ['instructionSeconds', 'wakeSeconds', 'stepSeconds']) expect(p.executor[f]).toBeGreaterThanOrEqual(0);
     // every op kind of the calibration workload got a cost; the costs are non-negative and not all zero
-    for (const k of ['matmul', 'matmulGradA', 'matmulGradB', 'gelu', 'layerNorm', 'causalAttention', 'crossEntropy', 'adam', 'rmsNorm', 'rope']) {
+    // (and in half precision: keyed apart, cost.ts opKernelKey)
+    for (const k of ['matmul', 'matmulGradA', 'matmulGradB', 'gelu', 'layerNorm', 'causalAttention', 'crossEntropy', 'adam', 'rmsNorm', 'rope',
+      'matmul@f16', 'matmul@bf16', 'layerNorm@f16', 'causalAttention@bf16', 'adam@f16', 'adam@bf16']) {
       expect(p.kernels[k], k).toBeDefined();
       expect(p.kernels[k].fixedSeconds).toBeGreaterThanOrEqual(0);
       expect(p.kernels[k].rooflineFactor).toBeGreaterThanOrEqual(0);
