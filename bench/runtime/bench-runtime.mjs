@@ -169,12 +169,18 @@ out.push(`Store: ${direct ? 'O_DIRECT' : `buffered (${note})`}, queue depth 8, 1
   'Every write pass (store or fio) writes a new preallocated file, every read pass reads it back; the order of the contenders rotates each round.', '');
 const med = (a) => median(a.filter((x) => Number.isFinite(x)));
 const cols = [['fio io_uring qd8', io.fioUring8], ['fio libaio qd8', io.fioLibaio8], ['fio psync qd1', io.fioPsync1]];
-out.push(`| | ${storeBackends.map((b) => `store ${b === 'uring' ? 'io_uring' : 'threads'} GB/s`).join(' | ')} | ${cols.map(([n]) => `${n} GB/s`).join(' | ')} | ${storeBackends.map((b) => `store ${b === 'uring' ? 'io_uring' : 'threads'} / best fio qd8`).join(' | ')} |`);
-out.push(`|---|${storeBackends.map(() => '---:').join('|')}|${cols.map(() => '---:').join('|')}|${storeBackends.map(() => '---:').join('|')}|`);
+const bname = (b) => (b === 'uring' ? 'io_uring' : 'threads');
+// paired: in each round, the store's pass over the better fio qd8 pass of the
+// same round (minutes apart at most, where the medians above may come from
+// rounds the disk ran at different speeds); the median of those ratios
+const paired = (b, k) => median(io.store[b][k].map((x, i) => x / Math.max(...[io.fioUring8[k][i], io.fioLibaio8[k][i]].filter((y) => Number.isFinite(y)))));
+out.push(`| | ${storeBackends.map((b) => `store ${bname(b)} GB/s`).join(' | ')} | ${cols.map(([n]) => `${n} GB/s`).join(' | ')} | ${storeBackends.map((b) => `store ${bname(b)} / best fio qd8`).join(' | ')} | ${storeBackends.map((b) => `store ${bname(b)} / best fio qd8, paired per round`).join(' | ')} |`);
+out.push(`|---|${storeBackends.map(() => '---:').join('|')}|${cols.map(() => '---:').join('|')}|${storeBackends.map(() => '---:').join('|')}|${storeBackends.map(() => '---:').join('|')}|`);
 for (const [name, k] of [['write', 'w'], ['read', 'r']]) {
   const best8 = Math.max(...[med(io.fioUring8[k]), med(io.fioLibaio8[k])].filter((x) => Number.isFinite(x)));
   out.push(`| ${name} | ${storeBackends.map((b) => gb(med(io.store[b][k]))).join(' | ')} | ${cols.map(([, s]) => (fioVersion ? gb(med(s[k])) : '–')).join(' | ')} | ` +
-    `${storeBackends.map((b) => (fioVersion ? pct(med(io.store[b][k]), best8) : '–')).join(' | ')} |`);
+    `${storeBackends.map((b) => (fioVersion ? pct(med(io.store[b][k]), best8) : '–')).join(' | ')} | ` +
+    `${storeBackends.map((b) => (fioVersion ? `${(paired(b, k) * 100).toFixed(0)} %` : '–')).join(' | ')} |`);
 }
 out.push('', 'Per round (GB/s, write/read): ' + Array.from({ length: ROUNDS }, (_, i) =>
   `round ${i + 1}: ${storeBackends.map((b) => `store ${b} ${gb(io.store[b].w[i])}/${gb(io.store[b].r[i])}`).join(', ')}` +
