@@ -6,7 +6,8 @@
 //     = the store's queue depth, and psync at depth 1), rounds interleaved; fio
 //     from Debian, installed with apt-get when missing;
 //  2. measured vs predicted step time of the bundled tiny models (fp32; gpt and
-//     llama also in fp16 / bf16; gpt with its state on NVMe, plain and fp16 DPU) compiled with a
+//     llama also in fp16 / bf16; gpt with its state on NVMe, plain and fp16 DPU;
+//     gpt2-124m at batch 1, seq 32 with its state on NVMe: MiB-sized requests) compiled with a
 //     profile calibrated here (`tiercut hw calibrate`), and the step time against
 //     the busiest stream's busy time (how well the streams overlap).
 // Prints a markdown table and replaces the runtime section of docs/BENCHMARKS.md.
@@ -114,6 +115,8 @@ const MODELS = [
   ['models/gpt.ts', 'tiny', ['--precision', 'fp16'], 'gpt tiny fp16'],
   ['models/llama.ts', 'tiny', ['--precision', 'bf16'], 'llama tiny bf16'],
   ['models/gpt.ts', 'tiny', ['--precision', 'fp16', '--gpu-mem', '400000', '--cpu-mem', '200000', '--dpu', '--dpu-warmup', '3'], 'gpt tiny fp16, state on NVMe, DPU'],
+  // MiB-sized NVMe requests (the tiny plans' are a few KiB: latency-bound); ~1 s steps, so 8 of them
+  ['models/gpt.ts', 'gpt2-124m', ['--batch', '1', '--seq', '32', '--precision', 'fp16', '--gpu-mem', '1GB', '--cpu-mem', '600MB'], 'gpt2-124m fp16 (batch 1, seq 32), state on NVMe', 8],
 ];
 // REPEATS times: calibrate, then compile and run every model with that profile
 // (this machine's load drifts: each repeat's prediction is compared with runs
@@ -126,11 +129,12 @@ console.log(`repeat ${rep + 1}: ${cal.stdout.trim()}`);
 calibrations.push(cal.stdout.trim().replace(/^wrote \S+: /, ''));
 const steps = [];
 runs.push(steps);
-for (const [model, preset, extra, label] of MODELS) {
+for (const [model, preset, extra, label, modelSteps] of MODELS) {
   const plan = join(work, `${preset}-${steps.length}.plan.json`);
   const c = cli('compile', model, '--preset', preset, '--hw', profile, ...extra, '-o', plan);
   if (c.status !== 0) { console.log(`${model}: compile failed: ${c.stderr.trim()}`); continue; }
-  const r = cli('run', plan, '--steps', String(STEPS), '--json', '--spill-dir', work);
+  const nSteps = Math.min(STEPS, modelSteps ?? STEPS);
+  const r = cli('run', plan, '--steps', String(nSteps), '--json', '--spill-dir', work);
   if (r.status !== 0) { console.log(`${model}: run failed: ${r.stderr.trim()}`); continue; }
   const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
   const summary = lines.at(-1).summary;
@@ -145,7 +149,7 @@ for (const [model, preset, extra, label] of MODELS) {
   steps.push({
     label: label ?? `${model.replace('models/', '').replace('.ts', '')} ${preset}`, instructions: p.instructions.length,
     measured, predicted: summary.predictedStepSeconds, busiest, pbusiest, stepOverBusiest: overlap, nvme: summary.nvme,
-    commands: [`tiercut compile ${model} --preset ${preset} --hw calibrated.json ${extra.join(' ')} -o plan.json`.replace(/ +/g, ' '), `tiercut run plan.json --steps ${STEPS} --json --spill-dir DIR`],
+    commands: [`tiercut compile ${model} --preset ${preset} --hw calibrated.json ${extra.join(' ')} -o plan.json`.replace(/ +/g, ' '), `tiercut run plan.json --steps ${nSteps} --json --spill-dir DIR`],
   });
   console.log(`${steps.at(-1).label}: measured ${(measured * 1e3).toFixed(3)} ms, predicted ${(summary.predictedStepSeconds * 1e3).toFixed(3)} ms, step / busiest ${overlap.toFixed(2)}`);
 }
@@ -185,7 +189,7 @@ for (const [name, k] of [['write', 'w'], ['read', 'r']]) {
 out.push('', 'Per round (GB/s, write/read): ' + Array.from({ length: ROUNDS }, (_, i) =>
   `round ${i + 1}: ${storeBackends.map((b) => `store ${b} ${gb(io.store[b].w[i])}/${gb(io.store[b].r[i])}`).join(', ')}` +
   (fioVersion ? `, ${cols.map(([n, s]) => `${n} ${gb(s.w[i])}/${gb(s.r[i])}`).join(', ')}` : '')).join('; ') + '.', '');
-out.push(`Step time: ${REPEATS} repeats of \`tiercut hw calibrate -o calibrated.json --spill-dir DIR\` followed by every model compiled with that profile and run ${STEPS} steps ` +
+out.push(`Step time: ${REPEATS} repeats of \`tiercut hw calibrate -o calibrated.json --spill-dir DIR\` followed by every model compiled with that profile and run ${STEPS} steps (fewer where the commands say) ` +
   `(commands below). Per repeat: measured = median step after 2 warm-up steps; step / busiest = median over the same steps of each step's time over its busiest stream's busy time. ` +
   `The table gives per model the median over the repeats (each repeat's measured / predicted in brackets); "busiest" columns are from the median repeat.`, '');
 calibrations.forEach((c, i) => out.push(`- calibration ${i + 1}: ${c}`));
