@@ -251,39 +251,43 @@ Napi::Value adam_tile_trace_js(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// The arguments of adamHalfRound / adamHalfWiden after the array: the half
+// type ('fp16' | 'bf16') and the path (an isa name).
+static void read_half_args(const Napi::CallbackInfo& info, const char* fn, AdamHalfType* type, AdamIsa* isa) {
+  std::string t = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+  if (t != "fp16" && t != "bf16")
+    throw Napi::TypeError::New(info.Env(), std::string(fn) + ": type: expected 'fp16' or 'bf16', got " + describe_value(info[1]));
+  *type = t == "bf16" ? ADAM_HALF_BF16 : ADAM_HALF_F16;
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("isa", info[2]);
+  *isa = read_isa(o, fn);
+}
+
 // adamHalfRound(values: Float32Array, 'fp16' | 'bf16', isa) -> Uint16Array
 Napi::Value adam_half_round_js(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
   Napi::Value v = info[0];
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
-    throw Napi::TypeError::New(env, "adamHalfRound: values: expected a Float32Array, got " + describe_value(v));
-  std::string type = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
-  if (type != "fp16" && type != "bf16")
-    throw Napi::TypeError::New(env, "adamHalfRound: type: expected 'fp16' or 'bf16', got " + describe_value(info[1]));
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("isa", info[2]);
-  AdamIsa isa = read_isa(o, "adamHalfRound");
+    throw Napi::TypeError::New(info.Env(), "adamHalfRound: values: expected a Float32Array, got " + describe_value(v));
+  AdamHalfType type;
+  AdamIsa isa;
+  read_half_args(info, "adamHalfRound", &type, &isa);
   Napi::Float32Array src = v.As<Napi::Float32Array>();
-  Napi::Uint16Array out = Napi::Uint16Array::New(env, src.ElementLength());
-  adam_half_round(src.Data(), out.Data(), (int64_t)src.ElementLength(), type == "bf16" ? ADAM_HALF_BF16 : ADAM_HALF_F16, isa);
+  Napi::Uint16Array out = Napi::Uint16Array::New(info.Env(), src.ElementLength());
+  adam_half_round(src.Data(), out.Data(), (int64_t)src.ElementLength(), type, isa);
   return out;
 }
 
 // adamHalfWiden(bits: Uint16Array, 'fp16' | 'bf16', isa) -> Float32Array
 Napi::Value adam_half_widen_js(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
   Napi::Value v = info[0];
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint16_array)
-    throw Napi::TypeError::New(env, "adamHalfWiden: bits: expected a Uint16Array, got " + describe_value(v));
-  std::string type = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
-  if (type != "fp16" && type != "bf16")
-    throw Napi::TypeError::New(env, "adamHalfWiden: type: expected 'fp16' or 'bf16', got " + describe_value(info[1]));
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("isa", info[2]);
-  AdamIsa isa = read_isa(o, "adamHalfWiden");
+    throw Napi::TypeError::New(info.Env(), "adamHalfWiden: bits: expected a Uint16Array, got " + describe_value(v));
+  AdamHalfType type;
+  AdamIsa isa;
+  read_half_args(info, "adamHalfWiden", &type, &isa);
   Napi::Uint16Array src = v.As<Napi::Uint16Array>();
-  Napi::Float32Array out = Napi::Float32Array::New(env, src.ElementLength());
-  adam_half_widen(src.Data(), out.Data(), (int64_t)src.ElementLength(), type == "bf16" ? ADAM_HALF_BF16 : ADAM_HALF_F16, isa);
+  Napi::Float32Array out = Napi::Float32Array::New(info.Env(), src.ElementLength());
+  adam_half_widen(src.Data(), out.Data(), (int64_t)src.ElementLength(), type, isa);
   return out;
 }
 
