@@ -198,7 +198,7 @@ function lpTryRounded(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded
  * repair makes room as for any rounding (the least committed groups go to the
  * CPU); kept when one simulates faster.
  */
-function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates, keepParamsOnGpu: boolean): void {
   if (!acc.bestFrom) return;
   const { sol, r } = acc.bestFrom;
   const groups = sol.groups;
@@ -215,7 +215,8 @@ function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
   // its p16 resident on the GPU, or made again there for each use (no bytes
   // held between uses: the GPU takes less from the other groups): either wins
   // somewhere (gpt3-13b/a100 1.6544 against 1.6579 s, 13b/h200 0.3737 against 0.3664)
-  for (const p16 of groups[i].remakeable ? ['gpu', 'nvme'] as const : ['gpu'] as const) {
+  // (parameters kept on the GPU, the ZeRO-Offload setting: resident only)
+  for (const p16 of groups[i].remakeable && !keepParamsOnGpu ? ['gpu', 'nvme'] as const : ['gpu'] as const) {
     lpTryRounded(g, hw, pinned, {
       stateTier: r.stateTier.map((t, k) => (k === i ? 'gpu' : t)), p16Tier: r.p16Tier.map((t, k) => (k === i ? p16 : t)),
       offload: new Set(r.offload), recompute: new Set(r.recompute),
@@ -399,7 +400,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       const lean = await lp.boundLeanest();
       if (lean) lpTry(g, hw, lean, acc);
       mark('LP bound-row candidates');
-      lpTryStartup(g, hw, acc);
+      lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
