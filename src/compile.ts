@@ -193,7 +193,9 @@ function lpTryRounded(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded
  * The step's first GPU op waits for its parameter's half copy when that
  * parameter's state is off the GPU: cast on the CPU and copied up before
  * anything else can start (gpt3-13b/h200: the embedding starts at 10.3 ms,
- * 13b/v100 at 43 ms), time the LPs' rows do not see. Two more candidates:
+ * 13b/v100 at 43 ms), and in a CPU-bound step every CPU update waits with it
+ * (the LPs' rows count that copy before its reader and the updates after their
+ * gradients, not the two in one chain). Two more candidates:
  * the best with that group's state (and its p16) on the GPU, cast there; the
  * repair makes room as for any rounding (the least committed groups go to the
  * CPU); kept when one simulates faster.
