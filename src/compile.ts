@@ -215,9 +215,9 @@ function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates, keepPara
   const gpu = (shares: Float64Array[]) => shares.map((v, k) => (k === i ? Float64Array.of(1, 0, 0) : v));
   const pinned = { ...sol, stateShare: gpu(sol.stateShare), p16Share: gpu(sol.p16Share) };
   // its p16 resident on the GPU, or made again there for each use (no bytes
-  // held between uses: the GPU takes less from the other groups): either wins
+  // held between uses: the GPU takes less from the other groups; not where
+  // parameters are kept on the GPU, the ZeRO-Offload setting): either wins
   // somewhere (gpt3-13b/a100 1.6544 against 1.6579 s, 13b/h200 0.3737 against 0.3664)
-  // (parameters kept on the GPU, the ZeRO-Offload setting: resident only)
   for (const p16 of groups[i].remakeable && !keepParamsOnGpu ? ['gpu', 'nvme'] as const : ['gpu'] as const) {
     lpTryRounded(g, hw, pinned, {
       stateTier: r.stateTier.map((t, k) => (k === i ? 'gpu' : t)), p16Tier: r.p16Tier.map((t, k) => (k === i ? p16 : t)),
@@ -347,9 +347,10 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * tiers suffice and no capacity binds (the cut's price is zero: exact); else
  * the LP over three tiers (its candidates, then the best of them with the
  * first forward op's parameter state on the GPU: lpTryStartup), or, when the
- * priced cut also fits, whichever of the two the simulator finds faster. The LP runs in every case: its optimum is the
- * plan's lower bound. Each candidate is scheduled once; the kept one's program,
- * arenas and simulation come back with it.
+ * priced cut also fits, whichever of the two the simulator finds faster. The
+ * LP runs in every case: its optimum is the plan's lower bound. Each candidate
+ * is scheduled once; the kept one's program, arenas and simulation come back
+ * with it.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);

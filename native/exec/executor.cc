@@ -175,7 +175,7 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
         if (is_input) h.widen = true; else h.narrow = true;
         return h.scratch_offset;
       }
-      HalfOperand h{buffer, pr.scratch_floats, t.numel, t.dtype == DT_BF16, is_input, !is_input};
+      HalfOperand h{buffer, pr.scratch_floats, t.numel, t.dtype == DT_BF16 ? ADAM_HALF_BF16 : ADAM_HALF_F16, is_input, !is_input};
       pr.scratch_floats += (t.numel + 15) / 16 * 16;  // keep every copy 64-byte aligned
       pr.halves.push_back(h);
       return h.scratch_offset;
@@ -584,8 +584,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
   for (const HalfOperand& h : pr.halves) {
     if (!h.widen) continue;  // pure outputs are fully overwritten by the kernel
     const BufferSpec& b = p_.buffers[h.buffer];
-    adam_half_widen((const uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), scratch + h.scratch_offset, h.numel,
-                    h.bf16 ? ADAM_HALF_BF16 : ADAM_HALF_F16, adam_isa_);
+    adam_half_widen((const uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), scratch + h.scratch_offset, h.numel, h.type, adam_isa_);
   }
   if (call.kind == OP_ADAM) {
     call.iattr[1] = step_number_;  // step_number_, has_lr_, lr_ are fixed for the whole step
@@ -606,8 +605,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
   for (const HalfOperand& h : pr.halves) {
     if (!h.narrow) continue;
     const BufferSpec& b = p_.buffers[h.buffer];
-    adam_half_round(scratch + h.scratch_offset, (uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), h.numel,
-                    h.bf16 ? ADAM_HALF_BF16 : ADAM_HALF_F16, adam_isa_);
+    adam_half_round(scratch + h.scratch_offset, (uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), h.numel, h.type, adam_isa_);
   }
   return true;
 }

@@ -125,7 +125,7 @@ class Executor {
     int32_t buffer;
     int64_t scratch_offset;  // in floats
     int64_t numel;
-    bool bf16;
+    AdamHalfType type;       // ADAM_HALF_F16 or ADAM_HALF_BF16
     bool widen;              // read by the op: widen before the call
     bool narrow;             // written by the op: round back after the call
   };
