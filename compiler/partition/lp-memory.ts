@@ -36,9 +36,15 @@ import type { ParamGroup } from './lp.js';
  *    copy made was dropped across a gap before it): then it stays.
  * On the CPU: the persistent state there (PC) and, in fp16/bf16, a CPU-homed
  * p16 from its first reader until its last cluster of reads begins (its home
- * is read again for each fetch). Whatever else a schedule holds (prefetched
- * copies, staging, fragmentation) only adds: a plan that fits satisfies every
- * row. The rounding meets the rest by repair (src/compile.ts).
+ * is read again for each fetch). Both tiers together: the two rows' terms and
+ * every saved activation alive across o that is not recomputed, whatever its
+ * share kept or offloaded (from its producer to its last reader it is on the
+ * GPU, the CPU or both while copied; activations never go to NVMe), within
+ * both capacities; added only where it can bind (a redundant row still moves
+ * the LP's vertex, and with it the plans rounded from it). Whatever else a
+ * schedule holds (prefetched copies, staging, fragmentation) only adds: a
+ * plan that fits satisfies every row. The rounding meets the rest by repair
+ * (src/compile.ts).
  */
 export interface MemoryColumns {
   allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
@@ -102,6 +108,8 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
     return { p, reuse, last: last[t], fetchedBack: reuse - before > REFETCH_GAP };
   });
   lp.row([[m.PC, 1]], -Infinity, hw.cpu.capacityBytes);
+  // the most the groups' terms of a GPU and a CPU row can add up to: all their state and p16
+  const placedMost = m.groups.reduce((a, q) => a + q.stateBytes + q.p16Bytes, 0);
   for (const o of instant) {
     if (o < 0) continue;
     let c = always + atOp[o];
@@ -115,15 +123,26 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
       if (lo <= o && o < lastCluster) cpu.push([m.x1[i][1], q.p16Bytes]);
     });
     for (const { q, lo, hi } of smallSpans) if (lo <= o && o <= hi && !operand(o, q.p16)) c += q.p16Bytes;
+    // (both tiers together: a saved activation not recomputed is on one of
+    // them, or both, from its producer to its last reader, whatever the copies)
+    const both: [number, number][] = [];
+    const ownTerms = gpu.length, cOwn = c;
+    let cBoth = 0;
     m.saved.forEach((t, j) => {
       const { p, reuse, last: end, fetchedBack } = savedSpans[j];
       if (o <= p || o >= end || operand(o, t)) return;
       const b = g.tensors[t].sizeBytes;
       if (o < reuse || !fetchedBack) gpu.push([m.keep[j], b]);
       else { c += b; gpu.push([m.again[j], -b]); }
+      cBoth += b; both.push([m.again[j], -b]);
     });
     lp.row(gpu, -Infinity, hw.gpu.capacityBytes - c);
     if (cpu.length > 1) lp.row(cpu, -Infinity, hw.cpu.capacityBytes);
+    // (only where it can bind: a redundant row still moves the LP's vertex)
+    if (both.length && placedMost > hw.gpu.capacityBytes + hw.cpu.capacityBytes - cOwn - cBoth) {
+      // the GPU's own terms but an activation's, the CPU's, and each such activation's share not recomputed
+      lp.row([...gpu.slice(0, ownTerms), ...cpu, ...both], -Infinity, hw.gpu.capacityBytes + hw.cpu.capacityBytes - cOwn - cBoth);
+    }
   }
 }
 

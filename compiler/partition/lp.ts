@@ -32,8 +32,10 @@
 //    model is well scaled at every size;
 //  - capacity of every tier, in two forms, so two LPs: the bound LP's rows
 //    count, at one instant per segment, only the bytes every schedule holds
-//    there (boundMemoryRows: valid, so its optimum is a lower bound and its
-//    infeasibility a proof that nothing fits); the placement LP's rows count
+//    there, per tier and on the GPU and CPU together (an offloaded activation
+//    is on one or the other) (boundMemoryRows: valid, so its optimum is a
+//    lower bound and its infeasibility a proof that nothing fits); the
+//    placement LP's rows count
 //    every tensor alive anywhere in a segment at once within 97 % of the
 //    capacity (planMemoryRows: high, which leaves the schedule room to
 //    prefetch); remade p16 is charged where its cast runs in the bound LP (a
