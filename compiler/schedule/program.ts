@@ -30,8 +30,7 @@
 //    rematerialised output of the op that is read within REFETCH_GAP ops;
 //    the CPU casts for the GPU ops up to the CPU's next op are drafted before
 //    a CPU update (the CPU stream runs in draft order: they do not wait for
-//    the update), and a master32 staged for such a cast stays for the update
-//    that reads it within REFETCH_GAP ops (one NVMe read, not two).
+//    the update).
 // Keeps true: every read waits for its buffer's writer (RAW), every in-place
 // write waits for the earlier readers (WAR), every wait points to an earlier
 // instruction (so no step can deadlock). Cost: O(instructions + operands).
@@ -236,9 +235,10 @@ export function buildProgram(g: Graph, p: Placement): Program {
       if (y !== x && remat(y) && !op.inputs.includes(y) && valid.get(y, tier) === undefined && nextUse(y, tier, current) - current <= REFETCH_GAP) valid.set(y, tier, outs[k]);
     });
     // inputs fetched for the rerun are dropped after it (e.g. a master copy
-    // staged from NVMe), unless a CPU op reads them soon (the update right
-    // after the backward pass's cast reads the same staged master32)
-    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t] && !(nextUse(t, tier, current) - current <= REFETCH_GAP)) valid.delete(t, tier);
+    // staged from NVMe; kept for the update that follows the backward's cast,
+    // it held CPU room the next reads wanted: 4 of 7 CPU-bound cases slower,
+    // gpt3-6.7b/v100 with 48 GB CPU 6.12 -> 8.69 s, docs/BENCHMARKS.md)
+    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid.delete(t, tier);
     return outs[op.outputs.indexOf(x)];
   }
 
@@ -264,7 +264,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
    * ops up to the CPU's next op read: the CPU stream runs in this order, and
    * a cast drafted at its reader came after this update, so the GPU's next
    * layer waited for the update, the update for that layer's gradient
-   * (docs/BENCHMARKS.md: gpt3-13b, v100-32g, 128 GB CPU 11.05 -> 9.06 s).
+   * (docs/BENCHMARKS.md: gpt3-13b, v100-32g, 128 GB CPU 11.05 -> 9.07 s).
    */
   function hoistCasts(o: number) {
     let j = o + 1;

@@ -3,12 +3,10 @@
 // layer and the updates of the layer before; a cast drafted at its reader came
 // after the update, so the GPU waited for the update and the update for the
 // GPU's gradient: a cast -> copy -> GPU -> copy -> update chain per layer, no
-// overlap. program.ts drafts those casts before the update, and keeps the
-// master32 staged from NVMe for such a cast for the update that follows (one
-// NVMe read of it in the backward pass, not two). Checked on the plan's
-// instructions, on the runtime (losses bit-identical to the all-GPU plan),
-// and on a large plan's predicted step (gpt3-6.7b on 24 GB of an A100 with 64
-// GB of CPU: 2.33 s before, 1.74 s after).
+// overlap. program.ts drafts those casts before the update. Checked on the
+// plan's instructions, on the runtime (losses bit-identical to the all-GPU
+// plan), and on a large plan's predicted step (gpt3-6.7b on 24 GB of an A100
+// with 64 GB of CPU: 2.33 s before, 1.83 s after).
 import { describe, it, expect } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -20,7 +18,6 @@ import { paramGroups, placementFrom } from '../../compiler/partition/lp.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 import type { Tier } from '../../compiler/cost/cost.js';
-import { REFETCH_GAP } from '../../compiler/schedule/program.js';
 import type { Plan } from '../../compiler/plan/types.js';
 
 /** gpt tiny (fp16): every p16 that may be remade is; the state of the groups on NVMe, the CPU and the GPU in turn; every other saved activation offloaded. */
@@ -64,28 +61,11 @@ function castsAndUpdates(plan: Plan) {
 }
 
 describe('casts drafted before the CPU update', () => {
-  it('tiny fp16, state on NVMe, CPU and GPU, p16 remade: every backward cast precedes the update drafted before its reader; the update reads no master32 again', async () => {
+  it('tiny fp16, state on NVMe, CPU and GPU, p16 remade: every backward cast precedes the update drafted before its reader', async () => {
     const { offloaded: plan } = await tinyPlans();
     const pairs = castsAndUpdates(plan);
     expect(pairs.length).toBeGreaterThan(0);
     for (const { cast, update, reader } of pairs) expect(cast, `cast ${cast} for reader ${reader}`).toBeLessThan(update);
-    // a master32 homed on NVMe, its p16 remade on the CPU: read once per cast,
-    // and not again for its update when that follows the backward's last cast
-    // within REFETCH_GAP ops (the cast's staged copy serves it; tied wte's
-    // update comes after the embedding's gradient, far from the head's cast)
-    const g = plan.graph, remat = plan.placement.remat ?? [];
-    const reads = new Map<number, number>();
-    for (const i of plan.instructions) if (i.stream === 'nvmeRead') { const t = plan.buffers[i.inputs[0]].tensor; reads.set(t, (reads.get(t) ?? 0) + 1); }
-    let near = 0;
-    for (const q of paramGroups(g)) {
-      const master = q.state[0];
-      if (plan.placement.opTier[q.adam] !== 'cpu' || plan.placement.home[master] !== 'nvme' || !remat[q.p16]) continue;
-      const casts = plan.instructions.filter((i) => i.kind === 'run' && i.stream === 'cpu' && i.op === q.cast).length;
-      const lastReader = Math.max(...g.ops.filter((o) => o.phase === 'backward' && o.inputs.includes(q.p16)).map((o) => o.id));
-      expect(reads.get(master), g.tensors[master].name).toBe(q.adam - lastReader <= REFETCH_GAP ? casts : casts + 1);
-      if (q.adam - lastReader <= REFETCH_GAP) near++;
-    }
-    expect(near).toBeGreaterThan(0);
   }, 60_000);
 
   it('the runtime trains that plan bit-identically to the all-GPU plan', async () => {
