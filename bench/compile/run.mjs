@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // npm run bench:compile — compile time of large plans on this machine, and what
 // the partitioner finds. One process, models built symbolically (no weights).
-// Prints two tables (the large cases, then the gap grid of presets x profiles);
+// Prints three tables (the large cases, the gap grid of presets x profiles,
+// then cases whose host memory binds);
 // paste them into docs/BENCHMARKS.md with the command.
 import { compile } from '../../dist/src/compile.js';
 import { planStats } from '../../dist/compiler/report/stats.js';
@@ -31,4 +32,24 @@ for (const preset of ['gpt2-124m', 'gpt2-1.5b', 'gpt3-6.7b', 'gpt3-13b']) {
     const seconds = (performance.now() - t0) / 1e3;
     console.log(`| ${preset} | ${hw} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${seconds.toFixed(1)} |`);
   }
+}
+
+// host memory that binds: the state does not fit GPU + CPU, part of it on
+// NVMe (default NVMe; what a box with less RAM than the model state meets)
+console.log('\n| case | method | predicted step s | LP bound s | gap % | compile s |');
+console.log('|---|---|---|---|---|---|');
+const hostBound = [
+  ['gpt3-6.7b, a100-80g, 24 GB GPU, 64 GB CPU', { preset: 'gpt3-6.7b', hw: 'a100-80g', gpuMemBytes: 24e9, cpuMemBytes: 64e9 }],
+  ['gpt3-6.7b, v100-32g, 48 GB CPU', { preset: 'gpt3-6.7b', hw: 'v100-32g', cpuMemBytes: 48e9 }],
+  ['gpt3-13b, v100-32g, 128 GB CPU', { preset: 'gpt3-13b', hw: 'v100-32g', cpuMemBytes: 128e9 }],
+  ['gpt3-13b, a100-80g, 64 GB CPU', { preset: 'gpt3-13b', hw: 'a100-80g', cpuMemBytes: 64e9 }],
+  ['llama2-13b, h100-80g, 96 GB CPU', { model: 'models/llama.ts', preset: 'llama2-13b', hw: 'h100-80g', cpuMemBytes: 96e9 }],
+  ['llama2-7b, a100-80g, 24 GB GPU, 32 GB CPU', { model: 'models/llama.ts', preset: 'llama2-7b', hw: 'a100-80g', gpuMemBytes: 24e9, cpuMemBytes: 32e9 }],
+  ['gpt2-1.5b, v100-32g, 8 GB GPU, 6 GB CPU', { preset: 'gpt2-1.5b', hw: 'v100-32g', gpuMemBytes: 8e9, cpuMemBytes: 6e9 }],
+];
+for (const [name, o] of hostBound) {
+  const t0 = performance.now();
+  const plan = await compile({ model: 'models/gpt.ts', precision: 'fp16', ...o });
+  const seconds = (performance.now() - t0) / 1e3;
+  console.log(`| ${name} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${seconds.toFixed(1)} |`);
 }
