@@ -35,11 +35,11 @@
 //    there, per tier and on the GPU and CPU together (an offloaded activation
 //    is on one or the other) (boundMemoryRows: valid, so its optimum is a
 //    lower bound and its infeasibility a proof that nothing fits); the
-//    placement LP's rows count
-//    every tensor alive anywhere in a segment at once within 97 % of the
-//    capacity (planMemoryRows: high, which leaves the schedule room to
-//    prefetch); remade p16 is charged where its cast runs in the bound LP (a
-//    McCormick column), the CPU cast and copy in the placement LP.
+//    placement LP's rows count every tensor alive anywhere in a segment at
+//    once within 97 % of the capacity (planMemoryRows: high, which leaves the
+//    schedule room to prefetch); remade p16 is charged where its cast runs in
+//    the bound LP (a McCormick column), the CPU cast and copy in the
+//    placement LP.
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone

@@ -235,9 +235,9 @@ export function buildProgram(g: Graph, p: Placement): Program {
       if (y !== x && remat(y) && !op.inputs.includes(y) && valid.get(y, tier) === undefined && nextUse(y, tier, current) - current <= REFETCH_GAP) valid.set(y, tier, outs[k]);
     });
     // inputs fetched for the rerun are dropped after it (e.g. a master copy
-    // staged from NVMe; kept for the update that follows the backward's cast,
-    // it held CPU room the next reads wanted: 4 of 7 CPU-bound cases slower,
-    // gpt3-6.7b/v100 with 48 GB CPU 6.12 -> 8.69 s, docs/BENCHMARKS.md)
+    // staged from NVMe; keeping it for the update right after the backward's
+    // cast holds CPU room that the next NVMe reads want: measured slower in 4
+    // of 7 cases where the CPU binds, docs/BENCHMARKS.md, eighth session)
     for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid.delete(t, tier);
     return outs[op.outputs.indexOf(x)];
   }
@@ -283,7 +283,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
 
   for (const op of g.ops) {
     current = op.id;
-    if (g.ops[op.id].kind === 'adam' && isCpuUpdate(op.id)) hoistCasts(op.id);
+    if (op.kind === 'adam' && isCpuUpdate(op.id)) hoistCasts(op.id);
     // a cast whose output is rematerialised (param16 made again for each use)
     // runs where it is read (rerun), not here: run here too, at the step start,
     // its result was dropped unread (and its master32 read from NVMe twice).
