@@ -510,12 +510,15 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
 /**
  * From this many ops in the forward graph on, HiGHS's code is optimised by V8
  * (LpWorker.load): the LPs grow with the graph, and their solves with them.
- * Measured (fresh processes, the three solves alone): gpt2-1.5b (677 forward
- * ops) 0.9 s at the baseline tier against 2.1 s with tier-up; gpt3-175b (1349)
- * 2.6–2.9 s against 2.0–2.3 s. Between the two, where the crossing lies is a
- * guess; the plans are the same either way (docs/BENCHMARKS.md).
+ * When a compile solved three LPs, gpt2-1.5b (677 forward ops) took 0.9 s at
+ * the baseline tier against 2.1 s with tier-up; it now solves eight, and
+ * tier-up wins (fresh processes, 6 interleaved pairs: 4.0–5.3 s against
+ * 4.7–6.9 s); gpt2-124m (173) still loses 0.35–0.5 s to it. gpt3-175b (1349)
+ * 2.6–2.9 s against 2.0–2.3 s. The flag is V8's, and a process keeps the
+ * first load's choice (its compiled module is shared): the plans are the same
+ * either way (docs/BENCHMARKS.md).
  */
-const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 1000;
+const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 300;
 
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
