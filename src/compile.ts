@@ -15,7 +15,7 @@ import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../comp
 import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
-import { castOnce, placementFrom, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, placementFrom, remakeOnGpu, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -314,6 +314,8 @@ function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Bu
   for (let attempt = 0; attempt < 40; attempt++) {
     // a remade p16 whose state is (or was moved) on the CPU: kept there while it has room
     r.p16Tier = castOnce(g, groups, r, hw.cpu.capacityBytes / 2)?.p16Tier ?? r.p16Tier;
+    // and one whose state is on the GPU, homed on the CPU: made again on the GPU
+    r.p16Tier = remakeOnGpu(g, groups, r);
     const p = placementFrom(g, groups, r.p16Tier, r.stateTier, r.offload, sol.lowerBoundSeconds, r.recompute);
     const b = build(g, hw, p);
     mark('LP placement schedule');

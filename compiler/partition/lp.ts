@@ -51,7 +51,8 @@
 // (its first stage's vertex, its second stage's — least total load within
 // its optimum — and the same LP's over HEADROOM_SHARE of the GPU) keeping its
 // bytes per tier (roundShares); castOnce keeps on the CPU a
-// remade p16 whose state rounds there; the caller verifies the rounded plans
+// remade p16 whose state rounds there, remakeOnGpu remakes on the GPU a p16
+// homed on the CPU whose state is on the GPU; the caller verifies the rounded plans
 // with the scheduler and simulator, repairs overflows and keeps the fastest.
 // Keeps true: deterministic (fixed row/column order). Cost: LPs with
 // O(groups + activations) columns and O(K + groups) rows, solved on worker
@@ -885,6 +886,22 @@ export function castOnce(g: Graph, groups: readonly ParamGroup[], r: Rounded, cp
   groups.forEach((q, i) => { if (r.stateTier[i] === 'cpu') homed += q.stateBytes; if (r.p16Tier[i] === 'cpu' || again[i]) homed += q.p16Bytes; });
   if (homed > cpuBytes) return undefined;
   return { ...r, p16Tier: r.p16Tier.map((t, i) => (again[i] ? 'cpu' : t)) };
+}
+
+/**
+ * The rounding with every p16 homed on the CPU while its state is on the GPU
+ * made again on the GPU for each use instead (fp16/bf16, remakeable groups):
+ * homed on the CPU, the forward's cast on the GPU is copied down and copied up
+ * again for the backward, two transfers of its bytes where a cast on the GPU
+ * (reading master32 there) does, and the copy down queues behind the forward's
+ * offloaded activations (gpt3-6.7b/a100: the backward's first prefetch waited
+ * 15 ms for such a copy to free its bytes). Neither holds the p16 on the GPU
+ * between uses; the CPU holds it no longer. The LPs' shares and the repair
+ * (which moves a p16 off a full GPU to the CPU) both give such groups.
+ */
+export function remakeOnGpu(g: Graph, groups: readonly ParamGroup[], r: Rounded): Tier[] {
+  if (g.precision === 'fp32') return r.p16Tier;
+  return r.p16Tier.map((t, i) => (t === 'cpu' && r.stateTier[i] === 'gpu' && groups[i].remakeable ? 'nvme' : t));
 }
 
 export type Rounding = 'largest' | 'bytes';
