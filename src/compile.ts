@@ -15,6 +15,7 @@ import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../comp
 import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
+import { checkpointed } from '../compiler/partition/checkpoints.js';
 import { castOnce, placementFrom, remakeOnGpu, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
@@ -228,6 +229,41 @@ function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates, keepPara
 }
 
 /**
+ * Where the best plan so far holds optimizer state on NVMe and activations
+ * offloaded into the CPU: two more candidates with those activations made
+ * again in the backward pass through chains of recomputation
+ * (partition/checkpoints.ts), and NVMe state moved into the CPU room they
+ * held (the groups with the largest CPU share first; the repair moves state
+ * back to NVMe where the CPU overflows). The LPs' one-level recompute cannot
+ * find these: llama2-13b on an H100 with 96 GB of CPU 4.46 -> 2.19 s (its
+ * 25 NVMe groups all in the CPU), gpt3-175b on an A100 with 1 TB 351.2 ->
+ * 336.4 s. Chains of saved activations only, up to 8 deep (llama2-13b's
+ * win), and chains also through the activations the LP does not save, up to
+ * 4 deep (gpt3-175b, gpt3-13b on an A100 with 64 GB, llama2-7b's: a GPT's
+ * attention and MLP inputs are a matmul's output plus a bias); deeper chains
+ * recompute more and won nowhere (docs/BENCHMARKS.md, ninth session).
+ */
+const CHECKPOINT_CHAINS = [{ maxDepth: 8, viaIntermediates: false }, { maxDepth: 4, viaIntermediates: true }];
+
+function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  if (!acc.bestFrom) return;
+  const { sol, r } = acc.bestFrom;
+  if (r.offload.size === 0 || !r.stateTier.includes('nvme')) return;
+  for (const { maxDepth, viaIntermediates } of CHECKPOINT_CHAINS) {
+    const { offload, recompute, freedBytes } = checkpointed(g, sol.saved, r, maxDepth, viaIntermediates);
+    if (freedBytes === 0) continue;
+    const stateTier = [...r.stateTier];
+    let room = freedBytes;
+    for (const i of sol.groups.map((_, i) => i).sort((a, b) => sol.stateShare[b][1] - sol.stateShare[a][1] || a - b)) {
+      if (room <= 0) break;
+      if (stateTier[i] === 'nvme') { stateTier[i] = 'cpu'; room -= sol.groups[i].stateBytes; }
+    }
+    lpTryRounded(g, hw, sol, { stateTier, p16Tier: [...r.p16Tier], offload, recompute }, acc);
+  }
+  mark('LP checkpoint candidates');
+}
+
+/**
  * The candidate with its arenas placed again, the fastest kept (the first on
  * ties): by when frees end (arena.ts ReuseTiming: in the program's schedule
  * without the arena's waits, or in an estimate made as it places), then along
@@ -406,6 +442,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) lpTry(g, hw, lean, acc);
       mark('LP bound-row candidates');
       lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
+      lpTryCheckpoints(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }

@@ -32,10 +32,12 @@ describe('LP partition over gpu, cpu and nvme', () => {
     const tight = await compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: 300_000, cpuMemBytes: 200_000 });
     const again = tight.graph.tensors.filter((t) => tight.placement.remat?.[t.id] && t.role === 'activation');
     expect(again.length).toBeGreaterThan(0);
-    // each recomputed activation's producer runs twice in the step
+    // each recomputed activation's producer runs again in the step (twice where
+    // one rerun serves its readers; more where a chain of recomputation
+    // reruns it again for a reader further on: partition/checkpoints.ts)
     for (const t of again) {
       const producer = tight.graph.ops.find((o) => o.outputs.includes(t.id))!;
-      expect(tight.instructions.filter((x) => x.kind === 'run' && x.op === producer.id).length).toBe(2);
+      expect(tight.instructions.filter((x) => x.kind === 'run' && x.op === producer.id).length).toBeGreaterThanOrEqual(2);
     }
     expect(verifyPlan(tight)).toEqual([]);
     expect(await losses(tight, 4)).toEqual(await losses(resident, 4));
