@@ -128,7 +128,7 @@ export class LpWorker {
       if (!p) return;
       this.pending.delete(m.id);
       if (m.readyAt !== undefined) mark(`HiGHS solve ${m.id} start`, m.readyAt);
-      if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations`);
+      if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations, ${m.status}`);
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
       else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations, readyAt: m.readyAt, endAt: m.endAt });
     });
