@@ -20,9 +20,9 @@ import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import type { Plan } from '../../compiler/plan/types.js';
 
-/** gpt tiny (fp16), its forward activations read in the backward pass (the LP's saved ones, near enough), every one offloaded. */
-async function tiny() {
-  const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+/** A tiny model (gpt fp16 unless told), its forward activations read in the backward pass (the LP's saved ones, near enough), every one offloaded. */
+async function tiny(model = 'models/gpt.ts', precision: 'fp16' | 'fp32' = 'fp16') {
+  const { graph: g } = await trainingGraph({ model, preset: 'tiny', precision });
   const prod = new Map<number, number>();
   for (const op of g.ops) for (const t of op.outputs) if (!prod.has(t)) prod.set(t, op.id);
   const readInBackward = new Set(g.ops.filter((op) => op.phase === 'backward').flatMap((op) => op.inputs));
@@ -73,10 +73,8 @@ describe('checkpointed', () => {
     expect(r.recompute.size).toBe(0);
   });
 
-  it('the runtime trains plans that recompute through those chains bit-identically to the all-GPU plan', async () => {
-    const { g, saved, groups, r } = await tiny();
+  it('the runtime trains plans that recompute through those chains bit-identically to the all-GPU plan (gpt and llama fp16, bert fp32)', async () => {
     const hw = loadProfile('v100-32g');
-    const model = { source: 'models/gpt.ts', preset: 'tiny', config: {} };
     const dir = mkdtempSync(join(tmpdir(), 'tiercut-checkpoints-'));
     const losses = (plan: Plan, name: string) => {
       expect(verifyPlan(plan)).toEqual([]);
@@ -86,12 +84,18 @@ describe('checkpointed', () => {
       expect(run.status, run.stderr).toBe(0);
       return run.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.loss !== undefined).map((l) => l.loss);
     };
-    const reference = losses(planFor(g, hw, allGpu(g), model, ADAM_DEFAULTS), 'gpu.plan.json');
-    expect(reference.length).toBe(4);
-    for (const [maxDepth, via] of [[8, false], [4, true], [8, true]] as const) {
-      const out = checkpointed(g, saved, r, maxDepth, via);
-      const p = placementFrom(g, groups, r.p16Tier, r.stateTier, out.offload, 0, out.recompute);
-      expect(losses(planFor(g, hw, p, model, ADAM_DEFAULTS), `ck-${maxDepth}-${via}.plan.json`), `depth ${maxDepth} via ${via}`).toEqual(reference);
+    for (const [source, precision] of [['models/gpt.ts', 'fp16'], ['models/llama.ts', 'fp16'], ['models/bert.ts', 'fp32']] as const) {
+      const { g, saved, groups, r } = await tiny(source, precision);
+      const model = { source, preset: 'tiny', config: {} };
+      const name = source.slice(7, -3);
+      const reference = losses(planFor(g, hw, allGpu(g), model, ADAM_DEFAULTS), `${name}-gpu.plan.json`);
+      expect(reference.length).toBe(4);
+      for (const [maxDepth, via] of [[8, false], [4, true], [8, true]] as const) {
+        const out = checkpointed(g, saved, r, maxDepth, via);
+        expect(out.offload.size, `${name} depth ${maxDepth} via ${via}`).toBeLessThan(saved.length);
+        const p = placementFrom(g, groups, r.p16Tier, r.stateTier, out.offload, 0, out.recompute);
+        expect(losses(planFor(g, hw, p, model, ADAM_DEFAULTS), `${name}-ck-${maxDepth}-${via}.plan.json`), `${name} depth ${maxDepth} via ${via}`).toEqual(reference);
+      }
     }
   }, 120_000);
 
