@@ -27,14 +27,14 @@
 // persistent, inputs, parameters, kept or offloaded, or recomputed; the
 // rounding given is not changed. Cost: O(saved x maxDepth x op inputs).
 
+import { producers } from '../ir/graph.js';
 import type { Graph } from '../ir/types.js';
 import type { Rounded } from './lp.js';
 
 export interface Checkpointed { offload: Set<number>; recompute: Set<number>; /** bytes no longer offloaded */ freedBytes: number }
 
 export function checkpointed(g: Graph, saved: readonly number[], r: Rounded, maxDepth: number, viaIntermediates: boolean): Checkpointed {
-  const prod = new Int32Array(g.tensors.length).fill(-1);
-  for (const op of g.ops) for (const t of op.outputs) if (prod[t] < 0) prod[t] = op.id;
+  const prod = producers(g); // (as the LP's: its saved activations and their producers)
   const isSaved = new Set(saved);
   const recompute = new Set(r.recompute), offload = new Set(r.offload);
   const depth = new Map<number, number>(); // of every tensor in `recompute` whose chain is known
