@@ -40,26 +40,37 @@ export interface HighsResult {
 // iterationsFactor * its iterations + iterationsPlus (skipped as well when
 // that is above iterationsMax, if given); so the follow-up starts the moment
 // the first ends, without a round trip through a busy main thread.
-// Before highs compiles its WebAssembly, the worker tells V8 whether to keep
-// the baseline (Liftoff) code or to tier hot functions up to TurboFan
-// (liftoffOnly). In a fresh process V8 spent ~1 s of CPU optimising HiGHS's
-// large functions during the first solve: gpt2-1.5b's three solves took
-// ~2.1 s cold with tier-up and ~0.9 s at the baseline tier alone (0.15–0.2 s
-// each once optimised), so for LPs of that size the optimised code never pays
-// for its compile; gpt3-175b's larger solves (3325–7274 iterations) took
-// ~2.1 s with tier-up and ~2.7 s without. So a worker made with deferLoad
-// loads highs on load(optimise), which compile calls once the step's graph
-// (and so the LP's size) is known, or on its first solve (baseline tier).
-// The flag is V8's, so process-wide (set again, either way, by each load):
+// Before highs compiles its WebAssembly, the worker tells V8 which of its two
+// compilers makes HiGHS's code: the baseline (Liftoff) alone, or the
+// optimising one (TurboFan) alone (liftoffOnly). In a fresh process V8 spent
+// ~1 s of CPU optimising HiGHS's large functions during the first solve:
+// gpt2-1.5b's three solves took ~2.1 s cold optimised and ~0.9 s at the
+// baseline tier alone (0.15–0.2 s each once optimised), so for LPs of that
+// size the optimised code never pays for its compile; gpt3-175b's larger
+// solves (3325–7274 iterations) took ~2.1 s optimised and ~2.7 s without. So
+// a worker made with deferLoad loads highs on load(optimise), which compile
+// calls once the step's graph (and so the LP's size) is known, or on its
+// first solve (baseline tier).
+// Never both compilers in one run (V8's default, dynamic tier-up: a function
+// starts in Liftoff and is swapped for TurboFan code once it has run enough,
+// at a moment that depends on timing): with tier-up the same gpt-1t bound LP
+// took 3678 or 3703 simplex iterations and its 98 %-GPU variant 3687 or 4089,
+// from run to run (two optima 1 ulp apart), and the 1T plan changed with
+// them (3461.6 or 3993.1 s); with either compiler alone, 3703 and 4089 every
+// time (docs/BENCHMARKS.md, tenth session). Lazy compilation stays on: each
+// function is compiled by its one compiler when first called.
+// The flags are V8's, so process-wide (set again, either way, by each load):
 // other WebAssembly compiled in the same process afterwards gets the same
-// tiering (tiercut has none). WebAssembly's arithmetic is deterministic, so
-// the solves and plans are the same either way. TIERCUT_WASM_TIERUP=1 always
-// leaves V8's default (tier-up).
+// compiler (tiercut has none). TIERCUT_WASM_TIERUP=1 leaves V8's default
+// (tier-up, not deterministic) for measurements.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 let highsReady;
 const load = (liftoffOnly) => (highsReady ??= (() => {
-  require('node:v8').setFlagsFromString(liftoffOnly ? '--liftoff-only' : '--no-liftoff-only');
+  const v8 = require('node:v8');
+  const flags = workerData.tierUp ? ['--liftoff', '--no-liftoff-only', '--wasm-dynamic-tiering']
+    : liftoffOnly ? ['--liftoff', '--liftoff-only', '--no-wasm-dynamic-tiering'] : ['--no-liftoff', '--no-liftoff-only', '--no-wasm-dynamic-tiering'];
+  for (const f of flags) v8.setFlagsFromString(f);
   const mod = require(workerData.highsPath);
   return (mod.default ?? mod)();
 })());
@@ -99,7 +110,7 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       const iterations = Number(model.info.get('simplex_iteration_count'));
       if (keep) done.set(id, { status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, iterations });
       const endAt = performance.timeOrigin + performance.now();
-      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations, readyAt, endAt }, [x.buffer]);
+      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations, readyAt, endAt, rows: data.numRows, nnz: data.matrix.values.length }, [x.buffer]);
     } finally {
       model.dispose();
     }
@@ -121,14 +132,14 @@ export class LpWorker {
   /** deferLoad: highs is loaded on load() or the first solve, not at once (see WORKER_SOURCE). */
   constructor(opts: { deferLoad?: boolean } = {}) {
     const highsPath = createRequire(import.meta.url).resolve('highs');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: tierUpForced() ? false : true, deferLoad: opts.deferLoad ?? false } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: tierUpForced() ? false : true, tierUp: tierUpForced(), deferLoad: opts.deferLoad ?? false } });
     this.worker.unref(); // a pending solve must not keep a finished process alive
-    this.worker.on('message', (m: { id: number; error?: string } & HighsResult) => {
+    this.worker.on('message', (m: { id: number; error?: string; rows?: number; nnz?: number } & HighsResult) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
       if (m.readyAt !== undefined) mark(`HiGHS solve ${m.id} start`, m.readyAt);
-      if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations, ${m.status}`);
+      if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations, ${m.status}, ${m.rows} rows, ${m.nnz} nonzeros`);
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
       else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations, readyAt: m.readyAt, endAt: m.endAt });
     });
