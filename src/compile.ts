@@ -429,7 +429,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // (its rows see the forward pass's fetches and offloads: gpt3-13b/h200
     // 0.558 -> 0.419 s, gpt2-1.5b on 16 GB 0.290 -> 0.259 with castOnce)
     if (acc.best) {
-      const boundSol = await lp.bound;
+      const boundSol = await lp.firstVertex;
       if (boundSol.status === 'optimal') lpTry(g, hw, boundSol, acc);
       mark('LP bound candidate');
       // and the bound LP's over 98 % of the GPU (its rounding leaves the schedule room to prefetch)

@@ -23,7 +23,9 @@
 //  - the step's load per resource (gpu, cpu, h2d, d2h, nvme read, nvme write)
 //    in seconds; an epigraph variable T >= every load and >= every precedence
 //    row (precedenceRows: work released by a gradient, work due before a
-//    parameter's first reader); minimise T (a bound no schedule of the
+//    parameter's first reader; the bound LP again with fetch-then-update
+//    rows, CPU updates after the forward's fetches and the GPU's work up to
+//    their gradient, where its first vertex breaks one); minimise T (a bound no schedule of the
 //    placement can beat: the scheduler runs the GPU's ops in program order),
 //    then, with T held within 1e-6 of its optimum, the total load, every
 //    term with its sign (so the chosen placement wastes no work: an
@@ -185,8 +187,15 @@ function segmentsOf(g: Graph, hw: HardwareProfile, K: number): Int32Array {
 
 /** LPs being solved: the bound LP at once; the placement LPs at once or on demand. */
 export interface LpRun {
-  /** The bound, with the shares of some optimal solution of the bound LP. */
+  /**
+   * The bound, with the shares of some optimal solution of the bound LP:
+   * firstVertex's, or, where that breaks a fetch-then-update row
+   * (fetchThenUpdateRows), the bound LP's with those rows too (solved then,
+   * on the second solver thread when there is one: a higher optimum).
+   */
   readonly bound: Promise<LpSolution>;
+  /** The bound LP's first solution, without the fetch-then-update rows (its optimum is a bound too, at most bound's). */
+  readonly firstVertex: Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
@@ -283,11 +292,20 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const model = buildLp(g, hw, opts, segments, 'bound');
   const boundId = solver.nextSolveId;
   const boundFirst = solver.solve(model.data, timeLimit, undefined, undefined, true);
-  const bound = (async () => {
+  const firstVertex = quiet((async () => {
     const first = await boundFirst;
     return model.solution(first.status, first.objective, first.x, (performance.now() - t0) / 1e3);
-  })();
-  quiet(bound);
+  })());
+  // the same LP with the fetch-then-update rows, only where its first vertex
+  // breaks one (else its optimum is the same: that vertex is feasible there);
+  // without an optimum of its own, the first one's bound stands
+  const bound = quiet((async () => {
+    const first = await boundFirst, loose = await firstVertex;
+    if (first.status !== 'optimal' || !model.breaksFetchThenUpdate(first.x)) return loose;
+    const tight = buildLp(g, hw, opts, segments, 'bound', 'gpu', true);
+    const r = await (opts.second ?? solver).solve(tight.data, optionalLimit);
+    return r.status === 'optimal' ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
+  })());
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= quiet((async () => {
@@ -320,14 +338,14 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const earlyEach = () => (each ??= (async () => {
     if (!plans) {
       // not queued at once: only when the bound LP has a solution (as then the placement LPs may)
-      if ((await bound).status !== 'optimal') return [];
+      if ((await firstVertex).status !== 'optimal') return [];
       postPlans(segments);
     }
     // coarse segments first; when they make the first LP infeasible (a
     // segment's working set counts every parameter it reads at once), finer
     // ones, if anything fits at all (the bound LP has a solution)
     if ((await plans![0].first).status === 'infeasible' && opts.segments === undefined) {
-      if ((await bound).status !== 'optimal') return [];
+      if ((await firstVertex).status !== 'optimal') return [];
       postPlans(384);
     }
     return plans!.map((run) => quiet(solved(run)));
@@ -345,7 +363,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { bound, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { bound, firstVertex, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
@@ -359,6 +377,8 @@ interface BuiltLp {
   fixedTo(p: Placement): { colLower: Float64Array; colUpper: Float64Array };
   /** Seconds per unit of T. */
   seconds: number;
+  /** Whether a solution of this LP breaks a fetch-then-update row (fetchThenUpdateRows; never true when the LP has them). */
+  breaksFetchThenUpdate(x: Float64Array): boolean;
 }
 
 /**
@@ -371,7 +391,7 @@ interface BuiltLp {
  * fits, is a row that is not valid).
  */
 export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound');
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', true);
   const r = await solver.solve({ ...model.data, ...model.fixedTo(p) }, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
@@ -388,14 +408,14 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
  * simplex's bound with this on every case, so a row that trips it shows.
  */
 export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound');
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', true);
   const r = await solver.solve(model.data, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS, undefined, options);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);
   return r.objective * model.seconds;
 }
 
-function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu'): BuiltLp {
+function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', fetchThenUpdate = false): BuiltLp {
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
@@ -617,7 +637,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload);
+  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, fetchThenUpdate);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -642,7 +662,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   };
   return {
     data: lp.toHighs(Infinity), // HiGHS's infinity is IEEE infinity
-    T, secondaryCost, fixedTo, seconds: 1 / unit,
+    T, secondaryCost, fixedTo, seconds: 1 / unit, breaksFetchThenUpdate,
     solution: (status, objective, x, solveSeconds) => ({
       status, lowerBoundSeconds: objective / unit, solveSeconds, rows, nvmeNeeded,
       size: { rows: lp.numRows, cols: lp.numCols, nonzeros: lp.nonzeros },
@@ -750,7 +770,8 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  */
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
-  forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number }): void {
+  forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number },
+  fetchThenUpdate: boolean): (x: Float64Array) => boolean {
   const { before, after } = gpuProgramTimes(g, hw);
   const half = g.precision !== 'fp32';
   // after the forward fetches (F, on h2d): every update released by this
@@ -778,6 +799,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     lp.row([[T, 1], ...F, ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + cpuAfterC) * unit, Infinity);
     if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
+  const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, x2, prod, forwardFetch, before, fetchThenUpdate);
   // a job: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h
   type Job = { h: number; c: number; col: number; k: number };
   const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
@@ -815,6 +837,56 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     }
   };
   for (const jobs of [...Object.values(released), ...Object.values(tailed)]) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(jobs);
+  return violated;
+}
+
+/**
+ * Fetch-then-update rows (the bound LP): the released rows above count a
+ * gradient as made after the GPU's work before it, as if the forward pass
+ * never waited for a parameter. It does: the op reading the last of the
+ * forward pass's first fetches starts after the h2d stream has done all of
+ * them (F, one at a time), and the GPU runs its ops in program order, so a
+ * gradient made at op p exists no sooner than F + the GPU's work from the
+ * last forward first reader L to p; every CPU update released at or after it
+ * comes later still. So for each gradient in order, T >= F + before[p] -
+ * before[L] + the CPU's update work released from p on (a suffix sum, as in
+ * suffixRows). Where the forward pass is h2d-bound and the CPU's updates
+ * decide the step (gpt3-13b on a V100 or an A100, gpt2-1.5b on 16 GB) the
+ * bound rises 0.8-1.2 % (docs/BENCHMARKS.md, tenth session).
+ * Added only when `add`; returns whether a solution of the LP without them
+ * breaks one (then the LP with them has a higher optimum; else the same).
+ */
+function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], prod: Int32Array,
+  forwardFetch: { terms: [number, number][]; c: number; lastReader: number }, before: Float64Array, add: boolean): (x: Float64Array) => boolean {
+  const L = forwardFetch.lastReader;
+  if (forwardFetch.terms.length === 0 || L < 0) return () => false;
+  const jobs = groups.map((q, i) => ({ p: prod[q.grad], i, aC: opSeconds(g, g.ops[q.adam], 'cpu', hw) }))
+    .filter((j) => j.p > L && j.p < groups[j.i].adam).sort((a, b) => a.p - b.p || a.i - b.i);
+  const F = forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit]);
+  if (add) {
+    // (F in one column, so that each row names it once)
+    const Fc = lp.col(`fetchfwd_${lp.numCols}`);
+    lp.row([[Fc, 1], ...F], forwardFetch.c * unit, forwardFetch.c * unit);
+    let next = -1; // S_{k+1}: the CPU's update work released from the next gradient on
+    for (let k = jobs.length - 1; k >= 0; k--) {
+      const j = jobs[k];
+      const S = lp.col(`fetchupd_${lp.numCols}`);
+      lp.row(next >= 0 ? [[S, 1], [x2[j.i][0], j.aC * unit], [next, -1]] : [[S, 1], [x2[j.i][0], j.aC * unit]], j.aC * unit, j.aC * unit);
+      if (k === 0 || jobs[k - 1].p !== j.p) lp.row([[T, 1], [Fc, -1], [S, -1]], (before[j.p] - before[L]) * unit, Infinity);
+      next = S;
+    }
+  }
+  return (x) => {
+    let f = forwardFetch.c * unit;
+    for (const [c, v] of forwardFetch.terms) f += v * unit * x[c];
+    let S = 0;
+    for (let k = jobs.length - 1; k >= 0; k--) {
+      const j = jobs[k];
+      S += j.aC * unit * (1 - x[x2[j.i][0]]);
+      if ((k === 0 || jobs[k - 1].p !== j.p) && x[T] < f + (before[j.p] - before[L]) * unit + S - 1e-9) return true;
+    }
+    return false;
+  };
 }
 
 const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];
