@@ -304,7 +304,8 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (first.status !== 'optimal' || !model.breaksFetchThenUpdate(first.x)) return loose;
     const tight = buildLp(g, hw, opts, segments, 'bound', 'gpu', true);
     const r = await (opts.second ?? solver).solve(tight.data, optionalLimit);
-    return r.status === 'optimal' ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
+    // (its optimum is at least the first's, up to HiGHS's tolerances)
+    return r.status === 'optimal' && r.objective * tight.seconds >= loose.lowerBoundSeconds ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
   })());
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
@@ -883,7 +884,8 @@ function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Grap
     for (let k = jobs.length - 1; k >= 0; k--) {
       const j = jobs[k];
       S += j.aC * unit * (1 - x[x2[j.i][0]]);
-      if ((k === 0 || jobs[k - 1].p !== j.p) && x[T] < f + (before[j.p] - before[L]) * unit + S - 1e-9) return true;
+      // (broken by more than HiGHS's feasibility tolerance: else a second solve finds the same optimum)
+      if ((k === 0 || jobs[k - 1].p !== j.p) && x[T] < f + (before[j.p] - before[L]) * unit + S - 1e-7 * Math.max(1, x[T])) return true;
     }
     return false;
   };
