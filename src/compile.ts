@@ -417,6 +417,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // solves; they are kept only when the bound LP has a solution too
     // (each LP's roundings as soon as its shares come, while the next solves)
     const acc: LpCandidates = { seen: new Set() };
+    void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
     const earlyEach = lp.earlyEach();
     lp.headroom(); // queued on the second solver thread, behind its placement LP
     lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP

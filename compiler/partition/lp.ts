@@ -192,6 +192,7 @@ export interface LpRun {
    * firstVertex's, or, where that breaks a fetch-then-update row
    * (fetchThenUpdateRows), the bound LP's with those rows too (solved then,
    * on the second solver thread when there is one: a higher optimum).
+   * That second solve starts when bound is first read.
    */
   readonly bound: Promise<LpSolution>;
   /** The bound LP's first solution, without the fetch-then-update rows (its optimum is a bound too, at most bound's). */
@@ -221,7 +222,7 @@ export interface LpRun {
   /**
    * The bound LP with its choices fixed to p's (as placementBound), solved on
    * the second solver thread when there is one: the bound over the plans of
-   * p's placement, with anyPlacementSeconds from the bound LP. compile keeps a
+   * p's placement, with anyPlacementSeconds from firstVertex. compile keeps a
    * model that fits on the GPU there (no traffic), and this is its bound.
    */
   kept(p: Placement): Promise<LpSolution>;
@@ -299,14 +300,16 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // the same LP with the fetch-then-update rows, only where its first vertex
   // breaks one (else its optimum is the same: that vertex is feasible there);
   // without an optimum of its own, the first one's bound stands
-  const bound = quiet((async () => {
+  // (started on first use: a model kept on the GPU reports only firstVertex's bound beside its own)
+  let tightened: Promise<LpSolution> | undefined;
+  const bound = () => (tightened ??= quiet((async () => {
     const first = await boundFirst, loose = await firstVertex;
     if (first.status !== 'optimal' || !model.breaksFetchThenUpdate(first.x)) return loose;
     const tight = buildLp(g, hw, opts, segments, 'bound', 'gpu', true);
     const r = await (opts.second ?? solver).solve(tight.data, optionalLimit);
     // (its optimum is at least the first's, up to HiGHS's tolerances)
     return r.status === 'optimal' && r.objective * tight.seconds >= loose.lowerBoundSeconds ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
-  })());
+  })()));
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= quiet((async () => {
@@ -322,7 +325,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   })());
   const kept = async (p: Placement): Promise<LpSolution> => {
     const r = await (opts.second ?? solver).solve({ ...model.data, ...model.fixedTo(p) }, optionalLimit);
-    const any = await bound;
+    const any = await firstVertex;
     if (r.status !== 'optimal') return any; // no bound of its own: the bound over every placement holds for it too
     return { ...model.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3), ...(any.status === 'optimal' ? { anyPlacementSeconds: any.lowerBoundSeconds } : {}) };
   };
@@ -360,11 +363,11 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   let refined: Promise<LpSolution[]> | undefined;
   const placements = () => (refined ??= (async () => {
     const out = await early();
-    const sol = await bound;
+    const sol = await bound();
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { bound, firstVertex, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { get bound() { return bound(); }, firstVertex, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
