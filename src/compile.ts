@@ -548,15 +548,17 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
 }
 
 /**
- * From this many ops in the forward graph on, HiGHS's code is optimised by V8
- * (LpWorker.load): the LPs grow with the graph, and their solves with them.
- * When a compile solved three LPs, gpt2-1.5b (677 forward ops) took 0.9 s at
- * the baseline tier against 2.1 s with tier-up; it now solves eight, and
- * tier-up wins (fresh processes, 6 interleaved pairs: 4.0–5.3 s against
- * 4.7–6.9 s); gpt2-124m (173) still loses 0.35–0.5 s to it. gpt3-175b (1349)
- * 2.6–2.9 s against 2.0–2.3 s. The flag is V8's, and a process keeps the
- * first load's choice (its compiled module is shared): the plans are the same
- * either way (docs/BENCHMARKS.md).
+ * From this many ops in the forward graph on, HiGHS's code is made by V8's
+ * optimising compiler (LpWorker.load; below, by its baseline compiler alone):
+ * the LPs grow with the graph, and their solves with them. When a compile
+ * solved three LPs, gpt2-1.5b (677 forward ops) took 0.9 s at the baseline
+ * tier against 2.1 s optimised; it now solves eight, and optimised code wins
+ * (fresh processes, 6 interleaved pairs: 4.0–5.3 s against 4.7–6.9 s);
+ * gpt2-124m (173) still loses 0.35–0.5 s to it. gpt3-175b (1349) 2.6–2.9 s
+ * against 2.0–2.3 s. The flags are V8's, so process-wide (a function already
+ * compiled keeps its code); either compiler gives the same vertices, so the
+ * plans are the same either way (docs/BENCHMARKS.md; only a switch in the
+ * middle of a solve did not: highs-worker.ts).
  */
 const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 300;
 
