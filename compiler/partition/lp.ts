@@ -804,8 +804,6 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
   const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, x2, prod, forwardFetch, before, fetchThenUpdate);
-  // a job: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h
-  type Job = { h: number; c: number; col: number; k: number };
   const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
   const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
   groups.forEach((q, i) => {
@@ -828,20 +826,43 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     tailed.nr.push({ h: tail, c: 0, col: nvmeShare, k: link.nr(masterBytes) });
     lp.row([[T, 1], [gpuShare, (up + cast) * unit]], (tail + up + cast) * unit, Infinity);
   });
-  const suffixRows = (jobs: Job[]) => {
-    jobs.sort((a, b) => a.h - b.h);
-    let next = -1; // S_{k+1}
-    for (let k = jobs.length - 1; k >= 0; k--) {
-      const j = jobs[k];
-      // S_k = c_k + k_k x + S_{k+1} (in time units; every job's work is >= 0)
-      const S = lp.col(`pre_${lp.numCols}`);
-      lp.row(next >= 0 ? [[S, 1], [j.col, -j.k * unit], [next, -1]] : [[S, 1], [j.col, -j.k * unit]], j.c * unit, j.c * unit);
-      if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], [S, -1]], j.h * unit, Infinity);
-      next = S;
-    }
-  };
-  for (const jobs of [...Object.values(released), ...Object.values(tailed)]) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(jobs);
+  for (const jobs of [...Object.values(released), ...Object.values(tailed)]) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);
   return violated;
+}
+
+/** A job on one resource: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h. */
+type Job = { h: number; c: number; col: number; k: number };
+
+/**
+ * For every threshold h of `jobs` (on one resource, one at a time): T >= h +
+ * the work of the jobs at or after h (+ `extra`'s terms: a start later than
+ * h by an LP expression). Sorted by h, the sums are suffix sums: one column
+ * and one row each.
+ */
+function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], extra: [number, number][] = []): void {
+  jobs.sort((a, b) => a.h - b.h);
+  let next = -1; // S_{k+1}
+  for (let k = jobs.length - 1; k >= 0; k--) {
+    const j = jobs[k];
+    // S_k = c_k + k_k x + S_{k+1} (in time units; every job's work is >= 0)
+    const S = lp.col(`pre_${lp.numCols}`);
+    lp.row(next >= 0 ? [[S, 1], [j.col, -j.k * unit], [next, -1]] : [[S, 1], [j.col, -j.k * unit]], j.c * unit, j.c * unit);
+    if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], ...extra, [S, -1]], j.h * unit, Infinity);
+    next = S;
+  }
+}
+
+/** Whether x breaks a row of suffixRows(jobs) by more than HiGHS's feasibility tolerance; `extra`: the value of its extra terms at x (time units). */
+function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, extra: number): boolean {
+  const sorted = [...jobs].sort((a, b) => a.h - b.h);
+  const tol = 1e-7 * Math.max(1, x[T]);
+  let S = 0;
+  for (let k = sorted.length - 1; k >= 0; k--) {
+    const j = sorted[k];
+    S += (j.c + j.k * x[j.col]) * unit;
+    if ((k === 0 || sorted[k - 1].h !== j.h) && x[T] < extra + j.h * unit + S - tol) return true;
+  }
+  return false;
 }
 
 /**
@@ -864,33 +885,22 @@ function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Grap
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number }, before: Float64Array, add: boolean): (x: Float64Array) => boolean {
   const L = forwardFetch.lastReader;
   if (forwardFetch.terms.length === 0 || L < 0) return () => false;
-  const jobs = groups.map((q, i) => ({ p: prod[q.grad], i, aC: opSeconds(g, g.ops[q.adam], 'cpu', hw) }))
-    .filter((j) => j.p > L && j.p < groups[j.i].adam).sort((a, b) => a.p - b.p || a.i - b.i);
-  const F = forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit]);
+  // the CPU's share of each update released by this step's gradient, from F on
+  const jobs: Job[] = [];
+  groups.forEach((q, i) => {
+    const p = prod[q.grad], aC = opSeconds(g, g.ops[q.adam], 'cpu', hw);
+    if (p > L && p < q.adam) jobs.push({ h: before[p] - before[L], c: aC, col: x2[i][0], k: -aC });
+  });
   if (add) {
     // (F in one column, so that each row names it once)
     const Fc = lp.col(`fetchfwd_${lp.numCols}`);
-    lp.row([[Fc, 1], ...F], forwardFetch.c * unit, forwardFetch.c * unit);
-    let next = -1; // S_{k+1}: the CPU's update work released from the next gradient on
-    for (let k = jobs.length - 1; k >= 0; k--) {
-      const j = jobs[k];
-      const S = lp.col(`fetchupd_${lp.numCols}`);
-      lp.row(next >= 0 ? [[S, 1], [x2[j.i][0], j.aC * unit], [next, -1]] : [[S, 1], [x2[j.i][0], j.aC * unit]], j.aC * unit, j.aC * unit);
-      if (k === 0 || jobs[k - 1].p !== j.p) lp.row([[T, 1], [Fc, -1], [S, -1]], (before[j.p] - before[L]) * unit, Infinity);
-      next = S;
-    }
+    lp.row([[Fc, 1], ...forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, forwardFetch.c * unit);
+    suffixRows(lp, T, unit, jobs, [[Fc, -1]]);
   }
   return (x) => {
     let f = forwardFetch.c * unit;
     for (const [c, v] of forwardFetch.terms) f += v * unit * x[c];
-    let S = 0;
-    for (let k = jobs.length - 1; k >= 0; k--) {
-      const j = jobs[k];
-      S += j.aC * unit * (1 - x[x2[j.i][0]]);
-      // (broken by more than HiGHS's feasibility tolerance: else a second solve finds the same optimum)
-      if ((k === 0 || jobs[k - 1].p !== j.p) && x[T] < f + (before[j.p] - before[L]) * unit + S - 1e-7 * Math.max(1, x[T])) return true;
-    }
-    return false;
+    return suffixBroken(unit, jobs, x, T, f);
   };
 }
 
