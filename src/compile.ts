@@ -16,7 +16,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, placementFrom, remakeOnGpu, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -245,10 +245,11 @@ function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates, keepPara
  */
 const CHECKPOINT_CHAINS = [{ maxDepth: 8, viaIntermediates: false }, { maxDepth: 4, viaIntermediates: true }];
 
-function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
   if (!acc.bestFrom) return;
   const { sol, r } = acc.bestFrom;
   if (r.offload.size === 0 || !r.stateTier.includes('nvme')) return;
+  trying();
   for (const { maxDepth, viaIntermediates } of CHECKPOINT_CHAINS) {
     const { offload, recompute, freedBytes } = checkpointed(g, sol.saved, r, maxDepth, viaIntermediates);
     if (freedBytes === 0) continue;
@@ -443,7 +444,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) lpTry(g, hw, lean, acc);
       mark('LP bound-row candidates');
       lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
-      lpTryCheckpoints(g, hw, acc);
+      // (such a plan's bound is the bound LP's over chains: solved meanwhile)
+      lpTryCheckpoints(g, hw, acc, () => void lp.chainBound());
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
@@ -469,20 +471,37 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       }
       if (lpB && computeFloorSeconds(g, cutC.placement, hw) > simulated(g, hw, lpB).stepSeconds) {
         mark('min-cut left out (its compute alone is slower)');
-        return { placement: lpB.placement, lp: sol, built: lpB };
+        const bound = await boundOf(g, lp, sol, lpB);
+        return { placement: lpB.placement, lp: bound, built: lpB };
       }
       const cut = retimed(g, hw, cutBuilt(hw, cutC), lpB && simulated(g, hw, lpB).stepSeconds);
       mark('min-cut simulate');
       const best = lpB && simulated(g, hw, lpB).stepSeconds < simulated(g, hw, cut).stepSeconds ? lpB : cut;
-      return { placement: best.placement, lp: sol, built: best };
+      const bound = await boundOf(g, lp, sol, best);
+      return { placement: best.placement, lp: bound, built: best };
     }
     if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
     if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
     const chosen = lpPlan();
-    return { placement: chosen.placement, lp: sol, built: chosen };
+    const bound = await boundOf(g, lp, sol, chosen);
+    return { placement: chosen.placement, lp: bound, built: chosen };
   } finally {
     lp.close();
   }
+}
+
+/**
+ * The bound reported with a plan: the bound LP's, which holds for the plans
+ * that recompute one level deep (the LPs' family); for one that recomputes
+ * through chains (checkpoints.ts), the bound LP's over chains, lower (gpt3-175b:
+ * 317.9 -> 306.2 s; docs/BENCHMARKS.md, tenth session); none when that LP has
+ * no optimum.
+ */
+async function boundOf(g: Graph, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
+  if (sol.status !== 'optimal' || recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved)) return sol;
+  const wide = await lp.chainBound();
+  b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
+  return wide.status === 'optimal' ? { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size } : { ...sol, status: wide.status };
 }
 
 function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): string {

@@ -42,6 +42,12 @@
 //    schedule room to prefetch); remade p16 is charged where its cast runs in
 //    the bound LP (a McCormick column), the CPU cast and copy in the
 //    placement LP.
+//  - recompute one level deep (a recomputed activation's producer reads only
+//    parameters, data and saved activations not recomputed): the family the
+//    bound holds for. A plan that recomputes through chains (checkpoints.ts)
+//    gets the bound LP's over chains instead (chainBound: any saved
+//    activation may be recomputed, at the cost of its producer and of the
+//    unsaved activations it reads that are dead by then; lower);
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone
@@ -90,6 +96,8 @@ export interface LpOptions {
    * simulates them while the bound LP solves.
    */
   refineAtOnce?: boolean;
+  /** placementBound, boundWith: the bound LP over recompute through chains (BoundExtras). */
+  chains?: boolean;
 }
 
 /**
@@ -197,6 +205,14 @@ export interface LpRun {
   readonly bound: Promise<LpSolution>;
   /** The bound LP's first solution, without the fetch-then-update rows (its optimum is a bound too, at most bound's). */
   readonly firstVertex: Promise<LpSolution>;
+  /**
+   * The bound LP over recompute through chains (any saved activation may be
+   * recomputed, at chainSeconds' cost), with the fetch-then-update rows: the
+   * bound of a plan outside the one-level family (recomputesOneLevel), such
+   * as checkpoints.ts's; at most bound's. Solved on the first call (on the
+   * second solver thread when there is one).
+   */
+  chainBound(): Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
@@ -305,10 +321,17 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const bound = () => (tightened ??= quiet((async () => {
     const first = await boundFirst, loose = await firstVertex;
     if (first.status !== 'optimal' || !model.breaksFetchThenUpdate(first.x)) return loose;
-    const tight = buildLp(g, hw, opts, segments, 'bound', 'gpu', true);
+    const tight = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true });
     const r = await (opts.second ?? solver).solve(tight.data, optionalLimit);
     // (its optimum is at least the first's, up to HiGHS's tolerances)
     return r.status === 'optimal' && r.objective * tight.seconds >= loose.lowerBoundSeconds ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
+  })()));
+  // the bound LP over recompute through chains, for a plan outside the one-level family (started on first use)
+  let chained: Promise<LpSolution> | undefined;
+  const chainBound = () => (chained ??= quiet((async () => {
+    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, chains: true });
+    const r = await (opts.second ?? solver).solve(wide.data, timeLimit);
+    return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
   })()));
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
@@ -367,7 +390,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { get bound() { return bound(); }, firstVertex, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { get bound() { return bound(); }, firstVertex, chainBound, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
@@ -395,7 +418,7 @@ interface BuiltLp {
  * fits, is a row that is not valid).
  */
 export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', true);
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.chains });
   const r = await solver.solve({ ...model.data, ...model.fixedTo(p) }, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
@@ -412,14 +435,21 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
  * simplex's bound with this on every case, so a row that trips it shows.
  */
 export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', true);
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.chains });
   const r = await solver.solve(model.data, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS, undefined, options);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);
   return r.objective * model.seconds;
 }
 
-function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', fetchThenUpdate = false): BuiltLp {
+/**
+ * The bound LP's optional rows: fetchThenUpdate (fetchThenUpdateRows), and
+ * chains: recompute through chains (chainFamily) instead of one level.
+ */
+interface BoundExtras { fetchThenUpdate?: boolean; chains?: boolean }
+
+function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
+  const chains = rows === 'bound' && (extras.chains ?? false);
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
@@ -462,14 +492,11 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const keep = saved.map((t) => lp.col(`keep_${t}`, 0, 0, 1));
   const savedIndex = new Map(saved.map((t, j) => [t, j]));
   // recompute is allowed when every input of the producer will be there to read again
-  const canRecompute = saved.map((t) => g.ops[prod[t]].inputs.every((u) => {
-    const tu = g.tensors[u];
-    return tu.persistent || tu.role === 'input' || tu.role === 'param16' || savedIndex.has(u);
-  }));
+  const canRecompute = saved.map((t) => chains || oneLevel(g, g.ops[prod[t]], savedIndex));
   const again = saved.map((t, j) => lp.col(`recompute_${t}`, 0, 0, canRecompute[j] ? 1 : 0));
   saved.forEach((t, j) => {
     lp.row([[keep[j], 1], [again[j], 1]], 0, 1);
-    for (const u of g.ops[prod[t]].inputs) { const k = savedIndex.get(u); if (k !== undefined) lp.row([[again[j], 1], [again[k], 1]], 0, 1); }
+    if (!chains) for (const u of g.ops[prod[t]].inputs) { const k = savedIndex.get(u); if (k !== undefined) lp.row([[again[j], 1], [again[k], 1]], 0, 1); }
   });
   const half = g.precision !== 'fp32';
   groups.forEach((_, i) => {
@@ -614,7 +641,10 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const j of js) lp.row([[c, 1], [again[j], -1]], 0, Infinity);
     rerunCol.set(op, c);
   }
-  for (const [op, c] of rerunCol) load.gpu.terms.push([c, opSeconds(g, g.ops[op], 'gpu', hw)]);
+  for (const [op, c] of rerunCol) {
+    const reuse = chains ? Math.min(...outputsOf.get(op)!.map((j) => cons[saved[j]].find((r) => seg[r] > seg[op] + 1)!)) : -1;
+    load.gpu.terms.push([c, chains ? chainSeconds(g, hw, op, reuse, savedIndex, prod, cons) : opSeconds(g, g.ops[op], 'gpu', hw)]);
+  }
   // d2h in the forward pass (precedenceRows): the activations offloaded, and
   // (bound LP) a CPU-homed p16 cast on the GPU for its first reads, copied
   // home right after (ov2: its lower envelope there)
@@ -641,7 +671,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, fetchThenUpdate);
+  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -725,6 +755,49 @@ function allShares(small: Uint8Array, cols: number[][], x: Float64Array): Float6
  * embedding's gradient exist well before the end of the backward pass (the
  * bounds rise 0.1-0.6 % with program order).
  */
+/** A recomputed activation's producer reads only what is there to read again: parameters, data, and saved activations (the LPs' one level). */
+function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<number, number>): boolean {
+  return producer.inputs.every((u) => {
+    const tu = g.tensors[u];
+    return tu.persistent || tu.role === 'input' || tu.role === 'param16' || savedIndex.has(u);
+  });
+}
+
+/**
+ * Whether every activation a placement recomputes is in the LPs' one-level
+ * family: saved (in `saved`), its producer reading only what oneLevel allows,
+ * none of those inputs recomputed too. Plans of checkpoints.ts's chains are
+ * not; their bound is the bound LP's over recompute through chains.
+ */
+export function recomputesOneLevel(g: Graph, p: Placement, saved: readonly number[]): boolean {
+  if (!p.remat) return true;
+  const savedIndex = new Map(saved.map((t, j) => [t, j]));
+  const prod = producers(g);
+  return g.tensors.every((t) => {
+    if (!p.remat![t.id] || t.role !== 'activation') return true;
+    const producer = g.ops[prod[t.id]];
+    return savedIndex.has(t.id) && oneLevel(g, producer, savedIndex) && producer.inputs.every((u) => !p.remat![u]);
+  });
+}
+
+/**
+ * The GPU seconds of remaking op's outputs in the backward pass of a plan
+ * that recomputes through chains, at least: op itself, and each activation it
+ * reads that no LP column places (not saved) and that is dead by `reuse`
+ * (its last reader before it), made again the same way. A saved input is
+ * there to read, or recomputed on its own column's account.
+ */
+function chainSeconds(g: Graph, hw: HardwareProfile, op: number, reuse: number, savedIndex: Map<number, number>, prod: Int32Array, cons: number[][]): number {
+  let s = opSeconds(g, g.ops[op], 'gpu', hw);
+  for (const u of g.ops[op].inputs) {
+    const tu = g.tensors[u];
+    if (tu.role !== 'activation' || savedIndex.has(u) || prod[u] < 0) continue;
+    const last = cons[u].length ? cons[u][cons[u].length - 1] : prod[u];
+    if (last < reuse) s += chainSeconds(g, hw, prod[u], reuse, savedIndex, prod, cons);
+  }
+  return s;
+}
+
 function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array; after: Float64Array } {
   const n = g.ops.length;
   const dur = Float64Array.from(g.ops, (op) => (op.phase === 'update' ? 0 : opSeconds(g, op, 'gpu', hw)));

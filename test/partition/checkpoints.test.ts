@@ -11,7 +11,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkpointed } from '../../compiler/partition/checkpoints.js';
-import { paramGroups, placementFrom, type Rounded } from '../../compiler/partition/lp.js';
+import { paramGroups, placementBound, placementFrom, recomputesOneLevel, startLp, type Rounded } from '../../compiler/partition/lp.js';
+import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
@@ -105,6 +106,21 @@ describe('checkpointed', () => {
     const state = paramGroups(plan.graph).flatMap((q) => q.state);
     expect(state.filter((t) => plan.placement.home[t] === 'nvme')).toEqual([]);
     expect(plan.predicted.stepSeconds).toBeLessThan(3);
-    expect(plan.predicted.stepSeconds).toBeGreaterThanOrEqual(plan.bound!.lowerBoundSeconds);
-  }, 180_000);
+    // it recomputes through chains, outside the LPs' one-level family: its
+    // bound is the bound LP's over chains, which holds for its placement (the
+    // same LP fixed to it), and lies below the one-level bound LP's
+    const hw = loadProfile('h100-80g', { cpuMemBytes: 96e9 });
+    const solver = new LpWorker();
+    const run = startLp(plan.graph, hw, { solver });
+    try {
+      const saved = (await run.firstVertex).saved;
+      expect(recomputesOneLevel(plan.graph, plan.placement, saved)).toBe(false);
+      const own = await placementBound(plan.graph, hw, plan.placement, solver, { chains: true });
+      expect(typeof own).toBe('number');
+      expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual((own as number) * (1 + 1e-6));
+      expect(own as number).toBeLessThanOrEqual(plan.predicted.stepSeconds * (1 + 1e-9));
+      expect(await placementBound(plan.graph, hw, plan.placement, solver)).toBe('infeasible'); // not a plan of the one-level family
+      expect(plan.bound!.lowerBoundSeconds).toBeLessThan((await run.bound).lowerBoundSeconds);
+    } finally { run.close(); solver.close(); }
+  }, 240_000);
 });
