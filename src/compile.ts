@@ -494,14 +494,15 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
  * The bound reported with a plan: the bound LP's, which holds for the plans
  * that recompute one level deep (the LPs' family); for one that recomputes
  * through chains (checkpoints.ts), the bound LP's over chains, lower (gpt3-175b:
- * 317.9 -> 306.2 s; docs/BENCHMARKS.md, tenth session); none when that LP has
+ * 317.9 -> 305.2 s; docs/BENCHMARKS.md, tenth session); none when that LP has
  * no optimum.
  */
 async function boundOf(g: Graph, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
   if (sol.status !== 'optimal' || recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved)) return sol;
   const wide = await lp.chainBound();
+  if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
-  return wide.status === 'optimal' ? { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size } : { ...sol, status: wide.status };
+  return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size };
 }
 
 function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): string {

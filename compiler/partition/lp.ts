@@ -46,8 +46,8 @@
 //    parameters, data and saved activations not recomputed): the family the
 //    bound holds for. A plan that recomputes through chains (checkpoints.ts)
 //    gets the bound LP's over chains instead (chainBound: any saved
-//    activation may be recomputed, at the cost of its producer and of the
-//    unsaved activations it reads that are dead by then; lower);
+//    activation may be recomputed, at the cost of one run of its producer,
+//    a relaxation of every such plan: lower);
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone
@@ -207,7 +207,9 @@ export interface LpRun {
   readonly firstVertex: Promise<LpSolution>;
   /**
    * The bound LP over recompute through chains (any saved activation may be
-   * recomputed, at chainSeconds' cost), with the fetch-then-update rows: the
+   * recomputed, at the cost of one run of its producer: a chain plan runs it
+   * at least once, and may hold an unsaved input it reads rather than make it
+   * again), with the fetch-then-update rows: the
    * bound of a plan outside the one-level family (recomputesOneLevel), such
    * as checkpoints.ts's; at most bound's. Solved on the first call (on the
    * second solver thread when there is one).
@@ -444,7 +446,7 @@ export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker,
 
 /**
  * The bound LP's optional rows: fetchThenUpdate (fetchThenUpdateRows), and
- * chains: recompute through chains (chainFamily) instead of one level.
+ * chains: recompute through chains (chainBound) instead of one level.
  */
 interface BoundExtras { fetchThenUpdate?: boolean; chains?: boolean }
 
@@ -641,10 +643,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const j of js) lp.row([[c, 1], [again[j], -1]], 0, Infinity);
     rerunCol.set(op, c);
   }
-  for (const [op, c] of rerunCol) {
-    const reuse = chains ? Math.min(...outputsOf.get(op)!.map((j) => cons[saved[j]].find((r) => seg[r] > seg[op] + 1)!)) : -1;
-    load.gpu.terms.push([c, chains ? chainSeconds(g, hw, op, reuse, savedIndex, prod, cons) : opSeconds(g, g.ops[op], 'gpu', hw)]);
-  }
+  for (const [op, c] of rerunCol) load.gpu.terms.push([c, opSeconds(g, g.ops[op], 'gpu', hw)]);
   // d2h in the forward pass (precedenceRows): the activations offloaded, and
   // (bound LP) a CPU-homed p16 cast on the GPU for its first reads, copied
   // home right after (ov2: its lower envelope there)
@@ -778,24 +777,6 @@ export function recomputesOneLevel(g: Graph, p: Placement, saved: readonly numbe
     const producer = g.ops[prod[t.id]];
     return savedIndex.has(t.id) && oneLevel(g, producer, savedIndex) && producer.inputs.every((u) => !p.remat![u]);
   });
-}
-
-/**
- * The GPU seconds of remaking op's outputs in the backward pass of a plan
- * that recomputes through chains, at least: op itself, and each activation it
- * reads that no LP column places (not saved) and that is dead by `reuse`
- * (its last reader before it), made again the same way. A saved input is
- * there to read, or recomputed on its own column's account.
- */
-function chainSeconds(g: Graph, hw: HardwareProfile, op: number, reuse: number, savedIndex: Map<number, number>, prod: Int32Array, cons: number[][]): number {
-  let s = opSeconds(g, g.ops[op], 'gpu', hw);
-  for (const u of g.ops[op].inputs) {
-    const tu = g.tensors[u];
-    if (tu.role !== 'activation' || savedIndex.has(u) || prod[u] < 0) continue;
-    const last = cons[u].length ? cons[u][cons[u].length - 1] : prod[u];
-    if (last < reuse) s += chainSeconds(g, hw, prod[u], reuse, savedIndex, prod, cons);
-  }
-  return s;
 }
 
 function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array; after: Float64Array } {
