@@ -459,6 +459,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       alt.placement = { ...alt.placement, cutSeconds: sol.lowerBoundSeconds };
       return alt;
     };
+    let chosen: Built;
     if (cutC && cutOk) {
       // a capacity binds: the priced cut is a heuristic there; keep the LP's
       // placement when it simulates faster. The cut's step is at least its
@@ -471,19 +472,18 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       }
       if (lpB && computeFloorSeconds(g, cutC.placement, hw) > simulated(g, hw, lpB).stepSeconds) {
         mark('min-cut left out (its compute alone is slower)');
-        const bound = await boundOf(g, lp, sol, lpB);
-        return { placement: lpB.placement, lp: bound, built: lpB };
+        chosen = lpB;
+      } else {
+        const cut = retimed(g, hw, cutBuilt(hw, cutC), lpB && simulated(g, hw, lpB).stepSeconds);
+        mark('min-cut simulate');
+        chosen = lpB && simulated(g, hw, lpB).stepSeconds < simulated(g, hw, cut).stepSeconds ? lpB : cut;
       }
-      const cut = retimed(g, hw, cutBuilt(hw, cutC), lpB && simulated(g, hw, lpB).stepSeconds);
-      mark('min-cut simulate');
-      const best = lpB && simulated(g, hw, lpB).stepSeconds < simulated(g, hw, cut).stepSeconds ? lpB : cut;
-      const bound = await boundOf(g, lp, sol, best);
-      return { placement: best.placement, lp: bound, built: best };
+    } else {
+      if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+      if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
+      chosen = lpPlan();
     }
-    if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
-    if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
-    const chosen = lpPlan();
-    const bound = await boundOf(g, lp, sol, chosen);
+    const bound = await boundOf(g, lp, sol, chosen); // (it may set the placement's cutSeconds: read after)
     return { placement: chosen.placement, lp: bound, built: chosen };
   } finally {
     lp.close();
