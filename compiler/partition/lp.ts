@@ -765,7 +765,7 @@ function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<numb
 /**
  * Whether every activation a placement recomputes is in the LPs' one-level
  * family: saved (in `saved`), its producer reading only what oneLevel allows,
- * none of those inputs recomputed too. Plans of checkpoints.ts's chains are
+ * no activation among those inputs recomputed too. Plans of checkpoints.ts's chains are
  * not; their bound is the bound LP's over recompute through chains.
  */
 export function recomputesOneLevel(g: Graph, p: Placement, saved: readonly number[]): boolean {
@@ -775,7 +775,8 @@ export function recomputesOneLevel(g: Graph, p: Placement, saved: readonly numbe
   return g.tensors.every((t) => {
     if (!p.remat![t.id] || t.role !== 'activation') return true;
     const producer = g.ops[prod[t.id]];
-    return savedIndex.has(t.id) && oneLevel(g, producer, savedIndex) && producer.inputs.every((u) => !p.remat![u]);
+    // (a remade p16 is there to read again, as the LP has it: its cast reruns)
+    return savedIndex.has(t.id) && oneLevel(g, producer, savedIndex) && producer.inputs.every((u) => g.tensors[u].role !== 'activation' || !p.remat![u]);
   });
 }
 
