@@ -300,27 +300,32 @@ function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array |
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
   const from = (b: Program['buffers'][number]) => (b.allocAt < 0 ? -Infinity : start[b.allocAt]);
   const to = (b: Program['buffers'][number]) => (b.freeAt < 0 ? Infinity : end[b.freeAt]);
-  // a before b in the same bytes: a's free ends before b's first write starts, and comes before it in the program
-  const before = (a: Program['buffers'][number], b: Program['buffers'][number]) =>
-    a.freeAt >= 0 && b.allocAt >= 0 && to(a) <= from(b) && a.freeAt < b.allocAt;
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const base = lists[tier].top;
     const mine = prog.buffers.filter((b) => b.tier === tier && !(b.allocAt < 0 && b.freeAt < 0));
     mine.sort((a, b) => span(b) - span(a) || from(a) - from(b) || a.id - b.id);
+    // (the inner loop's facts per buffer of `mine`, by its place there, in flat arrays)
+    const m = mine.length;
+    const sp = new Float64Array(m), lo0 = new Float64Array(m), hi0 = new Float64Array(m), alloc = new Float64Array(m), free = new Float64Array(m), off = new Float64Array(m);
+    mine.forEach((b, k) => { sp[k] = span(b); lo0[k] = from(b); hi0[k] = to(b); alloc[k] = b.allocAt; free[k] = b.freeAt; });
+    // j before k in the same bytes: j's free ends before k's first write starts, and comes before it in the program
+    const precedes = (j: number, k: number) => free[j] >= 0 && alloc[k] >= 0 && hi0[j] <= lo0[k] && free[j] < alloc[k];
     // placed buffers by offset; b goes in the first gap, lowest first, between those it may not overlap
-    const placed: Program['buffers'][number][] = [];
-    for (const b of mine) {
-      const align = alignOf[b.id];
+    const placed = new Int32Array(m);
+    for (let k = 0; k < m; k++) {
+      const align = alignOf[mine[k].id];
       let lo = roundUp(base, align);
-      for (const a of placed) {
-        if (lo + span(b) <= offset[a.id]) break;
-        if (before(a, b) || before(b, a)) continue;
-        if (offset[a.id] + span(a) > lo) lo = roundUp(offset[a.id] + span(a), align);
+      for (let q = 0; q < k; q++) {
+        const j = placed[q];
+        if (lo + sp[k] <= off[j]) break;
+        if (precedes(j, k) || precedes(k, j)) continue;
+        if (off[j] + sp[j] > lo) lo = roundUp(off[j] + sp[j], align);
       }
-      offset[b.id] = lo;
-      let k = placed.length;
-      while (k > 0 && offset[placed[k - 1].id] > lo) k--;
-      placed.splice(k, 0, b);
+      off[k] = lo;
+      offset[mine[k].id] = lo;
+      let q = k;
+      while (q > 0 && off[placed[q - 1]] > lo) { placed[q] = placed[q - 1]; q--; }
+      placed[q] = k;
     }
   }
   // the waits: replay the lifetimes in time order, each first write taking its bytes' last occupants

@@ -40,12 +40,14 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
   const start = new Float64Array(n).fill(NaN), end = new Float64Array(n).fill(NaN);
   // bytes each instruction takes (first writes) and gives back (frees), per tier; the room left once the
   // persistent buffers and those alive at the step's start are in
-  const takes = new Map<number, Record<Tier, number>>(), gives = new Map<number, Record<Tier, number>>();
+  // (per tier, indexed by instruction; takesAny/givesAny: whether it takes or gives any)
+  const takes = {} as Record<Tier, Float64Array>, gives = {} as Record<Tier, Float64Array>;
+  for (const t of TIERS) { takes[t] = new Float64Array(n); gives[t] = new Float64Array(n); }
+  const takesAny = new Uint8Array(n), givesAny = new Uint8Array(n);
   const room: Record<Tier, number> = { ...budget };
-  const add = (m: Map<number, Record<Tier, number>>, i: number, t: Tier, b: number) => { let r = m.get(i); if (!r) m.set(i, r = { gpu: 0, cpu: 0, nvme: 0 }); r[t] += b; };
   for (const b of prog.buffers) {
-    if (b.allocAt < 0) room[b.tier] -= b.sizeBytes; else add(takes, b.allocAt, b.tier, b.sizeBytes);
-    if (b.freeAt >= 0) add(gives, b.freeAt, b.tier, b.sizeBytes);
+    if (b.allocAt < 0) room[b.tier] -= b.sizeBytes; else { takes[b.tier][b.allocAt] += b.sizeBytes; takesAny[b.allocAt] = 1; }
+    if (b.freeAt >= 0) { gives[b.tier][b.freeAt] += b.sizeBytes; givesAny[b.freeAt] = 1; }
   }
   // reserving: the most the instructions not yet started below i need beside
   // what is alive, run in program order from here — per tier, the largest
@@ -61,8 +63,7 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
     prefix[t][v] = Math.max(prefix[t][l], sums[t][l] + prefix[t][r]);
   };
   if (reserving) {
-    for (const [i, r] of takes) for (const t of TIERS) { sums[t][size + i] += r[t]; prefix[t][size + i] += r[t]; }
-    for (const [i, r] of gives) for (const t of TIERS) sums[t][size + i] -= r[t];
+    for (const t of TIERS) for (let i = 0; i < n; i++) { sums[t][size + i] = takes[t][i] - gives[t][i]; prefix[t][size + i] = takes[t][i]; }
     for (const t of TIERS) for (let v = size - 1; v >= 1; v--) pull(t, v);
   }
   const started = (i: number) => {
@@ -96,20 +97,28 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
   const fitsAt = (tier: Tier, need: number, t: number): number => {
     let free = room[tier];
     if (need <= free) return t;
-    for (const [e, b] of pending[tier]) { free += b; if (need <= free) return Math.max(t, e); }
+    const p = pending[tier];
+    for (let j = 0; j < p.length; j++) { free += p[j][1]; if (need <= free) return Math.max(t, p[j][0]); }
     return Infinity;
   };
+  // per stream, when its next instruction's stream and waits let it start
+  // (NaN: a wait has not been scheduled yet): fixed once known, until the
+  // stream moves on
+  const known = new Float64Array(STREAMS.length).fill(NaN);
   for (let done = 0; done < n; done++) {
     let pick = -1, pickAt = Infinity, forced = -1, forcedAt = Infinity;
     for (let k = 0; k < STREAMS.length; k++) {
       if (head[k] >= queue[k].length) continue;
       const i = queue[k][head[k]];
-      let ready = reserving ? Math.max(streamFree[k], now) : streamFree[k], waiting = false;
-      for (const w of ins[i].waits) { if (Number.isNaN(end[w])) { waiting = true; break; } ready = Math.max(ready, w === follows[i] ? start[w] : end[w]); }
-      if (waiting) continue;
+      if (Number.isNaN(known[k])) {
+        let base = streamFree[k], waiting = false;
+        for (const w of ins[i].waits) { if (Number.isNaN(end[w])) { waiting = true; break; } base = Math.max(base, w === follows[i] ? start[w] : end[w]); }
+        if (waiting) continue;
+        known[k] = base;
+      }
+      const ready = reserving ? Math.max(known[k], now) : known[k];
       let at = ready;
-      const need = takes.get(i);
-      if (need) for (const t of TIERS) if (need[t] > 0) at = Math.max(at, fitsAt(t, need[t] + reserve(t, i), ready));
+      if (takesAny[i]) for (const t of TIERS) if (takes[t][i] > 0) at = Math.max(at, fitsAt(t, takes[t][i] + reserve(t, i), ready));
       if (at < pickAt || (at === pickAt && i < pick)) { pick = i; pickAt = at; }
       if (forced < 0 || i < forced) { forced = i; forcedAt = ready; }
     }
@@ -120,6 +129,7 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
     end[i] = Math.max(pickAt + seconds(i), follows[i] >= 0 ? end[follows[i]] : 0);
     streamFree[k] = end[i];
     head[k]++;
+    known[k] = NaN;
     started(i);
     while (lowest < n && !Number.isNaN(start[lowest])) lowest++;
     // frees that ended by this start give their bytes back; this one's first writes take theirs
@@ -129,13 +139,12 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
       while (j < p.length && p[j][0] <= pickAt) room[t] += p[j++][1];
       if (j) p.splice(0, j);
     }
-    const need = takes.get(i), back = gives.get(i);
-    if (need) for (const t of TIERS) room[t] -= need[t];
-    if (back) for (const t of TIERS) if (back[t] > 0) {
+    if (takesAny[i]) for (const t of TIERS) room[t] -= takes[t][i];
+    if (givesAny[i]) for (const t of TIERS) if (gives[t][i] > 0) {
       const p = pending[t];
       let j = p.length;
       while (j > 0 && p[j - 1][0] > end[i]) j--;
-      p.splice(j, 0, [end[i], back[t]]);
+      p.splice(j, 0, [end[i], gives[t][i]]);
     }
   }
   return { start, end };

@@ -183,15 +183,22 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
 
   // Event order: always start the instruction that can start earliest (ties: lowest id), so
   // that when an nvme copy starts at t, every instruction ending by t is already known.
+  // A stream's start time, once every wait of its next instruction has
+  // started, depends only on what is fixed until that stream moves on (its
+  // free time, its last round's end, the waits' starts and ends): kept until
+  // then (NaN: not known yet)
+  const known = new Float64Array(STREAMS.length).fill(NaN);
   let step = 0;
   for (let done = 0; done < ins.length;) {
     let s = -1, t = Infinity;
     for (let k = 0; k < STREAMS.length; k++) {
       if (next[k] >= lists[k].length) continue;
-      const tk = startTime(k);
-      if (tk !== undefined && (tk < t || (tk === t && lists[k][next[k]] < lists[s][next[s]]))) { s = k; t = tk; }
+      let tk = known[k];
+      if (Number.isNaN(tk)) { const v = startTime(k); if (v === undefined) continue; known[k] = tk = v; }
+      if (tk < t || (tk === t && lists[k][next[k]] < lists[s][next[s]])) { s = k; t = tk; }
     }
     if (s < 0) throw new Error('simulate: no instruction can start (a wait on a later instruction?)');
+    known[s] = NaN;
     const x = ins[lists[s][next[s]]];
     if (folded(s, x)) {
       // folded into the completion before it: no round, no overhead
