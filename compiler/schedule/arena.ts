@@ -195,7 +195,8 @@ function persistentOrder(mine: readonly Program['buffers'][number][], tier: Tier
 interface Placed { offset: Float64Array; extra: Map<number, number[]>; arenaBytes: Record<Tier, number> }
 
 function arenas(prog: Program, { offset, extra, arenaBytes }: Placed): Arenas {
-  const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ ...b, offsetBytes: offset[b.id] }));
+  // (each field named, as ProgramBuffer has them: one literal shape, cheaper than a spread)
+  const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ id: b.id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes, allocAt: b.allocAt, freeAt: b.freeAt, offsetBytes: offset[b.id] }));
   const instructions = prog.instructions.map((x) => { const more = extra.get(x.id); return more === undefined ? x : { ...x, waits: [...new Set([...x.waits, ...more])].sort((a, b) => a - b) }; });
   return { buffers, instructions, arenaBytes };
 }
@@ -344,13 +345,25 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
   const extra = new Map<number, number[]>();
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
   const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
-  // moving buffers by first write (-1: before the step) and by free, each in id order
+  // moving buffers by first write (slot 0: before the step; slot i + 1: at
+  // instruction i) and by free (slot i), each in id order: the buffers of slot
+  // k are list[at[k] .. at[k + 1]) (counted, then filled)
   const n = prog.instructions.length;
-  const allocsAt: number[][] = Array.from({ length: n + 1 }, () => []), freesAt: number[][] = Array.from({ length: n }, () => []);
+  const allocAt = new Int32Array(n + 2), allocs = new Int32Array(prog.buffers.length), freeAt = new Int32Array(n + 1), frees = new Int32Array(prog.buffers.length);
+  const moving = (b: Program['buffers'][number]) => !(b.allocAt < 0 && b.freeAt < 0);
   for (const b of prog.buffers) {
-    if (b.allocAt < 0 && b.freeAt < 0) continue;
-    allocsAt[Math.max(b.allocAt, -1) + 1].push(b.id);
-    if (b.freeAt >= 0) freesAt[b.freeAt].push(b.id);
+    if (!moving(b)) continue;
+    allocAt[Math.max(b.allocAt, -1) + 2]++;
+    if (b.freeAt >= 0) freeAt[b.freeAt + 1]++;
+  }
+  for (let k = 0; k <= n; k++) { allocAt[k + 1] += allocAt[k]; if (k < n) freeAt[k + 1] += freeAt[k]; }
+  {
+    const a = allocAt.slice(0, n + 1), f = freeAt.slice(0, n);
+    for (const b of prog.buffers) {
+      if (!moving(b)) continue;
+      allocs[a[Math.max(b.allocAt, -1) + 1]++] = b.id;
+      if (b.freeAt >= 0) frees[f[b.freeAt]++] = b.id;
+    }
   }
   // with timing: when each instruction starts (or is ready, before the waits its own buffers add) and ends
   const timed = quiet && budget ? timing : undefined;
@@ -372,21 +385,21 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
     } else lo = list.alloc(span(b), alignOf[b.id]);
     occupy(prog, { offset, extra, arenaBytes }, last, b.id, lo, span(b));
   };
-  for (const id of allocsAt[0]) allocate(id, 0);
+  for (let j = allocAt[0]; j < allocAt[1]; j++) allocate(allocs[j], 0);
   for (let i = 0; i < n; i++) {
     const x = prog.instructions[i];
     let ready = timed && !estimate ? begin[i] : 0;
     const follows = estimate ? estimate.follows[i] : -1;
     if (estimate) { ready = streamEnd.get(x.stream) ?? 0; for (const w of x.waits) ready = Math.max(ready, w === follows ? begin[w] : end[w]); }
-    for (const id of allocsAt[i + 1]) allocate(id, ready);
+    for (let j = allocAt[i + 1]; j < allocAt[i + 2]; j++) allocate(allocs[j], ready);
     if (estimate) {
       for (const w of extra.get(i) ?? []) ready = Math.max(ready, end[w]);
       begin[i] = ready;
       end[i] = Math.max(ready + estimate.seconds(i), follows >= 0 ? end[follows] : 0);
       streamEnd.set(x.stream, end[i]);
     }
-    for (const id of freesAt[i]) {
-      const d = prog.buffers[id], lo = offset[id], hi = lo + span(d);
+    for (let j = freeAt[i]; j < freeAt[i + 1]; j++) {
+      const id = frees[j], d = prog.buffers[id], lo = offset[id], hi = lo + span(d);
       lists[d.tier].free(lo, hi);
       lasts[d.tier].set(lo, hi, i);
     }
