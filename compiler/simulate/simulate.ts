@@ -206,10 +206,10 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
       continue;
     }
     let d = instructionSeconds(g, p, buffers, x, hw);
-    const first = nvmeCopy(buffers, x);
-    const members = first ? [x.id] : undefined;  // an nvme batch's members, x first
+    const members = [x.id];
     let memberEnds: number[] | undefined;  // per member of an nvme batch: its end after t (see the header)
-    if (first && members) {
+    const first = nvmeCopy(buffers, x);
+    if (first) {
       // the batch: ready copies (same direction, nothing shared) and frees after x on its stream
       const copies = [first];
       for (let j = next[s] + 1; j < lists[s].length && members.length < MAX_NVME_BATCH; j++) {
@@ -244,11 +244,9 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     let e = t + d;
     const producer = follows[x.id];
     if (producer >= 0) e = Math.max(e, end[producer] + d * Math.min(1, FOLLOW_CHUNK / Math.max(1, numel(g.tensors[buffers[x.inputs[0]].tensor].shape))));
-    if (members) members.forEach((m, i) => { start[m] = t; end[m] = memberEnds ? t + memberEnds[i] : e; started[m] = 1; });
-    else { start[x.id] = t; end[x.id] = e; started[x.id] = 1; }
-    const count = members ? members.length : 1;
-    next[s] += count;
-    done += count;
+    members.forEach((m, i) => { start[m] = t; end[m] = memberEnds ? t + memberEnds[i] : e; started[m] = 1; });
+    next[s] += members.length;
+    done += members.length;
     free[s] = e + over.instructionSeconds;
     folds[s] = e;
     busy[x.stream] += d;
