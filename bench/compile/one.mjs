@@ -5,7 +5,9 @@
 // ROOT (default: this checkout; another build, e.g. an older commit's from
 // `git archive` with node_modules linked, to compare in interleaved runs).
 // Prints wall seconds, the process's CPU seconds (user, sys: all threads,
-// the HiGHS worker's included) and the plan JSON's sha256 (first 16 hex).
+// the HiGHS workers' included), the main thread's busy seconds (its event
+// loop's active time: rounding, scheduling, simulating; not the waits for the
+// solver threads) and the plan JSON's sha256 (first 16 hex).
 // TIERCUT_TIMING=1 adds the phase timeline on stderr; TIERCUT_LP_CACHE=0
 // gives a cold solve.
 import { createHash } from 'node:crypto';
@@ -14,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(process.argv[2] ?? fileURLToPath(new URL('../..', import.meta.url)));
 process.chdir(root);
-const t0 = performance.now(), c0 = process.cpuUsage();
+const t0 = performance.now(), c0 = process.cpuUsage(), e0 = performance.eventLoopUtilization();
 const { compile } = await import(`${root}/dist/src/compile.js`);
 const CASES = {
   'gpt2-1.5b': { model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'v100-32g', gpuMemBytes: 16e9, precision: 'fp16', batch: 1, seq: 1024 },
@@ -23,7 +25,7 @@ const CASES = {
 const which = process.argv[3] ?? 'gpt2-1.5b';
 if (!CASES[which]) throw new Error(`one.mjs: CASE must be one of ${Object.keys(CASES).join(', ')}, got ${which}`);
 const plan = await compile(CASES[which]);
-const wall = (performance.now() - t0) / 1e3, cpu = process.cpuUsage(c0);
+const wall = (performance.now() - t0) / 1e3, cpu = process.cpuUsage(c0), main = performance.eventLoopUtilization(e0).active / 1e3;
 const sha = createHash('sha256').update(JSON.stringify(plan)).digest('hex').slice(0, 16);
-console.log(`${root}: wall ${wall.toFixed(2)} s, cpu user ${(cpu.user / 1e6).toFixed(2)} s sys ${(cpu.system / 1e6).toFixed(2)} s, plan ${sha}`);
+console.log(`${root}: wall ${wall.toFixed(2)} s, cpu user ${(cpu.user / 1e6).toFixed(2)} s sys ${(cpu.system / 1e6).toFixed(2)} s, main thread busy ${main.toFixed(2)} s, plan ${sha}`);
 process.exit(0);
