@@ -742,18 +742,6 @@ function allShares(small: Uint8Array, cols: number[][], x: Float64Array): Float6
   return Array.from(small, (s) => (s ? Float64Array.of(1, 0, 0) : Float64Array.from(cols[k++], (col) => x[col])));
 }
 
-/**
- * GPU work in program order (forward and backward ops, which run on the GPU in
- * every placement of this family, on one stream in program order: the
- * scheduler emits them so and the runtime and simulator run each stream in
- * order): before[o] = the least time at which o can end (o and every such op
- * before it), after[o] = the least GPU time from o's start to the end of the
- * step (o and every such op after it). Longest data-dependency chains gave a
- * bound for any order of the GPU's ops, looser: weight gradients (matmulGradB)
- * are off the chain to the input's gradient, so the chains let the
- * embedding's gradient exist well before the end of the backward pass (the
- * bounds rise 0.1-0.6 % with program order).
- */
 /** A recomputed activation's producer reads only what is there to read again: parameters, data, and saved activations (the LPs' one level). */
 function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<number, number>): boolean {
   return producer.inputs.every((u) => {
@@ -780,6 +768,18 @@ export function recomputesOneLevel(g: Graph, p: Placement, saved: readonly numbe
   });
 }
 
+/**
+ * GPU work in program order (forward and backward ops, which run on the GPU in
+ * every placement of this family, on one stream in program order: the
+ * scheduler emits them so and the runtime and simulator run each stream in
+ * order): before[o] = the least time at which o can end (o and every such op
+ * before it), after[o] = the least GPU time from o's start to the end of the
+ * step (o and every such op after it). Longest data-dependency chains gave a
+ * bound for any order of the GPU's ops, looser: weight gradients (matmulGradB)
+ * are off the chain to the input's gradient, so the chains let the
+ * embedding's gradient exist well before the end of the backward pass (the
+ * bounds rise 0.1-0.6 % with program order).
+ */
 function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array; after: Float64Array } {
   const n = g.ops.length;
   const dur = Float64Array.from(g.ops, (op) => (op.phase === 'update' ? 0 : opSeconds(g, op, 'gpu', hw)));
