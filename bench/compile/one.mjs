@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // node bench/compile/one.mjs [ROOT] [CASE] — one compile of the bench's first
-// case (gpt2-1.5b, v100-32g, 16 GB GPU; CASE gpt3-175b: a100-80g with 1 TB CPU
-// and 8 TB NVMe, the bench's second) in this fresh process, from the build in
+// large case (cases.mjs: gpt2-1.5b, v100-32g, 16 GB GPU; CASE gpt3-175b: the
+// second, a100-80g with 1 TB CPU and 8 TB NVMe) in this fresh process, from the build in
 // ROOT (default: this checkout; another build, e.g. an older commit's from
 // `git archive` with node_modules linked, to compare in interleaved runs).
 // Prints wall seconds, the process's CPU seconds (user, sys: all threads,
@@ -13,18 +13,16 @@
 import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { large } from './cases.mjs';
 
 const root = resolve(process.argv[2] ?? fileURLToPath(new URL('../..', import.meta.url)));
 process.chdir(root);
 const t0 = performance.now(), c0 = process.cpuUsage(), e0 = performance.eventLoopUtilization();
 const { compile } = await import(`${root}/dist/src/compile.js`);
-const CASES = {
-  'gpt2-1.5b': { model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'v100-32g', gpuMemBytes: 16e9, precision: 'fp16', batch: 1, seq: 1024 },
-  'gpt3-175b': { model: 'models/gpt.ts', preset: 'gpt3-175b', hw: 'a100-80g', cpuMemBytes: 1e12, nvmeBytes: 8e12, precision: 'fp16' },
-};
 const which = process.argv[3] ?? 'gpt2-1.5b';
-if (!CASES[which]) throw new Error(`one.mjs: CASE must be one of ${Object.keys(CASES).join(', ')}, got ${which}`);
-const plan = await compile(CASES[which]);
+const chosen = large.find((c) => c.opts.preset === which);
+if (!chosen) throw new Error(`one.mjs: CASE must be one of ${large.map((c) => c.opts.preset).join(', ')}, got ${which}`);
+const plan = await compile(chosen.opts);
 const wall = (performance.now() - t0) / 1e3, cpu = process.cpuUsage(c0), main = performance.eventLoopUtilization(e0).active / 1e3;
 const sha = createHash('sha256').update(JSON.stringify(plan)).digest('hex').slice(0, 16);
 console.log(`${root}: wall ${wall.toFixed(2)} s, cpu user ${(cpu.user / 1e6).toFixed(2)} s sys ${(cpu.system / 1e6).toFixed(2)} s, main thread busy ${main.toFixed(2)} s, plan ${sha}`);

@@ -8,6 +8,7 @@
 // the schedule, then simulates and verifies).
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { large } from './cases.mjs';
 
 const root = resolve(process.argv[2] ?? fileURLToPath(new URL('../..', import.meta.url)));
 process.chdir(root);
@@ -22,8 +23,9 @@ const { buildProgram } = await import(root + '/dist/compiler/schedule/program.js
 const { assignOffsets } = await import(root + '/dist/compiler/schedule/arena.js');
 const { simulate } = await import(root + '/dist/compiler/simulate/simulate.js');
 lap('modules');
-const hw = loadProfile('v100-32g', { gpuMemBytes: 16e9 });
-const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'v100-32g', precision: 'fp16', batch: 1, seq: 1024 });
+const opts = large[0].opts; // gpt2-1.5b, v100-32g, 16 GB GPU (cases.mjs)
+const hw = loadProfile(opts.hw, { gpuMemBytes: opts.gpuMemBytes });
+const { graph: g } = await trainingGraph(opts);
 lap('graph');
 let data;
 startLp(g, hw, { solver: { solve(d) { data = d; return new Promise(() => {}); }, close() {} } });
