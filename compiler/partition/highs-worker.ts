@@ -132,7 +132,7 @@ export class LpWorker {
   /** deferLoad: highs is loaded on load() or the first solve, not at once (see WORKER_SOURCE). */
   constructor(opts: { deferLoad?: boolean } = {}) {
     const highsPath = createRequire(import.meta.url).resolve('highs');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: tierUpForced() ? false : true, tierUp: tierUpForced(), deferLoad: opts.deferLoad ?? false } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: true, tierUp: tierUpForced(), deferLoad: opts.deferLoad ?? false } });
     this.worker.unref(); // a pending solve must not keep a finished process alive
     this.worker.on('message', (m: { id: number; error?: string; rows?: number; nnz?: number } & HighsResult) => {
       const p = this.pending.get(m.id);
@@ -186,7 +186,7 @@ export class LpWorker {
    * its hot functions up to optimised code (worth it for long solves), else
    * it keeps the baseline code (see WORKER_SOURCE). Returns at once.
    */
-  load(optimise: boolean): void { this.worker.postMessage({ load: true, liftoffOnly: !optimise && !tierUpForced() }); }
+  load(optimise: boolean): void { this.worker.postMessage({ load: true, liftoffOnly: !optimise }); }
 
   /** The id the next solve will get (to name it in solveAfter). */
   get nextSolveId(): number { return this.nextId; }
