@@ -16,7 +16,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, inLpFamily, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -25,7 +25,7 @@ import { assignInTime, assignOffsets, compactArenaBytes, type Arenas, type Reuse
 import { stateOrder } from '../compiler/schedule/state-order.js';
 import { buildProgram, liveBytesPeak, type Program } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
-import { computeFloorSeconds, followedProducers, instructionSeconds, simulate, type Simulation } from '../compiler/simulate/simulate.js';
+import { computeFloorSeconds, followedProducers, instructionSeconds, opCostFloorSeconds, simulate, type Simulation } from '../compiler/simulate/simulate.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { diag, UserError } from './diagnostics.js';
 import { mark } from './timing.js';
@@ -383,11 +383,11 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
 
 /**
  * Placement: everything on the GPU when it fits; else the min-cut when two
- * tiers suffice and no capacity binds (the cut's price is zero: exact); else
- * the LP over three tiers (its candidates, then the best of them with the
+ * tiers suffice, no capacity binds (the cut's price is zero) and the cut
+ * computes on the GPU (exact then); else the LP over three tiers (its candidates, then the best of them with the
  * first forward op's parameter state on the GPU: lpTryStartup), or, when the
- * priced cut also fits, whichever of the two the simulator finds faster. The
- * LP runs in every case: its optimum is the plan's lower bound. Each candidate
+ * cut also fits, whichever of the two the simulator finds faster. The
+ * LP runs in every case: its optimum is the plan's lower bound (boundOf). Each candidate
  * is scheduled once; the kept one's program, arenas and simulation come back
  * with it.
  */
@@ -411,8 +411,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     }
     const cutC = minCutPrepared(g, hw);
     const cutOk = cutC && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cutC.placement.home[t.id] === 'gpu'));
-    // no capacity binds (the cut's price is zero): the cut is exact for two tiers
-    if (cutC && cutOk && cutC.placement.lambdaSecondsPerByte === 0) { const cut = cutBuilt(hw, cutC); return { placement: cut.placement, lp: await lp.bound, built: cut }; }
+    // no capacity binds (the cut's price is zero): the cut is exact for two
+    // tiers, where it computes on the GPU; one that runs ops on the CPU (a
+    // profile whose emulated GPU is no faster) is weighed against the LP's
+    // plans below, which run the CPU's work beside the GPU's
+    if (cutC && cutOk && cutC.placement.lambdaSecondsPerByte === 0 && inLpFamily(g, cutC.placement)) { const cut = cutBuilt(hw, cutC); const lpCut = await boundOf(g, hw, lp, await lp.bound, cut); return { placement: cut.placement, lp: lpCut, built: cut }; }
     // the placement LPs' shares come before the bound (refineAtOnce queues
     // them first): round, schedule and simulate them while the bound LP
     // solves; they are kept only when the bound LP has a solution too
@@ -483,7 +486,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
       chosen = lpPlan();
     }
-    const bound = await boundOf(g, lp, sol, chosen); // (it may set the placement's cutSeconds: read after)
+    const bound = await boundOf(g, hw, lp, sol, chosen); // (it may set the placement's cutSeconds: read after)
     return { placement: chosen.placement, lp: bound, built: chosen };
   } finally {
     lp.close();
@@ -495,10 +498,19 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
  * that recompute one level deep (the LPs' family); for one that recomputes
  * through chains (checkpoints.ts), the bound LP's over chains, lower (gpt3-175b:
  * 317.9 -> 305.2 s; docs/BENCHMARKS.md, tenth session); none when that LP has
- * no optimum.
+ * no optimum. For a plan that runs ops on the CPU (the min-cut's, where the
+ * profile's GPU is emulated on this CPU and no faster), which neither LP's
+ * family holds, the floor over every placement (opCostFloorSeconds): the bound
+ * LP's optimum had been reported for it, and once lay above its step.
  */
-async function boundOf(g: Graph, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
-  if (sol.status !== 'optimal' || recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved)) return sol;
+async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
+  if (sol.status !== 'optimal') return sol;
+  if (!inLpFamily(g, b.placement)) {
+    const floor = opCostFloorSeconds(g, hw);
+    b.placement = { ...b.placement, cutSeconds: floor };
+    return { ...sol, lowerBoundSeconds: floor, opCostFloor: true };
+  }
+  if (recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved)) return sol;
   const wide = await lp.chainBound();
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
@@ -557,6 +569,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
         gapPercent: (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds,
         lp: { ...lp.size, status: lp.status },
         ...(lp.anyPlacementSeconds !== undefined ? { keptOnGpu: true, anyPlacementLowerBoundSeconds: lp.anyPlacementSeconds } : {}),
+        ...(lp.opCostFloor ? { opCostFloor: true } : {}),
       },
     } : {}),
   };

@@ -165,6 +165,12 @@ export interface LpSolution {
    * over every placement, which may move state or work off the GPU.
    */
   anyPlacementSeconds?: number;
+  /**
+   * Set where lowerBoundSeconds is opCostFloorSeconds (compiler/simulate): the
+   * plan runs ops on the CPU, outside the LPs' family (inLpFamily), so the
+   * bound LP's optimum is no bound for it.
+   */
+  opCostFloor?: boolean;
 }
 
 export function paramGroups(g: Graph): ParamGroup[] {
@@ -748,6 +754,23 @@ function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<numb
     const tu = g.tensors[u];
     return tu.persistent || tu.role === 'input' || tu.role === 'param16' || savedIndex.has(u);
   });
+}
+
+/**
+ * Whether a placement is in the LPs' family: forward and backward ops on the
+ * GPU, each group's adam (and cast) on the GPU where its state is there, on
+ * the CPU where it is on the CPU or NVMe. The LPs' bound holds for these
+ * plans only; the min-cut may run ops on the CPU (a profile whose GPU is
+ * emulated on this CPU), and compile reports opCostFloorSeconds for such a plan.
+ */
+export function inLpFamily(g: Graph, p: Placement): boolean {
+  const where = new Int8Array(g.ops.length); // 0: gpu; 1: cpu (an update whose state is off the GPU)
+  for (const q of paramGroups(g)) {
+    const off = p.home[q.state[0]] === 'gpu' ? 0 : 1;
+    where[q.adam] = off;
+    if (q.cast >= 0) where[q.cast] = off;
+  }
+  return g.ops.every((op) => p.opTier[op.id] === (where[op.id] ? 'cpu' : 'gpu'));
 }
 
 /**

@@ -106,6 +106,7 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         lowerBoundSeconds: { type: 'number', minimum: 0 }, gapPercent: num, lp: { type: 'object', required: ['rows', 'cols', 'nonzeros', 'status'] },
         keptOnGpu: { type: 'boolean', description: 'the model fits on the GPU and stays there: lowerBoundSeconds is over the plans that keep it there' },
         anyPlacementLowerBoundSeconds: { type: 'number', minimum: 0, description: 'with keptOnGpu: the bound over every placement' },
+        opCostFloor: { type: 'boolean', description: "the plan computes on the CPU, outside the LP's family: lowerBoundSeconds is the op-cost floor over every placement (longest chain of ops at their faster tier; the GPU and CPU sharing the work)" },
       },
     },
     tiers: { type: 'object', required: ['gpu', 'cpu', 'nvme'], properties: { gpu: tierSummary, cpu: tierSummary, nvme: tierSummary } },

@@ -94,6 +94,12 @@ export interface Plan {
      */
     readonly keptOnGpu?: boolean;
     readonly anyPlacementLowerBoundSeconds?: number;
+    /**
+     * The plan runs forward or backward ops (or an update away from its state)
+     * on the CPU, outside the LP's family: lowerBoundSeconds is the op-cost
+     * floor over every placement (compiler/simulate opCostFloorSeconds), not the LP's.
+     */
+    readonly opCostFloor?: boolean;
   };
 }
 

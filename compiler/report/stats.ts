@@ -27,6 +27,8 @@ export interface PlanStats {
   gapPercent?: number;
   /** The model fits on the GPU and stays there: the bound above is over such plans, this one over every placement. */
   anyPlacementLowerBoundSeconds?: number;
+  /** The plan computes on the CPU, outside the LP's family: the bound above is the op-cost floor over every placement, not the LP's. */
+  opCostFloor?: boolean;
   /** With --dpu: the warm-up length and the steady-state step's prediction and peaks. */
   dpu?: { warmupSteps: number; stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
   /**
@@ -97,6 +99,7 @@ export function planStats(plan: Plan): PlanStats {
     lambdaSecondsPerByte: p.lambdaSecondsPerByte,
     ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
     ...(plan.bound?.anyPlacementLowerBoundSeconds !== undefined ? { anyPlacementLowerBoundSeconds: plan.bound.anyPlacementLowerBoundSeconds } : {}),
+    ...(plan.bound?.opCostFloor ? { opCostFloor: true } : {}),
     atPeak: occupancyAtPeak(plan),
     ...(plan.sp ? {
       sp: {

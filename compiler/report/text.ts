@@ -48,7 +48,8 @@ export function textReport(s: PlanStats): string {
   }
   if (s.lowerBoundSeconds !== undefined) {
     const kept = s.anyPlacementLowerBoundSeconds !== undefined ? ', over the plans that keep this model on the GPU, where it fits' : '';
-    L.push(`lower bound (LP${kept}): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
+    const what = s.opCostFloor ? "op costs over every placement: this plan computes on the CPU, outside the LP's family" : `LP${kept}`;
+    L.push(`lower bound (${what}): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
     if (kept) L.push(`lower bound over every placement: ${fmtSeconds(s.anyPlacementLowerBoundSeconds!)} (a plan moving state or work off the GPU, which compile does not make for a model that fits)`);
   }
   if (s.dpu) L.push(`delayed parameter update: after ${s.dpu.warmupSteps} warm-up steps, predicted step ${fmtSeconds(s.dpu.stepSeconds)}; gpu peak ${fmtBytes(s.dpu.tiers.gpu.peakBytes)}, cpu peak ${fmtBytes(s.dpu.tiers.cpu.peakBytes)}; h2d ${fmtBytes(s.dpu.traffic.h2dBytes)}, d2h ${fmtBytes(s.dpu.traffic.d2hBytes)} per step`);

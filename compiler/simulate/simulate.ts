@@ -86,6 +86,51 @@ export function computeFloorSeconds(g: Graph, p: Placement, hw: HardwareProfile)
   return Math.max(gpu, cpu);
 }
 
+/**
+ * A floor under the simulated step of every plan of g on hw, whatever its
+ * placement (any op on either compute tier), program or update timing
+ * (delayed or not). Two facts, each a floor:
+ *  - an op starts after the ops that make its inputs end, so the forward and
+ *    backward ops on any chain of data edges run one after another, each at
+ *    least its faster tier's time: the longest such chain;
+ *  - each compute stream runs one instruction at a time and every forward,
+ *    backward and adam op runs at least once a step (a delayed update's too,
+ *    in the steady state), so the two streams share at least that work: at
+ *    best split as the LP over op shares splits it (ops in order of their
+ *    GPU / CPU time ratio to the GPU until the two loads meet).
+ * Casts of master32 into p16 are left out (a plan may remake one at its
+ * readers instead), and so are the update's edges (a delayed update runs off
+ * the step's chain). compile reports this as the bound of a plan that
+ * computes on the CPU, outside the LP's family (forward and backward on the
+ * GPU), which the LP's bound does not cover.
+ */
+export function opCostFloorSeconds(g: Graph, hw: HardwareProfile): number {
+  const stepOp = (o: Graph['ops'][number]) => o.phase !== 'update';
+  const maker = new Int32Array(g.tensors.length).fill(-1);
+  const ends = new Float64Array(g.ops.length);
+  let chain = 0;
+  const work: { gpu: number; cpu: number }[] = [];
+  for (const op of g.ops) {
+    const gpu = opSeconds(g, op, 'gpu', hw), cpu = opSeconds(g, op, 'cpu', hw);
+    if (op.kind === 'adam' || stepOp(op)) work.push({ gpu, cpu });
+    if (!stepOp(op)) continue;
+    let start = 0;
+    for (const t of op.inputs) { const w = maker[t]; if (w >= 0 && w < op.id) start = Math.max(start, ends[w]); }
+    ends[op.id] = start + Math.min(gpu, cpu);
+    chain = Math.max(chain, ends[op.id]);
+    for (const t of op.outputs) if (!g.tensors[t].persistent) maker[t] = op.id;
+  }
+  // the split: all on the CPU, then the ops that gain most moved to the GPU one by one
+  work.sort((a, b) => a.gpu * b.cpu - b.gpu * a.cpu);
+  let onGpu = 0, onCpu = work.reduce((s, w) => s + w.cpu, 0), split = onCpu;
+  for (const w of work) {
+    if (w.gpu + w.cpu === 0) continue;
+    if (onGpu + w.gpu >= onCpu - w.cpu) { split = onGpu + ((onCpu - onGpu) / (w.gpu + w.cpu)) * w.gpu; break; }
+    onGpu += w.gpu; onCpu -= w.cpu; split = Math.max(onGpu, onCpu);
+  }
+  return Math.max(chain, split);
+}
+
 const MAX_NVME_BATCH = 64;  // kMaxNvmeBatch in native/exec/executor.h
 const NVME_BLOCK = 4096;
 

@@ -34,7 +34,7 @@
 import { describe, it, expect } from 'vitest';
 import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
-import { boundWith, paramGroups, placementBound, placementFrom, roundSolution, startLp } from '../../compiler/partition/lp.js';
+import { boundWith, inLpFamily, placementBound, placementFrom, roundSolution, startLp } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import type { Tier } from '../../compiler/cost/cost.js';
@@ -58,13 +58,6 @@ const cases = [
   { preset: 'gpt3-6.7b', layers: 4, hw: 'v100-32g', gpuMemBytes: 6e9, cpuMemBytes: 4e9, randomPlans: 8 },
   { preset: 'gpt3-6.7b', layers: 8, hw: 'v100-32g', gpuMemBytes: 8e9, cpuMemBytes: 3e9, randomPlans: 8 },
 ];
-
-/** Forward and backward on the GPU, each update (and cast) where its state is: the placements the LP ranges over. */
-function inFamily(g: Graph, p: Placement): boolean {
-  const where = new Map<number, Tier>();
-  for (const q of paramGroups(g)) { where.set(q.adam, p.home[q.state[0]]); if (q.cast >= 0) where.set(q.cast, p.home[q.state[0]]); }
-  return g.ops.every((op) => p.opTier[op.id] === (where.has(op.id) ? (where.get(op.id) === 'gpu' ? 'gpu' : 'cpu') : 'gpu'));
-}
 
 /** The bound LP solved by HiGHS's interior point solver gives the simplex's bound (the simplex has answered too high on some row sets). */
 async function expectInteriorPoint(g: Graph, hw: HardwareProfile, solver: LpWorker, bound: number): Promise<void> {
@@ -121,7 +114,7 @@ describe('LP lower bound validity', () => {
           const a = assignOffsets(buildProgram(g, p), { gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
           if (a.arenaBytes.gpu > hw.gpu.capacityBytes || a.arenaBytes.cpu > hw.cpu.capacityBytes || a.arenaBytes.nvme > hw.nvme.capacityBytes) continue; // does not fit
           const step = simulate(g, p, a.buffers, a.instructions, hw).stepSeconds;
-          const own = inFamily(g, p) ? await placementBound(g, hw, p, solver) : undefined;
+          const own = inLpFamily(g, p) ? await placementBound(g, hw, p, solver) : undefined;
           console.log(`${c.preset}/${c.hw} ${name}: step ${step.toExponential(4)} s, bound ${bound.toExponential(4)} s${own !== undefined ? `, its own ${typeof own === 'number' ? own.toExponential(4) : own}` : ''}`);
           expect(step, name).toBeGreaterThanOrEqual(bound * (1 - 1e-9));
           if (own !== undefined) {
