@@ -504,12 +504,14 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
  * LP's optimum had been reported for it, and once lay above its step.
  */
 async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
-  if (sol.status !== 'optimal') return sol;
   if (!inLpFamily(g, b.placement)) {
+    // (whether or not the LP had an optimum: the cut may run a model on the
+    // CPU whose working set no GPU-computing plan fits)
     const floor = opCostFloorSeconds(g, hw);
     b.placement = { ...b.placement, cutSeconds: floor };
     return { ...sol, lowerBoundSeconds: floor, opCostFloor: true };
   }
+  if (sol.status !== 'optimal') return sol;
   if (recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved)) return sol;
   const wide = await lp.chainBound();
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
@@ -554,8 +556,9 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
   // means the solver's "optimal" was wrong or a row of the bound LP is not
   // valid (seen with a trial row: HiGHS answered 1.42 s where a plan of the
   // family ran 0.44 s) — never reported as a negative gap
-  if (lp && lp.status === 'optimal' && sim.stepSeconds < lp.lowerBoundSeconds * (1 - 1e-6))
-    throw new Error(`internal: the LP's lower bound (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${sim.stepSeconds} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
+  const bounded = lp && (lp.status === 'optimal' || lp.opCostFloor);
+  if (bounded && sim.stepSeconds < lp.lowerBoundSeconds * (1 - 1e-6))
+    throw new Error(`internal: the ${lp.opCostFloor ? 'op-cost floor' : "LP's lower bound"} (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${sim.stepSeconds} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
   for (const t of ['cpu', 'nvme'] as Tier[]) {
     if (tiers[t].peakBytes > tiers[t].capacityBytes) throw diag.doesNotFit(`does not fit: the ${t} tier needs ${fmtBytes(tiers[t].peakBytes)}, capacity is ${fmtBytes(tiers[t].capacityBytes)} (short by ${fmtBytes(tiers[t].peakBytes - tiers[t].capacityBytes)}); raise --${t === 'cpu' ? 'cpu-mem' : 'nvme'}`);
   }
@@ -563,7 +566,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
     formatVersion: FORMAT_VERSION, generator: 'tiercut 0.1.0', model, hardware: hw, optimizer, graph: g, placement: p,
     tiers, buffers: arenas.buffers, instructions: arenas.instructions, traffic: traffic as Traffic,
     predicted: { stepSeconds: sim.stepSeconds, streamBusySeconds: sim.streamBusySeconds, peakBytes: arenas.arenaBytes },
-    ...(lp && lp.status === 'optimal' ? {
+    ...(bounded ? {
       bound: {
         lowerBoundSeconds: lp.lowerBoundSeconds,
         gapPercent: (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds,

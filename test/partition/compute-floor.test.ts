@@ -129,6 +129,18 @@ describe('compute floor and compact arena', () => {
     }
   });
 
+  it('a plan that computes on the CPU where no plan computing on the GPU fits still reports the op-cost floor', async () => {
+    // 20 kB of GPU: less than one op's working set, so the LP is infeasible; the cut runs everything on the CPU
+    const file = flatProfile();
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', hw: file, gpuMemBytes: 20_000 });
+    const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny' });
+    expect(plan.tiers.gpu.peakBytes).toBe(0);
+    expect(plan.bound!.lp.status).toBe('infeasible');
+    expect(plan.bound!.opCostFloor).toBe(true);
+    expect(plan.bound!.lowerBoundSeconds).toBe(opCostFloorSeconds(g, loadProfile(file, { gpuMemBytes: 20_000 })));
+    expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds);
+  });
+
   it('gpt2-1.5b, 16 GB: the cut left unscheduled is one the simulator finds slower than the plan compile keeps', async () => {
     const opts = { model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'v100-32g', gpuMemBytes: 16e9, precision: 'fp16' as const, batch: 1, seq: 1024 };
     const hw = loadProfile(opts.hw, opts);
