@@ -384,12 +384,12 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
 /**
  * Placement: everything on the GPU when it fits; else the min-cut when two
  * tiers suffice, no capacity binds (the cut's price is zero) and the cut
- * computes on the GPU (exact then); else the LP over three tiers (its candidates, then the best of them with the
- * first forward op's parameter state on the GPU: lpTryStartup), or, when the
- * cut also fits, whichever of the two the simulator finds faster. The
- * LP runs in every case: its optimum is the plan's lower bound (boundOf). Each candidate
- * is scheduled once; the kept one's program, arenas and simulation come back
- * with it.
+ * computes on the GPU (exact then); else the LP over three tiers (its
+ * candidates, then the best of them with the first forward op's parameter
+ * state on the GPU: lpTryStartup), or, when the cut also fits, whichever of
+ * the two the simulator finds faster. The LP runs in every case: its optimum
+ * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
+ * kept one's program, arenas and simulation come back with it.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
