@@ -13,7 +13,7 @@ import { compile, type CompileOptions } from './compile.js';
 // so that `compile`, `fit` and `report` start without them
 import { simulate } from '../compiler/simulate/simulate.js';
 import { chromeTrace, type TraceStep } from '../compiler/simulate/trace.js';
-import { fit } from './fit.js';
+import { fit, FIT_MAX_OPS_FACTOR } from './fit.js';
 import { diag, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
 
@@ -124,6 +124,7 @@ async function cmdFit(args: Args): Promise<void> {
   const label = (preset: string, config?: Record<string, number>) => `${preset}${Object.entries(config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
   for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.tflops.toFixed(2)} TFLOPS` : ''}${t.why ? `  (${t.why})` : ''}\n`);
   process.stdout.write(r.model ? `largest feasible: ${label(r.model.preset, r.model.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n` : 'no preset of this model fits\n');
+  if (r.layerLimit !== undefined) process.stdout.write(`(fit deepens a preset to at most ${r.layerLimit} layers here: ${FIT_MAX_OPS_FACTOR}x the ops of this family's largest preset; a deeper model may fit too)\n`);
 }
 
 /** --freeze REGEX: ONNX initializers whose name matches get no gradient and no update. */

@@ -6,6 +6,10 @@
 // preset's size. The first layer count tried is a guess from the capacity the
 // best plan leaves free (divided by the state bytes of one layer); from there
 // the search gallops outwards and bisects, so a fit compiles a handful of models.
+// The deepening stops at FIT_MAX_OPS_FACTOR times the ops of the family's
+// largest preset: the compiler's tested scale. A narrow preset would otherwise
+// be deepened to thousands of layers (gpt tiny, the largest preset fitting 50 MB
+// of GPU, towards 8565 layers: one compile ran past 10 minutes and 9 GB).
 
 import { modelPresets } from '../compiler/import/dsl.js';
 import { planStats } from '../compiler/report/stats.js';
@@ -16,8 +20,13 @@ export interface FitOptions extends Omit<CompileOptions, 'preset' | 'config'> { 
 
 interface Trial { preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string; tflops?: number; stepSeconds?: number; modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number }
 
+/** How far fit deepens a preset: its training graph at most this many times the ops of the family's largest preset's (gpt: 4 x 7189, ~512 layers; the 120B GPT of scale.test.ts, 381 layers of gpt3-13b, has 21357). */
+export const FIT_MAX_OPS_FACTOR = 4;
+
 export interface FitResult {
   params: number;
+  /** Set when the deepest model tried fits and the search stopped at the FIT_MAX_OPS_FACTOR limit (a deeper one may fit too). */
+  layerLimit?: number;
   model: { source: string; preset: string; overrides: Record<string, number>; config: Record<string, unknown> } | null;
   predicted: { stepSeconds: number; tflops: number } | null;
   tried: Trial[];
@@ -40,10 +49,10 @@ async function attempt(opts: FitOptions, preset: string, config?: Record<string,
 }
 
 export async function fit(opts: FitOptions): Promise<FitResult> {
-  const sized: { preset: string; params: number; layers?: number }[] = [];
+  const sized: { preset: string; params: number; ops: number; layers?: number }[] = [];
   for (const preset of await modelPresets(opts.model)) {
     const { graph, config } = await trainingGraph({ ...opts, preset });
-    sized.push({ preset, params: graph.paramCount, layers: typeof config.layers === 'number' ? config.layers : undefined });
+    sized.push({ preset, params: graph.paramCount, ops: graph.ops.length, layers: typeof config.layers === 'number' ? config.layers : undefined });
   }
   sized.sort((a, b) => b.params - a.params || a.preset.localeCompare(b.preset));
   const tried: Trial[] = [];
@@ -54,10 +63,17 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
     if (t.feasible) { best = t; break; }
     above = s;
   }
-  const layers = best ? sized.find((s) => s.preset === best!.preset)?.layers : undefined;
-  if (best && layers) {
+  const bestSized = best ? sized.find((s) => s.preset === best!.preset) : undefined;
+  const layers = bestSized?.layers;
+  let layerLimit: number | undefined;
+  if (best && bestSized && layers) {
     // deepen: the most layers that still fit, below the next preset's size
-    let lo = layers, hi = Math.max(layers + 1, Math.ceil(layers * (above ? above.params / best.params : 4)));
+    // and within the ops limit
+    const deeper = await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } });
+    const opsPerLayer = Math.max(1, deeper.graph.ops.length - bestSized.ops);
+    const maxOps = FIT_MAX_OPS_FACTOR * Math.max(...sized.map((s) => s.ops));
+    const limit = Math.max(layers, layers + Math.floor((maxOps - bestSized.ops) / opsPerLayer));
+    let lo = layers, hi = Math.min(limit + 1, Math.max(layers + 1, Math.ceil(layers * (above ? above.params / best.params : 4))));
     const probe = async (n: number) => {
       const t = await attempt(opts, best!.preset, { layers: n });
       tried.push(t);
@@ -65,7 +81,6 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
       return t.feasible;
     };
     // guess: the free bytes of the best plan over the state bytes of one more layer
-    const deeper = await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } });
     const layerBytes = deeper.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0) - best.stateBytes!;
     const guess = layerBytes > 0 ? layers + Math.floor(best.freeBytes! / layerBytes) : lo + 1;
     if (hi - lo > 1) {
@@ -75,10 +90,12 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
       else { for (let step = 1; hi - lo > 1 && hi - step > lo; step *= 2) if (await probe(hi - step)) break; }
     }
     while (hi - lo > 1) await probe(Math.floor((lo + hi) / 2));
+    if (lo === limit && limit > layers) layerLimit = limit;
   }
   if (!best) return { params: 0, model: null, predicted: null, tried };
   return {
     params: best.params,
+    ...(layerLimit !== undefined ? { layerLimit } : {}),
     model: { source: opts.model, preset: best.preset, overrides: best.config ?? {}, config: best.modelConfig ?? {} },
     predicted: { stepSeconds: best.stepSeconds!, tflops: best.tflops! },
     tried,

@@ -10,8 +10,8 @@
 // host and NVMe shares small enough to keep models near 10B, so the test runs
 // in minutes); the full-size cases (120B on h200, 1T with NVMe) are in scale.test.ts.
 import { describe, it, expect } from 'vitest';
-import { fit } from '../../src/fit.js';
-import { compile } from '../../src/compile.js';
+import { fit, FIT_MAX_OPS_FACTOR } from '../../src/fit.js';
+import { compile, trainingGraph } from '../../src/compile.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 
 const GRID = [
@@ -43,4 +43,24 @@ describe('capacity bound: fit holds >= 95 % of (capacities - working set) / 12 B
       for (const t of ['gpu', 'cpu', 'nvme'] as const) expect(plan.tiers[t].peakBytes).toBeLessThanOrEqual(plan.tiers[t].capacityBytes);
     });
   }
+});
+
+describe('fit deepens a preset only to the compiler\'s tested scale', () => {
+  // 2 MB of GPU: only BERT tiny's working set fits, while the CPU holds state
+  // for ~60M parameters; without the limit fit deepened tiny towards
+  // bert-base's size (thousands of layers: gpt tiny on 50 MB of an emulated
+  // GPU compiled for over 10 minutes at 8565 layers)
+  it('bert tiny on 2 MB of a V100 stops at FIT_MAX_OPS_FACTOR x the ops of bert-large, and says so', async () => {
+    const opts = { model: 'models/bert.ts', hw: 'v100-32g', gpuMemBytes: 2e6, cpuMemBytes: 1e9, precision: 'fp16' as const };
+    const found = await fit(opts);
+    const ops = async (preset: string, layers?: number) => (await trainingGraph({ ...opts, preset, ...(layers ? { config: { layers } } : {}) })).graph.ops.length;
+    const maxOps = FIT_MAX_OPS_FACTOR * (await ops('bert-large'));
+    console.log(`fit: ${found.model?.preset} ${JSON.stringify(found.model?.overrides)}, limit ${found.layerLimit}, tried ${found.tried.length}`);
+    expect(found.model!.preset).toBe('tiny');
+    expect(found.layerLimit).toBeDefined();
+    expect(found.model!.overrides.layers).toBe(found.layerLimit);
+    expect(await ops('tiny', found.layerLimit!)).toBeLessThanOrEqual(maxOps);
+    expect(await ops('tiny', found.layerLimit! + 1)).toBeGreaterThan(maxOps);
+    expect(found.tried.every((t) => (t.config?.layers ?? 0) <= found.layerLimit!)).toBe(true);
+  }, 180_000);
 });
