@@ -569,7 +569,8 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
     ...(bounded ? {
       bound: {
         lowerBoundSeconds: lp.lowerBoundSeconds,
-        gapPercent: (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds,
+        // (a step below the bound within the tolerance above is rounding: gap 0, not '-0.0 %')
+        gapPercent: Math.max(0, (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds),
         lp: { ...lp.size, status: lp.status },
         ...(lp.anyPlacementSeconds !== undefined ? { keptOnGpu: true, anyPlacementLowerBoundSeconds: lp.anyPlacementSeconds } : {}),
         ...(lp.opCostFloor ? { opCostFloor: true } : {}),
