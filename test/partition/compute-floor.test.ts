@@ -10,10 +10,10 @@
 // everything on the CPU, and compile reported the LP's bound for it, which
 // holds only for plans that compute on the GPU: 1.930 ms over a plan of
 // 1.910 ms with this machine's calibration, an internal error.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, it, expect } from 'vitest';
+import { afterAll, describe, it, expect } from 'vitest';
 import { compile, placeLp, placeMinCut, trainingGraph } from '../../src/compile.js';
 import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import type { Graph } from '../../compiler/ir/types.js';
@@ -55,9 +55,11 @@ async function candidates(g: Graph, hw: HardwareProfile): Promise<[string, Place
  * memory bandwidth (the CPU tier's counts every core; calibrated here: 12.2
  * against 28.4 GB/s).
  */
+const flatDir = mkdtempSync(join(tmpdir(), 'tiercut-floor-'));
+afterAll(() => rmSync(flatDir, { recursive: true, force: true }));
 function flatProfile(): string {
   const local = loadProfile('local');
-  const file = join(mkdtempSync(join(tmpdir(), 'tiercut-floor-')), 'flat.json');
+  const file = join(flatDir, 'flat.json');
   writeFileSync(file, JSON.stringify({ ...local, name: 'flat', gpu: { ...local.cpu, capacityBytes: local.gpu.capacityBytes, memBandwidthBytesPerSec: local.cpu.memBandwidthBytesPerSec / 2 } }));
   return file;
 }
