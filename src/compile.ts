@@ -415,7 +415,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // tiers, where it computes on the GPU; one that runs ops on the CPU (a
     // profile whose emulated GPU is no faster) is weighed against the LP's
     // plans below, which run the CPU's work beside the GPU's
-    if (cutC && cutOk && cutC.placement.lambdaSecondsPerByte === 0 && inLpFamily(g, cutC.placement)) { const cut = cutBuilt(hw, cutC); const lpCut = await boundOf(g, hw, lp, await lp.bound, cut); return { placement: cut.placement, lp: lpCut, built: cut }; }
+    if (cutC && cutOk && cutC.placement.lambdaSecondsPerByte === 0 && inLpFamily(g, cutC.placement)) {
+      const cut = cutBuilt(hw, cutC);
+      return { placement: cut.placement, lp: await boundOf(g, hw, lp, await lp.bound, cut), built: cut };
+    }
     // the placement LPs' shares come before the bound (refineAtOnce queues
     // them first): round, schedule and simulate them while the bound LP
     // solves; they are kept only when the bound LP has a solution too

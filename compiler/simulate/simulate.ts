@@ -115,7 +115,7 @@ export function opCostFloorSeconds(g: Graph, hw: HardwareProfile): number {
     if (op.kind === 'adam' || stepOp(op)) work.push({ gpu, cpu });
     if (!stepOp(op)) continue;
     let start = 0;
-    for (const t of op.inputs) { const w = maker[t]; if (w >= 0 && w < op.id) start = Math.max(start, ends[w]); }
+    for (const t of op.inputs) if (maker[t] >= 0) start = Math.max(start, ends[maker[t]]); // (ops come in program order: a maker is earlier)
     ends[op.id] = start + Math.min(gpu, cpu);
     chain = Math.max(chain, ends[op.id]);
     for (const t of op.outputs) if (!g.tensors[t].persistent) maker[t] = op.id;
