@@ -22,6 +22,8 @@ const int = (minimum?: number): Schema => (minimum === undefined ? { type: 'inte
 const num: Schema = { type: 'number' };
 const ints: Schema = { type: 'array', items: int(0) };
 const tier: Schema = { type: 'string', enum: ['gpu', 'cpu', 'nvme'] };
+/** A non-negative quantity (seconds, bytes). */
+const nonNegative: Schema = { type: 'number', minimum: 0 };
 const tierSummary: Schema = { type: 'object', required: ['capacityBytes', 'peakBytes'], properties: { capacityBytes: { type: 'number', minimum: 0 }, peakBytes: { type: 'number', minimum: 0 } } };
 
 export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string } = {
@@ -125,8 +127,18 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         },
       },
     },
-    traffic: { type: 'object', required: ['h2dBytes', 'd2hBytes', 'nvmeReadBytes', 'nvmeWriteBytes'] },
-    predicted: { type: 'object', required: ['stepSeconds', 'streamBusySeconds', 'peakBytes'] },
+    traffic: {
+      type: 'object', required: ['h2dBytes', 'd2hBytes', 'nvmeReadBytes', 'nvmeWriteBytes'],
+      properties: Object.fromEntries(['h2dBytes', 'd2hBytes', 'nvmeReadBytes', 'nvmeWriteBytes', 'inputBytes'].map((k) => [k, nonNegative])),
+    },
+    predicted: {
+      type: 'object', required: ['stepSeconds', 'streamBusySeconds', 'peakBytes'],
+      properties: {
+        stepSeconds: nonNegative,
+        streamBusySeconds: { type: 'object', required: [...STREAMS], properties: Object.fromEntries(STREAMS.map((k) => [k, nonNegative])) },
+        peakBytes: { type: 'object', required: ['gpu', 'cpu', 'nvme'], properties: { gpu: nonNegative, cpu: nonNegative, nvme: nonNegative } },
+      },
+    },
   },
 };
 

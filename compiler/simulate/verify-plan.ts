@@ -2,10 +2,16 @@
 //
 // Takes a Plan (as read from disk: untrusted). Gives the list of violations,
 // each naming the instruction or buffer. Checks:
+//  0. the graph: the IR's invariants (compiler/ir/verify.ts: ids, one
+//     producer, order, shapes against the op catalog), every tensor's bytes
+//     its shape x dtype, every initialiser well formed (what the runtime's
+//     kernels and initialisation trust);
 //  1. structure: ids are indices, streams and kinds known, operands exist,
 //     waits point to earlier instructions (so no step can deadlock), buffer
 //     sizes match their tensors, every buffer fits inside its tier's arena and
-//     every arena inside the tier's capacity;
+//     every arena inside the tier's capacity; every data input and every state
+//     tensor with a buffer has one that lives through the step (its home, which
+//     the runtime fills), and the loss one that outlives it;
 //  2. memory: two buffers of one tier whose live ranges overlap do not overlap
 //     in address;
 //  3. ordering: every read of a buffer happens after (same stream earlier, or
@@ -17,6 +23,8 @@
 // L = buffers alive at once.
 
 import type { Tier } from '../cost/cost.js';
+import { verifyGraph } from '../ir/verify.js';
+import { dtypeBytes, numel, type Graph } from '../ir/types.js';
 import type { Plan, PlanBuffer } from '../plan/types.js';
 import { LastOccupant } from '../schedule/intervals.js';
 import { STREAMS } from '../plan/types.js';
@@ -27,6 +35,9 @@ export function verifyPlan(plan: Plan): string[] {
   const errors: string[] = [];
   const { buffers, instructions: ins, graph } = plan;
   const push = (m: string) => { if (errors.length < 50) errors.push(m); };
+
+  for (const m of graphProblems(graph)) push(`graph: ${m}`);
+  if (errors.length) return errors; // the checks below index the graph by its ids
 
   for (const tier of TIER_NAMES) {
     const t = plan.tiers[tier];
@@ -43,6 +54,17 @@ export function verifyPlan(plan: Plan): string[] {
       push(`buffers[${i}] (${t.name}): arena offset ${b.offsetBytes} + size ${b.sizeBytes} is outside the ${b.tier} arena of ${plan.tiers[b.tier].peakBytes} bytes`);
     if (b.allocAt >= ins.length || b.freeAt >= ins.length) push(`buffers[${i}]: live range [${b.allocAt}, ${b.freeAt}] outside the step`);
   });
+  // homes: what the runtime writes before a step (data inputs, state) and reads after it (the loss)
+  const lifelong = new Uint8Array(graph.tensors.length), kept = new Uint8Array(graph.tensors.length), buffered = new Uint8Array(graph.tensors.length);
+  for (const b of buffers) {
+    if (!graph.tensors[b.tensor]) continue;
+    buffered[b.tensor] = 1;
+    if (b.freeAt < 0) { kept[b.tensor] = 1; if (b.allocAt < 0) lifelong[b.tensor] = 1; }
+  }
+  graph.tensors.forEach((t) => {
+    if ((t.role === 'input' || (t.persistent && buffered[t.id])) && !lifelong[t.id]) push(`tensor ${t.id} (${t.name}, ${t.role === 'input' ? 'a data input' : 'state'}): no buffer lives through the step (allocAt -1, freeAt -1) to hold it between steps`);
+  });
+  if (graph.tensors[graph.loss] && !kept[graph.loss]) push(`the loss (tensor ${graph.loss}): no buffer keeps it after the step (freeAt -1)`);
   ins.forEach((x, i) => {
     if (x.id !== i) push(`instructions[${i}]: id ${x.id} at index ${i}`);
     if (!STREAMS.includes(x.stream)) push(`instructions[${i}]: unknown stream '${x.stream}'`);
@@ -143,4 +165,36 @@ export function verifyPlan(plan: Plan): string[] {
     }
   }
   return errors;
+}
+
+/** Section 0: the graph's invariants and what the runtime reads of each tensor. */
+function graphProblems(g: Graph): string[] {
+  const out: string[] = [];
+  g.tensors.forEach((t, i) => {
+    if (t.sizeBytes !== numel(t.shape) * dtypeBytes(t.dtype)) out.push(`tensors[${i}] (${t.name}): ${t.sizeBytes} bytes, but ${t.dtype} [${t.shape.join(',')}] is ${numel(t.shape) * dtypeBytes(t.dtype)}`);
+    const problem = t.init === undefined ? undefined : initProblem(t.init as unknown as Record<string, unknown>, numel(t.shape));
+    if (problem) out.push(`tensors[${i}] (${t.name}): init ${problem}`);
+  });
+  if (out.length) return out;
+  try {
+    return verifyGraph(g);
+  } catch (e) {
+    // (a graph the verifier cannot even walk: attributes of the wrong type)
+    return [`cannot be checked: ${(e as Error).message}`];
+  }
+}
+
+function initProblem(init: Record<string, unknown>, count: number): string | undefined {
+  const num = (k: string, optional = false) => (optional && init[k] === undefined) || (typeof init[k] === 'number' && Number.isFinite(init[k]));
+  switch (init.kind) {
+    case 'normal': return num('std') && num('mean', true) ? undefined : 'normal needs a finite std (and mean)';
+    case 'constant': return num('value') ? undefined : 'constant needs a finite value';
+    case 'onnx': return typeof init.initializer === 'string' ? undefined : 'onnx needs an initializer name';
+    case 'data': {
+      if (typeof init.f32Base64 !== 'string') return 'data needs f32Base64';
+      const bytes = Buffer.from(init.f32Base64, 'base64').length;
+      return bytes === count * 4 ? undefined : `data holds ${bytes} bytes, the tensor ${count} f32 values`;
+    }
+    default: return `kind ${JSON.stringify(init.kind)} is not one of normal, constant, onnx, data`;
+  }
 }

@@ -1,0 +1,99 @@
+// A hostile or corrupt plan is rejected when it is read (compiler/plan/io.ts:
+// schema, then verify-plan.ts) with one UserError naming the field, never a
+// TypeError from deeper down or a plan the runtime would trust wrongly. The
+// cases below each reached the runtime before verify-plan checked the graph
+// and the homes (found by mutating plans at random; tiercut run then failed
+// with a stack trace).
+import { describe, it, expect, beforeAll } from 'vitest';
+import { compile } from '../../src/compile.js';
+import { parsePlan, serializePlan } from '../../compiler/plan/io.js';
+import { UserError } from '../../src/diagnostics.js';
+import type { Plan } from '../../compiler/plan/types.js';
+
+let text: string;
+beforeAll(async () => {
+  text = serializePlan(await compile({ model: 'models/gpt.ts', preset: 'tiny', gpuMemBytes: 400000 }));
+});
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function mutated(f: (p: any) => void): string {
+  const p = JSON.parse(text);
+  f(p);
+  return JSON.stringify(p);
+}
+
+function rejects(plan: string, message: RegExp): void {
+  let err: unknown;
+  try { parsePlan(plan, 'hostile.plan.json'); } catch (e) { err = e; }
+  expect(err, 'the plan was accepted').toBeInstanceOf(UserError);
+  expect((err as Error).message).toMatch(/^hostile\.plan\.json: /);
+  expect((err as Error).message).toMatch(message);
+}
+
+describe('a hostile plan is rejected with one line naming the field', () => {
+  it('the original reads back', () => {
+    expect(parsePlan(text, 'good.plan.json').graph.ops.length).toBeGreaterThan(0);
+  });
+
+  it('a tensor or an op whose id is not its index', () => {
+    rejects(mutated((p) => { p.graph.tensors[30].id = 0; }), /graph: tensor \S+: id 0 at index 30/);
+    rejects(mutated((p) => { p.graph.ops[41].id = 40; }), /graph: op 41 \(\w+, [^)]*\): id 40 at index 41/);
+    rejects(mutated((p) => { p.graph.ops[3].id = 2 ** 53; }), /graph: op 3 .*: id 9007199254740992 at index 3/);
+  });
+
+  it('a data input or a state tensor with no home through the step', () => {
+    const input = JSON.parse(text).graph.tensors.find((t: { role: string }) => t.role === 'input').id;
+    rejects(mutated((p) => { p.buffers.find((b: { tensor: number }) => b.tensor === input).freeAt = 0; }), /tensor \d+ \(\w+, a data input\): no buffer lives through the step/);
+    rejects(mutated((p) => {
+      const b = p.buffers.find((x: { tensor: number; allocAt: number }) => p.graph.tensors[x.tensor].persistent && x.allocAt < 0);
+      b.allocAt = 0;
+    }), /\(\S+, state\): no buffer lives through the step|reads buffers\[\d+\] before anything writes it/);
+  });
+
+  it('an initialiser of an unknown kind, or data of the wrong length', () => {
+    rejects(mutated((p) => { p.graph.tensors.find((t: { init?: unknown }) => t.init).init.kind = 'matmul'; }), /graph: tensors\[\d+\] \(\S+\): init kind "matmul" is not one of normal, constant, onnx, data/);
+    rejects(mutated((p) => { const t = p.graph.tensors.find((x: { init?: unknown }) => x.init); delete t.init.kind; }), /init kind undefined/);
+    rejects(mutated((p) => { p.graph.tensors.find((t: { init?: unknown }) => t.init).init = { kind: 'data', f32Base64: 'AAAAAA==' }; }), /init data holds 4 bytes, the tensor \d+ f32 values/);
+  });
+
+  it('a shape that disagrees with its bytes, or with the op catalog', () => {
+    rejects(mutated((p) => { p.graph.tensors[5].shape = [...p.graph.tensors[5].shape, 2]; }), /graph: tensors\[5\] \(\S+\): \d+ bytes, but \w+ \[[\d,]+\] is \d+/);
+    rejects(mutated((p) => {
+      // a matmul's output made twice as wide, bytes and buffers to match: only the catalog can tell
+      const op = p.graph.ops.find((o: { kind: string }) => o.kind === 'matmul');
+      const t = p.graph.tensors[op.outputs[0]];
+      t.shape = [...t.shape.slice(0, -1), t.shape[t.shape.length - 1] * 2];
+      t.sizeBytes *= 2;
+      for (const b of p.buffers) if (b.tensor === t.id) b.sizeBytes = t.sizeBytes;
+    }), /graph: op \d+ \(matmul, .*\): output \S+ is \[[\d,]+\], the catalog says \[[\d,]+\]/);
+  });
+
+  it('random mutations of every field: each plan reads back or is rejected by a UserError', () => {
+    // (deterministic: a fixed LCG; numbers, strings, arrays and keys anywhere in the plan)
+    let s = 12345;
+    const rnd = () => { s = (s * 1103515245 + 12345) % 2147483648; return s / 2147483648; };
+    const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)];
+    type Leaf = { parent: Record<string | number, unknown>; key: string | number; v: unknown };
+    const leaves = (o: unknown, out: Leaf[], parent?: Leaf['parent'], key?: string | number): Leaf[] => {
+      if (parent !== undefined) out.push({ parent, key: key!, v: o });
+      if (o && typeof o === 'object') for (const [k, v] of Object.entries(o)) leaves(v, out, o as Leaf['parent'], Array.isArray(o) ? Number(k) : k);
+      return out;
+    };
+    let rejected = 0;
+    for (let n = 0; n < 300; n++) {
+      const p = JSON.parse(text) as Plan;
+      const all = leaves(p, []);
+      const { parent, key, v } = pick(all);
+      if (typeof v === 'number') parent[key] = pick([-1, 0, 1, 2 ** 31, 2 ** 53, 1e308, 0.5, v + 1, v - 1, v * 2, null, '7']);
+      else if (typeof v === 'string') parent[key] = pick(['', 'gpu', 'nvme', 'matmul', 'copy', 0]);
+      else if (typeof v === 'boolean') parent[key] = !v;
+      else if (Array.isArray(v)) { if (rnd() < 0.5) v.pop(); else v.push(structuredClone(v[0])); }
+      else if (v && typeof v === 'object') { const ks = Object.keys(v); if (ks.length) delete (v as Record<string, unknown>)[pick(ks)]; }
+      try { parsePlan(JSON.stringify(p), 'hostile.plan.json'); } catch (e) {
+        expect(e, `mutation ${n} at ${String(key)}: ${(e as Error).stack}`).toBeInstanceOf(UserError);
+        rejected++;
+      }
+    }
+    expect(rejected).toBeGreaterThan(100);
+  });
+});
