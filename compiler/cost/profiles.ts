@@ -120,36 +120,42 @@ function checkProfile(file: string, p: unknown): HardwareProfile {
   const bad = (field: string, want: string, got: unknown) => diag.badHardware(file, `field '${field}': expected ${want}, got ${JSON.stringify(got)}`);
   const o = p as Record<string, unknown>;
   if (typeof o !== 'object' || o === null) throw diag.badHardware(file, 'expected a JSON object');
-  const num = (path: string) => {
+  // Rates and sizes in the range tiercut models: the LP's coefficients are
+  // times in units of the GPU's work, and HiGHS rejects a model whose
+  // coefficients span more than ~1e20 (a rate of 1e-9 bytes/s had made
+  // compile stop with an internal solver error)
+  const RATE = [1e6, 1e18] as const;      // bytes/s or flop/s: 1 MB/s .. 1 EB/s
+  const CAPACITY = [1, 1e17] as const;    // bytes: up to 100 PB
+  const num = (path: string, [min, max]: readonly [number, number]) => {
     let v: unknown = o;
     for (const k of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[k];
     if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v)) throw bad(path, 'a positive number', v);
+    if (v < min || v > max) throw bad(path, `a number from ${min.toExponential()} to ${max.toExponential()}`, v);
   };
   for (const dev of ['gpu', 'cpu']) {
-    num(`${dev}.capacityBytes`); num(`${dev}.memBandwidthBytesPerSec`);
-    for (const d of ['f32', 'f16', 'bf16']) num(`${dev}.peakFlops.${d}`);
+    num(`${dev}.capacityBytes`, CAPACITY); num(`${dev}.memBandwidthBytesPerSec`, RATE);
+    for (const d of ['f32', 'f16', 'bf16']) num(`${dev}.peakFlops.${d}`, RATE);
   }
-  num('nvme.capacityBytes'); num('nvme.readBytesPerSec'); num('nvme.writeBytesPerSec'); num('h2dBytesPerSec'); num('d2hBytesPerSec');
-  // optional fields: absent, or numbers in range
+  num('nvme.capacityBytes', CAPACITY); num('nvme.readBytesPerSec', RATE); num('nvme.writeBytesPerSec', RATE); num('h2dBytesPerSec', RATE); num('d2hBytesPerSec', RATE);
+  // optional fields: absent, or numbers in range (a measured time: at most a second)
   const get = (path: string): unknown => { let v: unknown = o; for (const k of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[k]; return v; };
-  const optNum = (path: string, min: number, integer = false) => {
+  const optNum = (path: string, min: number, integer = false, max = Infinity) => {
     const v = get(path);
     if (v === undefined) return;
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) throw bad(path, `${integer ? 'an integer' : 'a number'} >= ${min}`, v);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) throw bad(path, `${integer ? 'an integer' : 'a number'} ${max < Infinity ? `from ${min} to ${max}` : `>= ${min}`}`, v);
   };
-  optNum('nvme.readLatencySeconds', 0); optNum('nvme.writeLatencySeconds', 0);
-  optNum('nvme.readBatchRequestSeconds', 0); optNum('nvme.writeBatchRequestSeconds', 0);
-  optNum('nvme.queueDepth', 1, true);
-  if (typeof get('nvme.queueDepth') === 'number' && (get('nvme.queueDepth') as number) > 64) throw bad('nvme.queueDepth', 'an integer from 1 to 64', get('nvme.queueDepth'));
+  optNum('nvme.readLatencySeconds', 0, false, 1); optNum('nvme.writeLatencySeconds', 0, false, 1);
+  optNum('nvme.readBatchRequestSeconds', 0, false, 1); optNum('nvme.writeBatchRequestSeconds', 0, false, 1);
+  optNum('nvme.queueDepth', 1, true, 64);
   optNum('nvme.blockBytes', 4096, true);
   const bb = get('nvme.blockBytes');
   if (typeof bb === 'number' && (bb % 4096 !== 0 || bb > 64 * 2 ** 20)) throw bad('nvme.blockBytes', 'a multiple of 4096 from 4096 to 67108864', bb);
-  if (o.executor !== undefined) for (const f of ['instructionSeconds', 'wakeSeconds', 'stepSeconds']) { if (get(`executor.${f}`) === undefined) throw bad(`executor.${f}`, 'a number >= 0', undefined); optNum(`executor.${f}`, 0); }
+  if (o.executor !== undefined) for (const f of ['instructionSeconds', 'wakeSeconds', 'stepSeconds']) { if (get(`executor.${f}`) === undefined) throw bad(`executor.${f}`, 'a number >= 0', undefined); optNum(`executor.${f}`, 0, false, 1); }
   if (o.kernels !== undefined) {
     if (typeof o.kernels !== 'object' || o.kernels === null || Array.isArray(o.kernels)) throw bad('kernels', 'an object keyed by op kind', o.kernels);
     for (const k of Object.keys(o.kernels)) {
       for (const f of ['fixedSeconds', 'rooflineFactor']) if (get(`kernels.${k}.${f}`) === undefined) throw bad(`kernels.${k}.${f}`, 'a number >= 0', undefined);
-      optNum(`kernels.${k}.fixedSeconds`, 0); optNum(`kernels.${k}.rooflineFactor`, 0);
+      optNum(`kernels.${k}.fixedSeconds`, 0, false, 1); optNum(`kernels.${k}.rooflineFactor`, 0, false, 1e6);
     }
   }
   if (typeof o.name !== 'string') throw bad('name', 'a string', o.name);

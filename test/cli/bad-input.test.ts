@@ -67,6 +67,14 @@ describe('bad input', () => {
     const neg = join(dir, 'neg.json');
     writeFileSync(neg, JSON.stringify({ ...base, h2dBytesPerSec: -5 }));
     expectUserError(cli('compile', 'models/gpt.ts', '--hw', neg, '-o', join(dir, 'x.json')), /neg\.json: field 'h2dBytesPerSec': expected a positive number, got -5/);
+    // positive but out of the range the LP can scale (HiGHS had refused the model: an internal error, exit 1)
+    const slow = join(dir, 'slow.json');
+    writeFileSync(slow, JSON.stringify({ ...base, nvme: { ...base.nvme, writeBytesPerSec: 1e-9 } }));
+    expectUserError(cli('compile', 'models/gpt.ts', '--hw', slow, '--gpu-mem', '400000', '--cpu-mem', '200000', '-o', join(dir, 'x.json')), /slow\.json: field 'nvme\.writeBytesPerSec': expected a number from 1e\+6 to 1e\+18, got 1e-9/);
+    // a measured kernel time past a second (1e300 s had given a predicted step of 9e303 ms)
+    const hung = join(dir, 'kernel.json');
+    writeFileSync(hung, JSON.stringify({ ...base, kernels: { matmul: { fixedSeconds: 1e300, rooflineFactor: 1 } } }));
+    expectUserError(cli('compile', 'models/gpt.ts', '--hw', hung, '-o', join(dir, 'x.json')), /kernel\.json: field 'kernels\.matmul\.fixedSeconds': expected a number from 0 to 1, got 1e\+300/);
     const ok = join(dir, 'ok.json');
     writeFileSync(ok, JSON.stringify(base));
     expect(cli('compile', 'models/gpt.ts', '--hw', ok, '-o', join(dir, 'ok.plan.json')).status).toBe(0);
