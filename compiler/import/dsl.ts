@@ -284,6 +284,8 @@ class DslBuilder implements Dsl {
 
   private emit(kind: OpKind, inputs: DslTensor[], attrs: OpAttrs = {}, first = 0): Handle {
     const loc = this.loc();
+    // (a plan is JSON: a NaN or an infinity would be written as null)
+    for (const [k, v] of Object.entries(attrs)) if (typeof v === 'number' && !Number.isFinite(v)) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: ${kind}: ${k} must be a finite number, got ${v}`);
     const base = `${this.qualify(kind)}#${this.counter++}`;
     const names = [base, `${base}.aux1`, `${base}.aux2`];
     const outs = this.g.op(kind, inputs.map((t) => this.idOf(t)), attrs, { names, role: 'activation' }, 'forward', loc);
@@ -301,6 +303,11 @@ class DslBuilder implements Dsl {
       throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}' is declared twice`);
     }
     const spec: InitSpec = 'normal' in init ? { kind: 'normal', std: init.normal, mean: init.mean ?? 0 } : { kind: 'constant', value: init.constant };
+    const values = spec.kind === 'normal' ? [spec.std, spec.mean ?? 0] : spec.kind === 'constant' ? [spec.value] : [];
+    if (values.some((v) => typeof v !== 'number' || !Number.isFinite(v))) {
+      const l = this.loc();
+      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}': its init needs finite numbers, got ${JSON.stringify(init, (_, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))}`);
+    }
     return this.handle(this.g.tensor({ name: full, shape, dtype: 'f32', role: 'param16', persistent: true, param: full, init: spec }).id);
   }
 

@@ -214,7 +214,13 @@ class OnnxImporter {
     const a = this.attr(name);
     return a ? toNum(a.i ?? 0, `${this.where()} attribute ${name}`, this.file) : dflt;
   }
-  private attrFloat(name: string, dflt: number): number { const a = this.attr(name); return a ? (a.f ?? 0) : dflt; }
+  private attrFloat(name: string, dflt: number): number {
+    const a = this.attr(name);
+    const v = a ? (a.f ?? 0) : dflt;
+    // (a plan is JSON, where NaN and infinities become null)
+    if (!Number.isFinite(v)) throw this.unsupported(`attribute ${name} is ${v}; a finite number is needed`);
+    return v;
+  }
   private attrInts(name: string): number[] | undefined {
     const a = this.attr(name);
     return a ? (a.ints ?? []).map((v: unknown) => toNum(v, `${this.where()} attribute ${name}`, this.file)) : undefined;

@@ -7,7 +7,8 @@
 //  3. program order is an execution order: a non-persistent tensor is written
 //     before it is read (this also makes the graph acyclic);
 //  4. shapes agree with the op catalog (dtypes may differ after precision lowering);
-//  5. the loss is a one-element tensor.
+//  5. the loss is a one-element tensor;
+//  6. every numeric attribute is finite (a plan is JSON: NaN would be null).
 // Cost: O(ops + tensors).
 
 import { inferOutputs, ShapeError } from './ops.js';
@@ -26,6 +27,7 @@ export function verifyGraph(g: Graph): string[] {
     let whereText: string | undefined;
     const whereOf = () => (whereText ??= `op ${i} (${op.kind}, ${formatLoc(op.loc)})`);
     if (op.id !== i) errors.push(`${whereOf()}: id ${op.id} at index ${i}`);
+    for (const [k, v] of Object.entries(op.attrs)) if (v === null || (typeof v === 'number' && !Number.isFinite(v))) errors.push(`${whereOf()}: attribute ${k} is ${v} (a finite number or absent)`);
     const bad = op.inputs.find((t) => !(t >= 0 && t < T)) ?? op.outputs.find((t) => !(t >= 0 && t < T));
     if (bad !== undefined) { errors.push(`${whereOf()}: operand ${bad} does not exist`); continue; }
     for (const t of op.inputs) {

@@ -49,6 +49,26 @@ describe('bad input', () => {
     expectUserError(cli('compile', model, '-o', join(dir, 'x.json')), /shape\.ts:6:\d+: matmul: .*inner dimension/);
   });
 
+  it('a NaN or infinite number in a model: its line, not an internal error', () => {
+    // (a plan is JSON, where NaN becomes null: such an init reached the plan, and the plan reader now refuses it)
+    const model = (name: string, body: string) => {
+      const f = join(dir, name);
+      writeFileSync(f, [
+        "import type { Model, PresetBase } from 'tiercut/dsl';",
+        'const m: Model<PresetBase> = {',
+        '  presets: { a: { batch: 2, seq: 1 } },',
+        `  build(nn, cfg) { const x = nn.input('x', [cfg.batch, 4]); ${body} },`,
+        '};',
+        'export default m;',
+      ].join('\n'));
+      return f;
+    };
+    const init = model('nan-init.ts', "const w = nn.param('w', [4], { constant: NaN }); return nn.layerNorm(x, w, w);");
+    expectUserError(cli('compile', init, '-o', join(dir, 'x.json')), /nan-init\.ts:4:\d+: parameter 'w': its init needs finite numbers, got \{"constant":"NaN"\}/);
+    const eps = model('inf-eps.ts', "const w = nn.param('w', [4], { constant: 1 }); return nn.layerNorm(x, w, w, Infinity);");
+    expectUserError(cli('compile', eps, '-o', join(dir, 'x.json')), /inf-eps\.ts:4:\d+: layerNorm: eps must be a finite number, got Infinity/);
+  });
+
   it('an unknown preset', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'huge', '-o', join(dir, 'x.json')), /models\/gpt\.ts: unknown preset 'huge' \(available: tiny, gpt2-124m, gpt2-1\.5b[,)]/);
   });

@@ -187,6 +187,8 @@ describe('CNN nodes tiercut does not train: one line', () => {
     const bns = m.graph!.node!.filter((n) => n.opType === 'BatchNormalization');
     bns[2].input = [bns[2].input![0], ...bns[1].input!.slice(1)]; // res.b's norm reuses res.a's module
   }), /the running mean 'res\.a\.bn\.running_mean' is also updated by an earlier BatchNormalization node/, 'TC112'));
+  it('a NaN float attribute (a plan is JSON: it would be written as null)', () => expectCliError(edit('bn-nan.onnx', (m) => setAttr(node(m, 'BatchNormalization'), 'epsilon', { type: onnx.AttributeProto.AttributeType.FLOAT, f: NaN })),
+    /op_type BatchNormalization.*attribute epsilon is NaN; a finite number is needed/, 'TC112'));
   it('a pooling window that does not fit', () => expectCliError(edit('pool-big.onnx', (m) => setAttr(node(m, 'MaxPool'), 'kernel_shape', { type: onnx.AttributeProto.AttributeType.INTS, ints: [20, 20] })),
     /maxPool2d: a 20x20 window .* does not fit in x\[4,8,12,12\]/, 'TC116'));
 });

@@ -68,6 +68,10 @@ describe('a hostile plan is rejected with one line naming the field', () => {
     }), /graph: op \d+ \(matmul, .*\): output \S+ is \[[\d,]+\], the catalog says \[[\d,]+\]/);
   });
 
+  it('a numeric attribute that JSON turned into null (NaN, an infinity)', () => {
+    rejects(mutated((p) => { p.graph.ops.find((o: { kind: string }) => o.kind === 'layerNorm').attrs.eps = null; }), /graph: op \d+ \(layerNorm, .*\): attribute eps is null \(a finite number or absent\)/);
+  });
+
   it('random mutations of every field: each plan reads back or is rejected by a UserError', () => {
     // (deterministic: a fixed LCG; numbers, strings, arrays and keys anywhere in the plan)
     let s = 12345;
