@@ -229,6 +229,41 @@ function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates, keepPara
 }
 
 /**
+ * Where the best plan so far updates state on the CPU, its step is often the
+ * CPU's chain: the GPU up to the first gradient of a group the CPU updates,
+ * then the CPU's updates back to back to the end (gpt3-6.7b/h100: 51 ms, then
+ * 125 ms; docs/BENCHMARKS.md, thirteenth session). More candidates, each the
+ * best so far with the head of that chain — the CPU-updated group whose
+ * gradient comes first — updated on the GPU (its state there): the chain then
+ * starts at the next group's gradient with that update less. Where the GPU
+ * overflows, the repair moves the least committed groups (by the LP's GPU
+ * share) to the CPU, as for any rounding. Kept when it simulates faster; up to
+ * CHAIN_HEAD_ROUNDS candidates, a group whose move does not pay passed over
+ * for the next until CHAIN_HEAD_MISSES have not.
+ */
+const CHAIN_HEAD_ROUNDS = 8;
+const CHAIN_HEAD_MISSES = 2;
+
+function lpTryChainHead(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  const passed = new Set<number>();
+  const made = new Int32Array(g.tensors.length).fill(-1);
+  for (const op of g.ops) for (const t of op.outputs) made[t] = op.id;
+  let misses = 0;
+  for (let round = 0; round < CHAIN_HEAD_ROUNDS && misses < CHAIN_HEAD_MISSES && acc.bestFrom; round++) {
+    const { sol, r } = acc.bestFrom;
+    let head = -1;
+    sol.groups.forEach((q, i) => { if (r.stateTier[i] === 'cpu' && !passed.has(i) && (head < 0 || made[q.grad] < made[sol.groups[head].grad])) head = i; });
+    if (head < 0) break;
+    const best = acc.best;
+    // (its shares say GPU, so that the repair, which moves the least committed groups first, does not move it back)
+    const pinned = { ...sol, stateShare: sol.stateShare.map((v, k) => (k === head ? Float64Array.of(1, 0, 0) : v)) };
+    lpTryRounded(g, hw, pinned, { stateTier: r.stateTier.map((t, k) => (k === head ? 'gpu' : t)), p16Tier: [...r.p16Tier], offload: new Set(r.offload), recompute: new Set(r.recompute) }, acc);
+    if (acc.best === best) { passed.add(head); misses++; }
+  }
+  mark('LP chain-head candidates');
+}
+
+/**
  * Where the best plan so far holds optimizer state on NVMe and activations
  * offloaded into the CPU: two more candidates with those activations made
  * again in the backward pass through chains of recomputation
@@ -452,6 +487,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
       // (such a plan's bound is the bound LP's over chains: solved meanwhile)
       lpTryCheckpoints(g, hw, acc, () => void lp.chainBound());
+      lpTryChainHead(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
