@@ -239,7 +239,8 @@ function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates, keepPara
  * overflows, the repair moves the least committed groups (by the LP's GPU
  * share) to the CPU, as for any rounding. Kept when it simulates faster; up to
  * CHAIN_HEAD_ROUNDS candidates, a group whose move does not pay passed over
- * for the next until CHAIN_HEAD_MISSES have not.
+ * for the next until CHAIN_HEAD_MISSES have not; none once the CPU is mostly
+ * idle after the head's update (cpuChainFrom).
  */
 const CHAIN_HEAD_ROUNDS = 8;
 const CHAIN_HEAD_MISSES = 2;
@@ -254,13 +255,34 @@ function lpTryChainHead(g: Graph, hw: HardwareProfile, acc: LpCandidates): void 
     let head = -1;
     sol.groups.forEach((q, i) => { if (r.stateTier[i] === 'cpu' && !passed.has(i) && (head < 0 || made[q.grad] < made[sol.groups[head].grad])) head = i; });
     if (head < 0) break;
-    const best = acc.best;
+    const best = acc.best!;
+    if (!cpuChainFrom(g, hw, best, sol.groups[head].adam)) break;
     // (its shares say GPU, so that the repair, which moves the least committed groups first, does not move it back)
     const pinned = { ...sol, stateShare: sol.stateShare.map((v, k) => (k === head ? Float64Array.of(1, 0, 0) : v)) };
     lpTryRounded(g, hw, pinned, { stateTier: r.stateTier.map((t, k) => (k === head ? 'gpu' : t)), p16Tier: [...r.p16Tier], offload: new Set(r.offload), recompute: new Set(r.recompute) }, acc);
     if (acc.best === best) { passed.add(head); misses++; }
   }
   mark('LP chain-head candidates');
+}
+
+/**
+ * Whether b's CPU is busy at least CHAIN_HEAD_MIN_BUSY of the time from
+ * `adam`'s run on it to the step's end. Below that the step's tail is set by
+ * something else (NVMe, the GPU) and moving the update cannot pay: so it was
+ * on every case of bench/compile below 0.2 (gpt3-175b 0.16, where each such
+ * candidate cost 0.4-0.6 s of scheduling), while the moves that paid ran from
+ * 0.22 (gpt3-13b on an A100 with 64 GB of CPU) to 1 (gpt3-6.7b/h100).
+ */
+const CHAIN_HEAD_MIN_BUSY = 0.2;
+
+function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): boolean {
+  const sim = simulated(g, hw, b), ins = b.prog.instructions;
+  const at = ins.findIndex((x) => x.kind === 'run' && x.op === adam && x.stream === 'cpu');
+  if (at < 0) return false;
+  const from = sim.start[at];
+  let busy = 0;
+  for (const x of ins) if (x.stream === 'cpu' && sim.start[x.id] >= from) busy += sim.end[x.id] - sim.start[x.id];
+  return busy >= (sim.stepSeconds - from) * CHAIN_HEAD_MIN_BUSY;
 }
 
 /**
