@@ -6,6 +6,7 @@ import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
 import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
+import { producers } from '../compiler/ir/graph.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
@@ -247,8 +248,7 @@ const CHAIN_HEAD_MISSES = 2;
 
 function lpTryChainHead(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
   const passed = new Set<number>();
-  const made = new Int32Array(g.tensors.length).fill(-1);
-  for (const op of g.ops) for (const t of op.outputs) made[t] = op.id;
+  const made = producers(g);
   let misses = 0;
   for (let round = 0; round < CHAIN_HEAD_ROUNDS && misses < CHAIN_HEAD_MISSES && acc.bestFrom; round++) {
     const { sol, r } = acc.bestFrom;
@@ -443,7 +443,9 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * tiers suffice, no capacity binds (the cut's price is zero) and the cut
  * computes on the GPU (exact then); else the LP over three tiers (its
  * candidates, then the best of them with the first forward op's parameter
- * state on the GPU: lpTryStartup), or, when the cut also fits, whichever of
+ * state on the GPU: lpTryStartup; with activations recomputed through chains:
+ * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
+ * lpTryChainHead), or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
