@@ -192,7 +192,8 @@ async function cmdRun(args: Args): Promise<void> {
   const nvmeNote = session.info().nvmeNote;
   if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
   const traced: TraceStep[] = [];
-  const stop = () => { session.close(); process.exit(130); };
+  // (the shell's convention: 128 + the signal's number, 130 for SIGINT, 143 for SIGTERM)
+  const stop = (signal: NodeJS.Signals) => { session.close(); process.exit(signal === 'SIGTERM' ? 143 : 130); };
   // an exit from elsewhere (bin/tiercut.js exits when stdout's reader goes away, `run ... | head -1`) still removes the spill files
   const closeOnExit = () => session.close();
   process.once('exit', closeOnExit);
@@ -250,7 +251,8 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   const full = spFullGraph(plan);
   const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
   const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
-  const stop = () => { session.close(); process.exit(130); };
+  // (the shell's convention: 128 + the signal's number, 130 for SIGINT, 143 for SIGTERM)
+  const stop = (signal: NodeJS.Signals) => { session.close(); process.exit(signal === 'SIGTERM' ? 143 : 130); };
   // an exit from elsewhere (bin/tiercut.js exits when stdout's reader goes away, `run ... | head -1`) still removes the spill files
   const closeOnExit = () => session.close();
   process.once('exit', closeOnExit);

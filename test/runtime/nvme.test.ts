@@ -210,17 +210,17 @@ describe.each(BACKENDS)('nvme store ($name)', ({ io, name }) => {
 });
 
 describe('nvme store', () => {
-  it('SIGTERM during a run removes the spill files', async () => {
-    const spill = join(dir, 'sigterm');
+  it.each([['SIGTERM', 143], ['SIGINT', 130]] as const)('%s during a run removes the spill files and exits %i (128 + the signal)', async (signal, code) => {
+    const spill = join(dir, signal.toLowerCase());
     mkdirSync(spill);
     const child = spawn(process.execPath, ['bin/tiercut.js', 'run', planFile, '--steps', '1000000', '--json', '--spill-dir', spill]);
     let out = '';
     child.stdout.on('data', (d) => { out += d; });
     for (let i = 0; i < 600 && out.split('\n').length < 3; i++) await sleep(50);
     expect(leftovers(spill).some((f) => f.endsWith('nvme.bin'))).toBe(true);
-    const exit = new Promise<number | null>((res) => child.on('close', (code) => res(code)));
-    child.kill('SIGTERM');
-    expect(await exit).toBe(130);
+    const exit = new Promise<number | null>((res) => child.on('close', (c) => res(c)));
+    child.kill(signal);
+    expect(await exit).toBe(code);
     expect(leftovers(spill)).toEqual([]);
   }, 120_000);
 
