@@ -17,7 +17,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, inLpFamily, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, inLpFamily, paramGroups, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, splitsState, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -266,6 +266,49 @@ function lpTryChainHead(g: Graph, hw: HardwareProfile, acc: LpCandidates): void 
 }
 
 /**
+ * Where the best plan holds state on NVMe (fp16/bf16), every step's forward
+ * pass makes those groups' p16 from master32 read from NVMe, and every
+ * write-back of updated state waits for those reads: gpt3-175b's step was 56 s
+ * of NVMe reads, then 280 s of write-backs (docs/BENCHMARKS.md, fourteenth
+ * session). One more candidate splits the state: each NVMe group's master32
+ * moved into CPU memory, and for room the moments (m, v) of CPU-state groups
+ * moved to NVMe, those whose gradients come last first, until they cover the
+ * masters' bytes. The bytes on NVMe and the traffic of the updates stay about
+ * as they were; the forward pass reads nothing from NVMe, so the write-backs
+ * start sooner (gpt3-175b 336.4 -> 302.2 s). Kept when its arenas fit (no
+ * repair) and it simulates faster; such a plan's bound is the wide bound LP's
+ * (splitsState; `trying` starts its solve).
+ */
+function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+  if (!acc.best || g.precision === 'fp32') return;
+  const p = acc.best.placement, groups = paramGroups(g), made = producers(g);
+  const home = [...p.home];
+  let room = 0;
+  for (const q of groups) {
+    const [master] = q.state;
+    if (home[master] === 'nvme') { home[master] = 'cpu'; room += g.tensors[master].sizeBytes; }
+  }
+  if (room === 0) return;
+  const onCpu = groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => home[t] === 'cpu'))
+    .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  for (const q of onCpu) {
+    if (room <= 0) break;
+    for (const t of q.state.slice(1)) { home[t] = 'nvme'; room -= g.tensors[t].sizeBytes; }
+  }
+  trying();
+  const beat = simulated(g, hw, acc.best).stepSeconds;
+  const wins = (b: Built) => fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < beat;
+  // its arenas placed again (retimed) only where it does not win as it is:
+  // gpt tiny fp16 on NVMe wins only so (0.2049 -> 0.1755 ms); gpt3-175b's won
+  // as it was and gained nothing from it for 1.2-1.8 s of its 10 s target
+  // (gpt2-124m fp16 on 1 GB would gain 0.5609 -> 0.5421 s)
+  let b = build(g, hw, { ...p, home });
+  if (!wins(b)) b = retimed(g, hw, b, beat);
+  if (wins(b)) acc.best = b;
+  mark('LP split candidate');
+}
+
+/**
  * Whether b's CPU is busy at least CHAIN_HEAD_MIN_BUSY of the time from
  * `adam`'s run on it to the step's end. Below that the step's tail is set by
  * something else (NVMe, the GPU) and moving the update cannot pay: so it was
@@ -445,7 +488,8 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * candidates, then the best of them with the first forward op's parameter
  * state on the GPU: lpTryStartup; with activations recomputed through chains:
  * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
- * lpTryChainHead), or, when the cut also fits, whichever of
+ * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit),
+ * or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
@@ -492,6 +536,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       mark('LP placement solved (awaited)');
       if (s) lpTry(g, hw, s, acc);
     }
+    // a best plan with state on NVMe so far: the checkpoint and split
+    // candidates, whose plans take the wide bound LP's bound, may well win;
+    // its solve starts now rather than when they are made (gpt3-175b: it took
+    // 2.6 s alone at the end of the compile)
+    if (acc.bestFrom?.r.stateTier.includes('nvme')) void lp.wideBound();
     // and the bound LP's shares, kept to its bytes per tier, once it is solved
     // (its rows see the forward pass's fetches and offloads: gpt3-13b/h200
     // 0.558 -> 0.419 s, gpt2-1.5b on 16 GB 0.290 -> 0.259 with castOnce)
@@ -509,9 +558,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) lpTry(g, hw, lean, acc);
       mark('LP bound-row candidates');
       lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
-      // (such a plan's bound is the bound LP's over chains: solved meanwhile)
-      lpTryCheckpoints(g, hw, acc, () => void lp.chainBound());
+      // (such a plan's bound is the wide bound LP's: solved meanwhile)
+      lpTryCheckpoints(g, hw, acc, () => void lp.wideBound());
       lpTryChainHead(g, hw, acc);
+      lpTrySplit(g, hw, acc, () => void lp.wideBound());
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
@@ -558,10 +608,12 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
 
 /**
  * The bound reported with a plan: the bound LP's, which holds for the plans
- * that recompute one level deep (the LPs' family); for one that recomputes
- * through chains (checkpoints.ts), the bound LP's over chains, lower (gpt3-175b:
- * 317.9 -> 305.2 s; docs/BENCHMARKS.md, tenth session); none when that LP has
- * no optimum. For a plan that runs ops on the CPU (the min-cut's, where the
+ * that recompute one level deep and rest each group's state in one place (the
+ * LPs' family); for one that recomputes through chains (checkpoints.ts) or
+ * splits a group's state (lpTrySplit), the wide bound LP's, lower (gpt3-175b:
+ * 317.9 -> 305.2 s over chains, tenth session; a split plan of it simulated
+ * at 302.2 s, under the bound LP's 305.2: docs/BENCHMARKS.md, fourteenth
+ * session); none when that LP has no optimum. For a plan that runs ops on the CPU (the min-cut's, where the
  * profile's GPU is emulated on this CPU and no faster), which neither LP's
  * family holds, the floor over every placement (opCostFloorSeconds): the bound
  * LP's optimum had been reported for it, and once lay above its step.
@@ -575,8 +627,8 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
     return { ...sol, lowerBoundSeconds: floor, opCostFloor: true };
   }
   if (sol.status !== 'optimal') return sol;
-  if (recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved)) return sol;
-  const wide = await lp.chainBound();
+  if (recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved) && !splitsState(g, b.placement)) return sol;
+  const wide = await lp.wideBound();
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
   return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size };

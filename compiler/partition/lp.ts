@@ -44,10 +44,12 @@
 //    placement LP.
 //  - recompute one level deep (a recomputed activation's producer reads only
 //    parameters, data and saved activations not recomputed): the family the
-//    bound holds for. A plan that recomputes through chains (checkpoints.ts)
-//    gets the bound LP's over chains instead (chainBound: any saved
-//    activation may be recomputed, at the cost of one run of its producer,
-//    a relaxation of every such plan: lower);
+//    bound holds for, each group's state resting in one place. A plan that
+//    recomputes through chains (checkpoints.ts) or splits a group's state
+//    (master32 on the CPU, its moments on NVMe: compile's split candidate)
+//    gets the wide bound LP's instead (wideBound: any saved activation may be
+//    recomputed, at the cost of one run of its producer, and master32 may
+//    rest apart from its moments; a relaxation of every such plan: lower);
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone
@@ -96,8 +98,8 @@ export interface LpOptions {
    * simulates them while the bound LP solves.
    */
   refineAtOnce?: boolean;
-  /** placementBound, boundWith: the bound LP over recompute through chains (BoundExtras). */
-  chains?: boolean;
+  /** placementBound, boundWith: the wide bound LP (wideBound's rows: BoundExtras chains and split). */
+  wide?: boolean;
 }
 
 /**
@@ -212,15 +214,16 @@ export interface LpRun {
   /** The bound LP's first solution, without the fetch-then-update rows (its optimum is a bound too, at most bound's). */
   readonly firstVertex: Promise<LpSolution>;
   /**
-   * The bound LP over recompute through chains (any saved activation may be
-   * recomputed, at the cost of one run of its producer: a chain plan runs it
-   * at least once, and may hold an unsaved input it reads rather than make it
-   * again), with the fetch-then-update rows: the
-   * bound of a plan outside the one-level family (recomputesOneLevel), such
-   * as checkpoints.ts's; at most bound's. Solved on the first call (on the
-   * second solver thread when there is one).
+   * The wide bound LP: over recompute through chains (any saved activation
+   * may be recomputed, at the cost of one run of its producer: a chain plan
+   * runs it at least once, and may hold an unsaved input it reads rather than
+   * make it again) and over state split by tensor (master32's NVMe share a
+   * column of its own, BoundExtras.split), with the fetch-then-update rows:
+   * the bound of a plan outside the family (recomputesOneLevel, splitsState),
+   * such as checkpoints.ts's and the split candidate's; at most bound's.
+   * Solved on the first call (on the second solver thread when there is one).
    */
-  chainBound(): Promise<LpSolution>;
+  wideBound(): Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
@@ -334,11 +337,12 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     // (its optimum is at least the first's, up to HiGHS's tolerances)
     return r.status === 'optimal' && r.objective * tight.seconds >= loose.lowerBoundSeconds ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
   })()));
-  // the bound LP over recompute through chains, for a plan outside the one-level family (started on first use)
-  let chained: Promise<LpSolution> | undefined;
-  const chainBound = () => (chained ??= quiet((async () => {
-    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, chains: true });
-    const r = await (opts.second ?? solver).solve(wide.data, timeLimit);
+  // the wide bound LP, for a plan outside the family (started on first use)
+  let widened: Promise<LpSolution> | undefined;
+  const wideBound = () => (widened ??= quiet((async () => {
+    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, chains: true, split: true });
+    // (HiGHS's strongest scaling: gpt3-175b's wide LP 1.3-1.6 s against 4.3 s with its default)
+    const r = await (opts.second ?? solver).solve(wide.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
     return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
   })()));
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
@@ -398,7 +402,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { get bound() { return bound(); }, firstVertex, chainBound, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { get bound() { return bound(); }, firstVertex, wideBound, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
@@ -426,7 +430,7 @@ interface BuiltLp {
  * fits, is a row that is not valid).
  */
 export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.chains });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide });
   const r = await solver.solve({ ...model.data, ...model.fixedTo(p) }, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
@@ -443,7 +447,7 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
  * simplex's bound with this on every case, so a row that trips it shows.
  */
 export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.chains });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide });
   const r = await solver.solve(model.data, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS, undefined, options);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);
@@ -451,13 +455,16 @@ export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker,
 }
 
 /**
- * The bound LP's optional rows: fetchThenUpdate (fetchThenUpdateRows), and
- * chains: recompute through chains (chainBound) instead of one level.
+ * The bound LP's optional rows: fetchThenUpdate (fetchThenUpdateRows);
+ * chains: recompute through chains instead of one level; split: a group's
+ * master32 may rest apart from its moments (fp16/bf16; compile's split
+ * candidate). The last two make the wide bound LP (wideBound).
  */
-interface BoundExtras { fetchThenUpdate?: boolean; chains?: boolean }
+interface BoundExtras { fetchThenUpdate?: boolean; chains?: boolean; split?: boolean }
 
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
   const chains = rows === 'bound' && (extras.chains ?? false);
+  const split = rows === 'bound' && g.precision !== 'fp32' && (extras.split ?? false);
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
@@ -495,6 +502,18 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   // (the third p16 share, made again in fp16/bf16, only where the group's p16 may be: remakeable)
   const x1 = groups.map((q, i) => tiers.map((t) => lp.col(`p16_${i}_${t}`, 0, 0, (t === 'gpu' || !opts.keepParamsOnGpu) && (t !== 'nvme' || q.cast < 0 || q.remakeable) ? 1 : 0)));
   const x2 = groups.map((q, i) => tiers.map((t) => lp.col(`st_${i}_${t}`, 0, 0, 1)));
+  // the share of master32 on NVMe, which a p16 made from it reads there: the
+  // state's NVMe share, or with split its own column, at least what of the
+  // state's NVMe bytes the moments cannot hold (master M of the state's S
+  // bytes: M y >= S x2[nvme] - (S - M)); what the state's NVMe share reads and
+  // writes for the update is unchanged (the bytes there, either way)
+  const masterNvme = groups.map((q, i) => {
+    if (!split) return x2[i][2];
+    const c = lp.col(`mst_nvme_${i}`, 0, 0, 1);
+    const M = g.tensors[q.state[0]].sizeBytes, S = q.stateBytes;
+    lp.row([[c, M / S], [x2[i][2], -1]], -(S - M) / S, Infinity);
+    return c;
+  });
   const ov = groups.map((_, i) => lp.col(`ovh_${i}`));   // CPU-updated part of a GPU-resident p16: h2d after the update
   const ov2 = groups.map((_, i) => lp.col(`ovd_${i}`));  // GPU-updated part of a non-GPU p16: d2h after the update
   const keep = saved.map((t) => lp.col(`keep_${t}`, 0, 0, 1));
@@ -581,8 +600,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const masterBytes = g.tensors[q.state[0]].sizeBytes;
     const fromNvme = half && nvmeNeeded ? lp.col(`remat_nvme_${i}`) : -1;
     remat[i] = fromNvme;
-    if (fromNvme >= 0) lp.row([[fromNvme, 1], [x1[i][2], -1], [x2[i][2], -1]], -1, Infinity);
-    if (fromNvme >= 0) atLeastPairs(i, fromNvme, [[2, 2]]);
+    if (fromNvme >= 0) lp.row([[fromNvme, 1], [x1[i][2], -1], [masterNvme[i], -1]], -1, Infinity);
+    if (fromNvme >= 0 && !split) atLeastPairs(i, fromNvme, [[2, 2]]); // (the pairs place the whole state)
     // fp16/bf16: a p16 made again for each use is cast where its state is: on
     // the GPU (no copy) for the state's GPU share, else on the CPU and copied
     // in. In the bound LP the share cast on the CPU is a column, at least
@@ -624,7 +643,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
         // a GPU-homed p16 updated off the GPU is cast at the step's start and copied up (ov) before its first reader
         forwardFetch.terms.push([ov[i], h2d(q.p16Bytes)]);
         // whatever p16's home, this step's p16 is cast from master32 (fp32: is the parameter), so the share of it on NVMe is read from there first
-        if (nvmeNeeded) forwardFetch.nr.push([x2[i][2], nr(masterBytes)]);
+        if (nvmeNeeded) forwardFetch.nr.push([masterNvme[i], nr(masterBytes)]);
       }
       if (onCpu >= 0) {
         load.h2d.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
@@ -676,7 +695,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false);
+  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -688,9 +707,12 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const fix = (col: number, v: number) => { colLower[col] = colUpper[col] = v; };
     const index = (t: Tier) => (t === 'gpu' ? 0 : t === 'cpu' ? 1 : 2);
     groups.forEach((q, i) => {
-      const st = index(p.home[q.state[0]]);
       const p16 = half && p.remat?.[q.p16] ? 2 : index(p.home[q.p16]);
-      for (let k = 0; k < 3; k++) { fix(x2[i][k], k === st ? 1 : 0); fix(x1[i][k], k === p16 ? 1 : 0); }
+      // the state's shares by bytes (split: master32 apart from its moments)
+      const bytes = [0, 0, 0];
+      for (const t of q.state) bytes[index(p.home[t])] += g.tensors[t].sizeBytes;
+      for (let k = 0; k < 3; k++) { fix(x2[i][k], bytes[k] / q.stateBytes); fix(x1[i][k], k === p16 ? 1 : 0); }
+      if (split) fix(masterNvme[i], p.home[q.state[0]] === 'nvme' ? 1 : 0);
     });
     saved.forEach((t, j) => {
       const again_ = p.remat?.[t] ? 1 : 0;
@@ -792,6 +814,16 @@ export function recomputesOneLevel(g: Graph, p: Placement, saved: readonly numbe
 }
 
 /**
+ * Whether a placement rests some group's state in more than one place (the
+ * split candidate's master32 on the CPU, its moments on NVMe): outside the
+ * bound LP's family, whose rows read a master32 from NVMe wherever its state
+ * is there; wideBound's rows hold for it.
+ */
+export function splitsState(g: Graph, p: Placement): boolean {
+  return paramGroups(g).some((q) => q.state.some((t) => p.home[t] !== p.home[q.state[0]]));
+}
+
+/**
  * GPU work in program order (forward and backward ops, which run on the GPU in
  * every placement of this family, on one stream in program order: the
  * scheduler emits them so and the runtime and simulator run each stream in
@@ -850,10 +882,10 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * bound on any schedule that runs the GPU's ops in program order
  * (gpuProgramTimes), so T stays one.
  */
-function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][],
+function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], masterNvme: number[],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number },
-  fetchThenUpdate: boolean): (x: Float64Array) => boolean {
+  fetchThenUpdate: boolean, writesAfterFetch: boolean): (x: Float64Array) => boolean {
   const { before, after } = gpuProgramTimes(g, hw);
   const half = g.precision !== 'fp32';
   // after the forward fetches (F, on h2d): every update released by this
@@ -879,6 +911,10 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   if (forwardFetch.terms.length) {
     const F = forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit]);
     lp.row([[T, 1], ...F, ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + cpuAfterC) * unit, Infinity);
+    // (the wide LP: the NVMe write-backs too come after the forward fetches;
+    // with master32 in CPU memory nothing else holds them back, and where the
+    // moments rest on NVMe the writes are the step: gpt3-175b)
+    if (writesAfterFetch && nwAfterF.length) lp.row([[T, 1], ...F, ...nwAfterF.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, Infinity);
     if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
   const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, x2, prod, forwardFetch, before, fetchThenUpdate);
@@ -901,7 +937,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     tailed.h2d.push({ h: tail, c: up, col: gpuShare, k: -up });
     if (half) tailed.cpu.push({ h: tail, c: cast, col: gpuShare, k: -cast });
     const masterBytes = g.tensors[q.state[0]].sizeBytes; // fp16: master32 feeds the cast; fp32: the parameter itself
-    tailed.nr.push({ h: tail, c: 0, col: nvmeShare, k: link.nr(masterBytes) });
+    tailed.nr.push({ h: tail, c: 0, col: masterNvme[i], k: link.nr(masterBytes) });
     lp.row([[T, 1], [gpuShare, (up + cast) * unit]], (tail + up + cast) * unit, Infinity);
   });
   for (const jobs of [...Object.values(released), ...Object.values(tailed)]) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);
