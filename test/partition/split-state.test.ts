@@ -10,10 +10,6 @@
 // and the bound reported under that; the runtime trains split placements
 // bit-identically to the all-GPU plan (fp16 and bf16).
 import { describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { paramGroups, placementBound, placementFrom, splitsState } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
@@ -23,6 +19,7 @@ import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import type { Plan } from '../../compiler/plan/types.js';
+import { trainLosses } from '../helpers.js';
 
 describe('state split by tensor', () => {
   it('gpt tiny fp16 with its state on NVMe: compile splits it (no master32 on NVMe), and the wide bound LP holds for the plan', async () => {
@@ -46,20 +43,11 @@ describe('state split by tensor', () => {
 
   it('the runtime trains split placements bit-identically to the all-GPU plan (gpt fp16, llama bf16)', async () => {
     const hw = loadProfile('v100-32g');
-    const dir = mkdtempSync(join(tmpdir(), 'tiercut-split-'));
-    const losses = (plan: Plan, name: string) => {
-      expect(verifyPlan(plan)).toEqual([]);
-      const file = join(dir, name);
-      writeFileSync(file, JSON.stringify(plan));
-      const run = spawnSync(process.execPath, ['bin/tiercut.js', 'run', file, '--steps', '4', '--json', '--spill-dir', dir], { encoding: 'utf8', timeout: 120_000 });
-      expect(run.status, run.stderr).toBe(0);
-      return run.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.loss !== undefined).map((l) => l.loss);
-    };
+    const losses = (plan: Plan) => { expect(verifyPlan(plan)).toEqual([]); return trainLosses(plan, 4, 0); };
     for (const [source, precision] of [['models/gpt.ts', 'fp16'], ['models/llama.ts', 'bf16']] as const) {
       const { graph: g } = await trainingGraph({ model: source, preset: 'tiny', precision });
       const model = { source, preset: 'tiny', config: {} };
-      const name = source.slice(7, -3);
-      const reference = losses(planFor(g, hw, allGpu(g), model, ADAM_DEFAULTS), `${name}-gpu.plan.json`);
+      const reference = await losses(planFor(g, hw, allGpu(g), model, ADAM_DEFAULTS));
       expect(reference.length).toBe(4);
       // every other group's state on NVMe, the rest on the CPU, p16 made again
       // from master32 for each use; then each group split: master32 in CPU
@@ -71,7 +59,7 @@ describe('state split by tensor', () => {
       for (const q of groups) { home[q.state[0]] = 'cpu'; home[q.state[1]] = 'nvme'; home[q.state[2]] = 'nvme'; }
       const split = { ...p, home };
       expect(splitsState(g, split)).toBe(true);
-      expect(losses(planFor(g, hw, split, model, ADAM_DEFAULTS), `${name}-split.plan.json`), name).toEqual(reference);
+      expect(await losses(planFor(g, hw, split, model, ADAM_DEFAULTS)), source).toEqual(reference);
     }
   }, 240_000);
 });
