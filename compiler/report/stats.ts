@@ -1,10 +1,14 @@
 // Report statistics: Plan -> the numbers every report format prints.
 // Placement bytes per role and tier (by home), op counts per phase and tier,
-// transfer traffic and counts, tier peaks against capacities, predictions.
+// transfer traffic and counts, tier peaks against capacities, predictions,
+// and the predicted step's critical path (the plan simulated again).
 
 import type { Tier } from '../cost/cost.js';
 import { ROLES, type Role } from '../ir/types.js';
 import type { Plan, StreamName } from '../plan/types.js';
+import { criticalPath } from '../simulate/critical-path.js';
+import { simulate } from '../simulate/simulate.js';
+import { instructionLabel } from '../simulate/trace.js';
 
 export interface PlanStats {
   model: string;
@@ -47,6 +51,19 @@ export interface PlanStats {
   };
   /** Per tier: what occupies it at its peak (bytes per role), and when (instruction id). */
   atPeak: Record<Tier, { at: number; bytes: Partial<Record<Role, number>> }>;
+  /**
+   * What sets the predicted step: its critical path (compiler/simulate
+   * critical-path.ts) as runs on one stream, in time order, each with its
+   * first and last instruction (`from`, `to`: as the traces label them).
+   */
+  criticalPath: { stream: StreamName; startSeconds: number; endSeconds: number; busySeconds: number; instructions: number; from: string; to: string }[];
+}
+
+function pathOf(plan: Plan): PlanStats['criticalPath'] {
+  const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
+  return criticalPath(plan.instructions, sim.start, sim.end).map(({ first, last, ...run }) => ({
+    ...run, from: instructionLabel(plan, plan.instructions[first]), to: instructionLabel(plan, plan.instructions[last]),
+  }));
 }
 
 /** The moment each tier's live bytes peak, and the bytes per role alive then. */
@@ -101,6 +118,7 @@ export function planStats(plan: Plan): PlanStats {
     ...(plan.bound?.anyPlacementLowerBoundSeconds !== undefined ? { anyPlacementLowerBoundSeconds: plan.bound.anyPlacementLowerBoundSeconds } : {}),
     ...(plan.bound?.opCostFloor ? { opCostFloor: true } : {}),
     atPeak: occupancyAtPeak(plan),
+    criticalPath: pathOf(plan),
     ...(plan.sp ? {
       sp: {
         ranks: plan.sp.ranks, seq: plan.sp.seq, tokensPerRank: plan.sp.seq / plan.sp.ranks,

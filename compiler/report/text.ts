@@ -17,6 +17,38 @@ function fmtSeconds(s: number): string {
 const pad = (s: string, n: number) => s.padEnd(n);
 const lpad = (s: string, n: number) => s.padStart(n);
 
+/**
+ * The critical path, a line per run of at least PATH_RUN_SHARE of the step;
+ * the shorter runs between two such lines folded into one, with each
+ * stream's busy time (gpt3-175b's forward pass: 124 runs of h2d copies and
+ * GPU ops, mostly h2d).
+ */
+const PATH_RUN_SHARE = 0.02;
+
+function pathLines(s: PlanStats): string[] {
+  const step = s.predicted.stepSeconds;
+  const span = (a: number, b: number) => `${lpad(a === 0 ? '0' : fmtSeconds(a), 11)} - ${lpad(fmtSeconds(b), 11)}`;
+  const out = ['what sets the step (its critical path: runs of instructions on one stream, each waiting for the run before):'];
+  let short: PlanStats['criticalPath'] = [];
+  const flush = () => {
+    if (short.length === 1) out.push(line(short[0]));
+    else if (short.length > 1) {
+      const busy = new Map<string, number>();
+      for (const r of short) busy.set(r.stream, (busy.get(r.stream) ?? 0) + r.busySeconds);
+      out.push(`  ${span(short[0].startSeconds, short[short.length - 1].endSeconds)}  ${short.length} shorter runs, busy: ${[...busy].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmtSeconds(v)}`).join(', ')}`);
+    }
+    short = [];
+  };
+  const line = (r: PlanStats['criticalPath'][number]) => `  ${span(r.startSeconds, r.endSeconds)}  ${pad(r.stream, 9)} ${r.instructions === 1 ? r.from : `${r.instructions} instructions, busy ${fmtSeconds(r.busySeconds)}: ${r.from} .. ${r.to}`}`;
+  for (const r of s.criticalPath) {
+    if (r.endSeconds - r.startSeconds < step * PATH_RUN_SHARE) { short.push(r); continue; }
+    flush();
+    out.push(line(r));
+  }
+  flush();
+  return out;
+}
+
 export function textReport(s: PlanStats): string {
   const L: string[] = [];
   L.push(`tiercut plan: ${s.model}`);
@@ -57,6 +89,7 @@ export function textReport(s: PlanStats): string {
     const parts = Object.entries(s.atPeak[t].bytes).filter(([, b]) => b! > 0).sort((a, b) => b[1]! - a[1]!);
     if (parts.length) L.push(`${t} at its peak (instruction ${s.atPeak[t].at}): ${parts.map(([r, b]) => `${r} ${fmtBytes(b!)}`).join(', ')}`);
   }
+  L.push(...pathLines(s));
   if (s.sp) {
     L.push('');
     L.push(`sequence parallel: ${s.sp.ranks} ranks (threads of one process), ${s.sp.tokensPerRank} of ${s.sp.seq} tokens each (zigzag chunks)`);
