@@ -157,9 +157,8 @@ async function cmdCompile(args: Args): Promise<void> {
     writeJson(traceFile, chromeTrace([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
       { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }), 'the trace');
   }
-  const s = planStats(plan);
   const spNote = plan.sp ? `; sequence parallel: ${plan.sp.ranks} ranks of ${plan.sp.seq / plan.sp.ranks} tokens (per rank)` : '';
-  process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(s.tiers.gpu.peakBytes)} of ${fmtBytes(s.tiers.gpu.capacityBytes)}, predicted step ${(s.predicted.stepSeconds * 1e3).toFixed(3)} ms${spNote}\n`);
+  process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(plan.tiers.gpu.peakBytes)} of ${fmtBytes(plan.tiers.gpu.capacityBytes)}, predicted step ${(plan.predicted.stepSeconds * 1e3).toFixed(3)} ms${spNote}\n`);
 }
 
 function cmdReport(args: Args): void {

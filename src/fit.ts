@@ -12,7 +12,7 @@
 // of GPU, towards 8565 layers: one compile ran past 10 minutes and 9 GB).
 
 import { modelPresets } from '../compiler/import/dsl.js';
-import { planStats } from '../compiler/report/stats.js';
+import { planTflops } from '../compiler/report/stats.js';
 import { compile, trainingGraph, type CompileOptions } from './compile.js';
 import { UserError } from './diagnostics.js';
 
@@ -35,11 +35,11 @@ export interface FitResult {
 async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>): Promise<Trial> {
   try {
     const plan = await compile({ ...opts, preset, config });
-    const s = planStats(plan);
+    const tflops = planTflops(plan);
     const freeBytes = (['gpu', 'cpu', 'nvme'] as const).reduce((sum, t) => sum + plan.tiers[t].capacityBytes - plan.tiers[t].peakBytes, 0);
     const stateBytes = plan.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
-    const base = { preset, config, params: plan.graph.paramCount, tflops: s.predicted.tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes };
-    if (opts.minTflops !== undefined && s.predicted.tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${s.predicted.tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
+    const base = { preset, config, params: plan.graph.paramCount, tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes };
+    if (opts.minTflops !== undefined && tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
     return { ...base, feasible: true };
   } catch (e) {
     if (!(e instanceof UserError)) throw e;

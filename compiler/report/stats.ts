@@ -89,6 +89,11 @@ function occupancyAtPeak(plan: Plan): PlanStats['atPeak'] {
   return out;
 }
 
+/** The plan's predicted TFLOPS: the step's flops over its predicted time. */
+export function planTflops(plan: Plan): number {
+  return plan.graph.ops.reduce((f, op) => f + op.flops, 0) / plan.predicted.stepSeconds / 1e12;
+}
+
 export function planStats(plan: Plan): PlanStats {
   const g = plan.graph, p = plan.placement;
   const zero = () => ({ gpu: 0, cpu: 0, nvme: 0 });
@@ -106,7 +111,7 @@ export function planStats(plan: Plan): PlanStats {
     placement,
     ops,
     traffic: { ...plan.traffic, copies: plan.instructions.filter((x) => x.kind === 'copy').length },
-    predicted: { stepSeconds: plan.predicted.stepSeconds, streamBusySeconds: { ...plan.predicted.streamBusySeconds }, tflops: g.ops.reduce((f, op) => f + op.flops, 0) / plan.predicted.stepSeconds / 1e12 },
+    predicted: { stepSeconds: plan.predicted.stepSeconds, streamBusySeconds: { ...plan.predicted.streamBusySeconds }, tflops: planTflops(plan) },
     costModel: {
       kind: plan.hardware.kernels || plan.hardware.executor || plan.hardware.nvme.readLatencySeconds !== undefined ? 'calibrated' : 'roofline',
       kernelKinds: Object.keys(plan.hardware.kernels ?? {}).length, executorOverheads: plan.hardware.executor !== undefined,
