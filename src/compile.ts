@@ -266,6 +266,26 @@ function lpTryChainHead(g: Graph, hw: HardwareProfile, acc: LpCandidates): void 
 }
 
 /**
+ * Whether b's CPU is busy at least CHAIN_HEAD_MIN_BUSY of the time from
+ * `adam`'s run on it to the step's end. Below that the step's tail is set by
+ * something else (NVMe, the GPU) and moving the update cannot pay: so it was
+ * on every case of bench/compile below 0.2 (gpt3-175b 0.16, where each such
+ * candidate cost 0.4-0.6 s of scheduling), while the moves that paid ran from
+ * 0.22 (gpt3-13b on an A100 with 64 GB of CPU) to 1 (gpt3-6.7b/h100).
+ */
+const CHAIN_HEAD_MIN_BUSY = 0.2;
+
+function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): boolean {
+  const sim = simulated(g, hw, b), ins = b.prog.instructions;
+  const at = ins.findIndex((x) => x.kind === 'run' && x.op === adam && x.stream === 'cpu');
+  if (at < 0) return false;
+  const from = sim.start[at];
+  let busy = 0;
+  for (const x of ins) if (x.stream === 'cpu' && sim.start[x.id] >= from) busy += sim.end[x.id] - sim.start[x.id];
+  return busy >= (sim.stepSeconds - from) * CHAIN_HEAD_MIN_BUSY;
+}
+
+/**
  * Where the best plan holds state on NVMe (fp16/bf16), every step's forward
  * pass makes those groups' p16 from master32 read from NVMe, and every
  * write-back of updated state waits for those reads: gpt3-175b's step was 56 s
@@ -306,26 +326,6 @@ function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: ()
   if (!wins(b)) b = retimed(g, hw, b, beat);
   if (wins(b)) acc.best = b;
   mark('LP split candidate');
-}
-
-/**
- * Whether b's CPU is busy at least CHAIN_HEAD_MIN_BUSY of the time from
- * `adam`'s run on it to the step's end. Below that the step's tail is set by
- * something else (NVMe, the GPU) and moving the update cannot pay: so it was
- * on every case of bench/compile below 0.2 (gpt3-175b 0.16, where each such
- * candidate cost 0.4-0.6 s of scheduling), while the moves that paid ran from
- * 0.22 (gpt3-13b on an A100 with 64 GB of CPU) to 1 (gpt3-6.7b/h100).
- */
-const CHAIN_HEAD_MIN_BUSY = 0.2;
-
-function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): boolean {
-  const sim = simulated(g, hw, b), ins = b.prog.instructions;
-  const at = ins.findIndex((x) => x.kind === 'run' && x.op === adam && x.stream === 'cpu');
-  if (at < 0) return false;
-  const from = sim.start[at];
-  let busy = 0;
-  for (const x of ins) if (x.stream === 'cpu' && sim.start[x.id] >= from) busy += sim.end[x.id] - sim.start[x.id];
-  return busy >= (sim.stepSeconds - from) * CHAIN_HEAD_MIN_BUSY;
 }
 
 /**
