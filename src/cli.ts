@@ -169,6 +169,21 @@ function cmdReport(args: Args): void {
   process.stdout.write(args.flags.has('--json') ? JSON.stringify(s) + '\n' : textReport(s) + '\n');
 }
 
+/**
+ * A running session closed (its spill files removed) on SIGINT / SIGTERM,
+ * exiting with the shell's 128 + the signal's number (130, 143), and on any
+ * other exit (bin/tiercut.js exits when stdout's reader goes away, `run ... |
+ * head -1`). Gives the function that takes the handlers off again.
+ */
+function closeOnSignals(session: { close(): void }): () => void {
+  const stop = (signal: NodeJS.Signals) => { session.close(); process.exit(signal === 'SIGTERM' ? 143 : 130); };
+  const closeOnExit = () => session.close();
+  process.once('exit', closeOnExit);
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return () => { process.off('SIGINT', stop); process.off('SIGTERM', stop); process.off('exit', closeOnExit); };
+}
+
 async function cmdRun(args: Args): Promise<void> {
   const { fileData, syntheticData } = await import('../runtime/data.js');
   const { TrainingSession } = await import('../runtime/session.js');
@@ -191,13 +206,7 @@ async function cmdRun(args: Args): Promise<void> {
   const nvmeNote = session.info().nvmeNote;
   if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
   const traced: TraceStep[] = [];
-  // (the shell's convention: 128 + the signal's number, 130 for SIGINT, 143 for SIGTERM)
-  const stop = (signal: NodeJS.Signals) => { session.close(); process.exit(signal === 'SIGTERM' ? 143 : 130); };
-  // an exit from elsewhere (bin/tiercut.js exits when stdout's reader goes away, `run ... | head -1`) still removes the spill files
-  const closeOnExit = () => session.close();
-  process.once('exit', closeOnExit);
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  const release = closeOnSignals(session);
   try {
     let total = 0;
     const busy = [0, 0, 0, 0, 0, 0];
@@ -236,9 +245,7 @@ async function cmdRun(args: Args): Promise<void> {
     }
   } finally {
     session.close();
-    process.off('SIGINT', stop);
-    process.off('SIGTERM', stop);
-    process.off('exit', closeOnExit);
+    release();
   }
 }
 
@@ -250,13 +257,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   const full = spFullGraph(plan);
   const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
   const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
-  // (the shell's convention: 128 + the signal's number, 130 for SIGINT, 143 for SIGTERM)
-  const stop = (signal: NodeJS.Signals) => { session.close(); process.exit(signal === 'SIGTERM' ? 143 : 130); };
-  // an exit from elsewhere (bin/tiercut.js exits when stdout's reader goes away, `run ... | head -1`) still removes the spill files
-  const closeOnExit = () => session.close();
-  process.once('exit', closeOnExit);
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  const release = closeOnSignals(session);
   try {
     const P = plan.sp!.ranks;
     let total = 0;
@@ -282,9 +283,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
     else process.stdout.write(`${P} ranks; per rank peak bytes: gpu ${fmtBytes(mem[0].peakBytes.gpu)} (plan ${fmtBytes(plan.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem[0].peakBytes.cpu)} (plan ${fmtBytes(plan.predicted.peakBytes.cpu)}); ring sent per step ${fmtBytes(summary.perRank[0].ringSentBytesPerStep)} (plan ${fmtBytes(summary.perRank[0].plannedRingSentBytesPerStep)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
   } finally {
     session.close();
-    process.off('SIGINT', stop);
-    process.off('SIGTERM', stop);
-    process.off('exit', closeOnExit);
+    release();
   }
 }
 

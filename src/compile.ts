@@ -613,10 +613,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
  * splits a group's state (lpTrySplit), the wide bound LP's, lower (gpt3-175b:
  * 317.9 -> 305.2 s over chains, tenth session; a split plan of it simulated
  * at 302.2 s, under the bound LP's 305.2: docs/BENCHMARKS.md, fourteenth
- * session); none when that LP has no optimum. For a plan that runs ops on the CPU (the min-cut's, where the
- * profile's GPU is emulated on this CPU and no faster), which neither LP's
- * family holds, the floor over every placement (opCostFloorSeconds): the bound
- * LP's optimum had been reported for it, and once lay above its step.
+ * session); none when that LP has no optimum. For a plan that runs ops on
+ * the CPU (the min-cut's, where the profile's GPU is emulated on this CPU and
+ * no faster), which neither LP's family holds, the floor over every
+ * placement (opCostFloorSeconds): the bound LP's optimum had been reported
+ * for it, and once lay above its step.
  */
 async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
   if (!inLpFamily(g, b.placement)) {

@@ -29,6 +29,7 @@ function pathLines(s: PlanStats): string[] {
   const step = s.predicted.stepSeconds;
   const span = (a: number, b: number) => `${lpad(a === 0 ? '0' : fmtSeconds(a), 11)} - ${lpad(fmtSeconds(b), 11)}`;
   const out = ['what sets the step (its critical path: runs of instructions on one stream, each waiting for the run before):'];
+  const line = (r: PlanStats['criticalPath'][number]) => `  ${span(r.startSeconds, r.endSeconds)}  ${pad(r.stream, 9)} ${r.instructions === 1 ? r.from : `${r.instructions} instructions, busy ${fmtSeconds(r.busySeconds)}: ${r.from} .. ${r.to}`}`;
   let short: PlanStats['criticalPath'] = [];
   const flush = () => {
     if (short.length === 1) out.push(line(short[0]));
@@ -39,7 +40,6 @@ function pathLines(s: PlanStats): string[] {
     }
     short = [];
   };
-  const line = (r: PlanStats['criticalPath'][number]) => `  ${span(r.startSeconds, r.endSeconds)}  ${pad(r.stream, 9)} ${r.instructions === 1 ? r.from : `${r.instructions} instructions, busy ${fmtSeconds(r.busySeconds)}: ${r.from} .. ${r.to}`}`;
   for (const r of s.criticalPath) {
     if (r.endSeconds - r.startSeconds < step * PATH_RUN_SHARE) { short.push(r); continue; }
     flush();
