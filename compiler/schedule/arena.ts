@@ -19,16 +19,26 @@
 // Prefetch room (when the caller gives the tiers' capacities): a buffer that an
 // nvme read fills is a prefetch, and reusing bytes freed just before it makes
 // the read wait for that free (the nvmeRead stream then runs one copy ahead at
-// most: each read waits for the previous one's consumer). Such buffers are
-// placed "far" instead: fresh bytes above the arena while the budget allows,
-// else the free range whose last occupant was freed longest ago (intervals.ts
-// allocFar), so that reads run ahead and go to the store together. The budget
-// is the compact peak plus the room the capacity leaves, but at most the
-// compact peak again (a plan takes at most twice its minimum for prefetch,
-// however much memory the capacity would allow). The compact placement is made
-// first; the far one is tried with that budget, then with half the extra
-// room, and kept only when every tier still fits (fragmentation can make it
-// bigger); otherwise the compact one stands.
+// most: each read waits for the previous one's consumer; where the moments
+// rest on NVMe, the next update's reads wait for the last one's write-back).
+// Such buffers go first to a ring: CPU bytes above every other CPU buffer
+// (where the plain placement packs those without them) up to the capacity,
+// at most the compact peak in size, where each takes the bytes after the one
+// before it and starts again from the ring's bottom when the top is near, so
+// it reuses the bytes freed longest ago and a read overlaps the write-back
+// before it (llama2-7b on a 24 GB GPU and 32 GB of CPU: 15.9 -> 12.0 s;
+// docs/BENCHMARKS.md). The other buffers are placed as below within the
+// ring's bottom; where one would overlap a live buffer in the ring, or they
+// rise above its bottom, the ring is not used. Without it they are placed
+// "far": fresh bytes above the arena while the budget allows, else the free
+// range whose last occupant was freed longest ago (intervals.ts allocFar), so
+// that reads run ahead and go to the store together. The budget is the compact
+// peak plus the room the capacity leaves, but at most the compact peak again
+// (a plan takes at most twice its minimum for prefetch, however much memory
+// the capacity would allow). The compact placement is made first; the ring
+// ones, then the far ones, are tried with that budget, then with half the
+// extra room, and kept only when every tier still fits (fragmentation can make
+// it bigger); otherwise the compact one stands.
 // Quiet placement (with capacities, tried before the far-only one): every
 // other buffer also avoids waits across streams where there is room — it takes
 // the smallest free range whose last occupants were all freed on its first
@@ -60,7 +70,7 @@
 // no write lands in memory before the previous occupant's last access has
 // completed; with capacities, no tier exceeds its capacity unless the compact
 // placement does. Deterministic: ties broken by buffer id. Cost: O(B log B +
-// B·L), L = buffers alive at once (placeBySize: O(B^2) per tier); up to six placements with capacities.
+// B·L), L = buffers alive at once (placeBySize: O(B^2) per tier); up to eleven placements with capacities.
 
 import type { Tier } from '../cost/cost.js';
 import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
@@ -107,18 +117,29 @@ const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', '
  *  with `timing`, the quiet placements judge reuse by when frees end (ReuseTiming). */
 export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming): Arenas {
   const alignOf = alignments(prog);
-  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false) => placeAll(prog, alignOf, order, far, budget, quiet, timing);
+  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, ring?: Ring) => placeAll(prog, alignOf, order, far, budget, quiet, timing, ring);
   const compact = place();
   if (!capacity || !fits(compact, capacity)) return arenas(prog, compact);
   const far = prefetchBuffers(prog);
   const hasFar = far.some((x) => x === 1);
-  for (const quiet of [true, false]) {
-    if (!quiet && !hasFar) continue;
-    for (const share of [1, 0.5]) {
-      const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
-      const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
-      const spread = place(far, budget, quiet);
-      if (fits(spread, capacity)) return arenas(prog, spread);
+  // the ring: above the CPU's other buffers as the plain placement packs them,
+  // up to the capacity, but at most the compact peak again (as the far room)
+  let ring: Ring | undefined;
+  if (hasFar) {
+    const lo = roundUp(place(far, undefined, false, UNBOUNDED_RING).mainTop, ALIGN_BYTES);
+    const size = Math.min(capacity.cpu - lo, compact.arenaBytes.cpu);
+    if (size > 0) ring = { lo, size };
+  }
+  for (const r of ring ? [ring, undefined] : [undefined]) {
+    for (const quiet of [true, false]) {
+      if (!quiet && !hasFar) continue;
+      for (const share of [1, 0.5]) {
+        const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
+        const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
+        if (r) budget.cpu = Math.min(budget.cpu, r.lo);
+        const spread = place(far, budget, quiet, r);
+        if (fits(spread, capacity) && (!r || (!spread.ringMissed && spread.mainTop <= r.lo))) return arenas(prog, spread);
+      }
     }
   }
   return arenas(prog, compact);
@@ -338,8 +359,14 @@ function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array |
   return { offset, extra, arenaBytes };
 }
 
-/** One placement. Buffers are allocated in program order (each at its first write, after every free before it), all tiers in one pass. */
-function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming): Placed {
+/** CPU bytes [lo, lo + size) for the buffers NVMe reads fill (placeAll's ring). */
+interface Ring { lo: number; size: number }
+/** A ring above every address: the placement's mainTop is then what the CPU's other buffers take without the ring's. */
+const UNBOUNDED_RING: Ring = { lo: 2 ** 52, size: 2 ** 52 };
+
+/** One placement. Buffers are allocated in program order (each at its first write, after every free before it), all tiers in one pass; with `ring`, the CPU buffers NVMe reads fill go there. */
+
+function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming, ring?: Ring): Placed & { /** the top of the CPU's buffers outside the ring */ mainTop: number; ringMissed: boolean } {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra = new Map<number, number[]>();
@@ -371,10 +398,29 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
   const begin = timed && 'start' in timed ? timed.start : new Float64Array(timed ? n : 0);
   const end = timed && 'end' in timed ? timed.end : new Float64Array(timed ? n : 0);
   const streamEnd = new Map<string, number>();
+  // the ring: each buffer an NVMe read fills takes the bytes after the one
+  // before it, from the ring's bottom again when it would pass the top; one
+  // that would overlap a buffer still live there goes to the free list
+  // instead, and the placement says so (ringMissed: the caller drops it)
+  const inRing = new Uint8Array(ring ? prog.buffers.length : 0);
+  const ringLive: number[] = [];
+  let cursor = 0, ringMissed = false;
+  const ringPlace = (b: Program['buffers'][number], r: Ring): number => {
+    const z = span(b);
+    const aligned = (x: number) => roundUp(r.lo + x, alignOf[b.id]) - r.lo;
+    let at = aligned(cursor);
+    if (at + z > r.size) at = aligned(0);
+    if (at + z > r.size || ringLive.some((k) => { const lo = offset[k] - r.lo; return lo < at + z && at < lo + span(prog.buffers[k]); })) { ringMissed = true; return -1; }
+    cursor = at + z;
+    inRing[b.id] = 1;
+    ringLive.push(b.id);
+    return r.lo + at;
+  };
   const allocate = (id: number, ready: number) => {
     const b = prog.buffers[id], tier = b.tier, list = lists[tier], last = lasts[tier];
-    let lo: number;
-    if (far?.[b.id] && budget) lo = list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b)));
+    let lo = ring && far?.[b.id] && tier === 'cpu' ? ringPlace(b, ring) : -1;
+    if (lo >= 0) { /* in the ring */ }
+    else if (far?.[b.id] && budget) lo = list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b)));
     else if (quiet && budget && b.allocAt >= 0) {
       const mine = prog.instructions[b.allocAt].stream;
       const other = (w: number) => prog.instructions[w].stream !== mine;
@@ -400,9 +446,10 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
     }
     for (let j = freeAt[i]; j < freeAt[i + 1]; j++) {
       const id = frees[j], d = prog.buffers[id], lo = offset[id], hi = lo + span(d);
-      lists[d.tier].free(lo, hi);
+      if (ring && inRing[id]) ringLive.splice(ringLive.indexOf(id), 1);
+      else lists[d.tier].free(lo, hi);
       lasts[d.tier].set(lo, hi, i);
     }
   }
-  return { offset, extra, arenaBytes };
+  return { offset, extra, arenaBytes, mainTop: lists.cpu.top, ringMissed };
 }

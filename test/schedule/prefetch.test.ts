@@ -1,5 +1,5 @@
-// Prefetch room for NVMe reads (compiler/schedule/arena.ts, "far" placement of
-// the buffers an nvme read fills) and the CPU staging copy of a parameter kept
+// Prefetch room for NVMe reads (compiler/schedule/arena.ts: the ring, else the
+// "far" placement, of the buffers an nvme read fills) and the CPU staging copy of a parameter kept
 // for the update that follows (compiler/schedule/program.ts): reads no longer
 // wait for the free just before them where the capacity leaves room; the
 // capacity holds; the plan stays deterministic, verifiable and trains to the
@@ -79,6 +79,64 @@ describe('far placement of nvme read buffers', () => {
     expect(last.latest(50, 150)).toBe(7);
     expect(last.latest(100, 200)).toBe(3);
     expect(last.latest(300, 400)).toBe(-1);
+  });
+});
+
+/**
+ * An update chain over n groups whose moments rest on NVMe: per group, two nvme
+ * reads into cpu buffers (1000 bytes each), a cpu update, the two write-backs
+ * and their frees on nvmeWrite; then a 300-byte cpu buffer made on the cpu
+ * stream (a cast for the GPU) and freed on h2d. A 4096-byte cpu buffer lives
+ * throughout. Instruction 9k is group k's first read.
+ */
+function updateChain(n: number): Program {
+  const buffers: Program['buffers'][number][] = [];
+  const instructions: Program['instructions'][number][] = [];
+  const buf = (b: Omit<Program['buffers'][number], 'id'>) => { buffers.push({ ...b, id: buffers.length }); return buffers.length - 1; };
+  const ins = (x: Omit<Program['instructions'][number], 'id' | 'op'>) => { instructions.push({ ...x, id: instructions.length, op: -1 }); return instructions.length - 1; };
+  const onNvme = Array.from({ length: n }, (_, k) => [0, 1].map((j) => buf({ tensor: 2 * k + j, tier: 'nvme', sizeBytes: 1000, allocAt: -1, freeAt: -1 })));
+  buf({ tensor: 2 * n, tier: 'cpu', sizeBytes: 4096, allocAt: -1, freeAt: -1 });
+  for (let k = 0; k < n; k++) {
+    const at = instructions.length;
+    const [m, v] = [0, 1].map((j) => buf({ tensor: 2 * k + j, tier: 'cpu', sizeBytes: 1000, allocAt: at + j, freeAt: at + 4 + 2 * j }));
+    const reads = [0, 1].map((j) => ins({ stream: 'nvmeRead', kind: 'copy', inputs: [onNvme[k][j]], outputs: [[m, v][j]], waits: [] }));
+    const update = ins({ stream: 'cpu', kind: 'run', inputs: [m, v], outputs: [m, v], waits: reads });
+    for (const [j, t] of [m, v].entries()) {
+      const write = ins({ stream: 'nvmeWrite', kind: 'copy', inputs: [t], outputs: [onNvme[k][j]], waits: [update] });
+      ins({ stream: 'nvmeWrite', kind: 'free', inputs: [t], outputs: [], waits: [write] });
+    }
+    const cast = buf({ tensor: 3 * n + k, tier: 'cpu', sizeBytes: 300, allocAt: at + 7, freeAt: at + 8 });
+    const made = ins({ stream: 'cpu', kind: 'run', inputs: [], outputs: [cast], waits: [] });
+    ins({ stream: 'h2d', kind: 'free', inputs: [cast], outputs: [], waits: [made] });
+  }
+  return { buffers, instructions };
+}
+/** Per group from the second on, the groups whose write-back frees its reads wait for (the arena's waits). */
+const writeBackWaits = (a: { instructions: Program['instructions'] }, n: number) =>
+  Array.from({ length: n - 1 }, (_, i) => [...new Set([0, 1].flatMap((j) => a.instructions[9 * (i + 1) + j].waits.filter((w) => a.instructions[w].stream === 'nvmeWrite').map((w) => Math.floor(w / 9))))]);
+
+describe('the ring of nvme read buffers', () => {
+  it('with room for two groups\' moments, a group\'s reads wait for the write-back two groups before, not the one just before', () => {
+    const prog = updateChain(6);
+    const a = assignOffsets(prog, cap(4096 + 320 + 4096));
+    // (the far placement alone gave [[], [0], [2], [3], [4]]: from the fourth
+    // group on each read waited for the write-back just before it)
+    expect(writeBackWaits(a, 6)).toEqual([[], [0], [1], [2], [3]]);
+    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(4096 + 320 + 4096);
+    // no two buffers alive at once share a byte
+    const cpu = a.buffers.filter((b) => b.tier === 'cpu');
+    for (const x of cpu) for (const y of cpu) {
+      if (x.id >= y.id) continue;
+      const live = (b: typeof x) => [b.allocAt < 0 ? -1 : b.allocAt, b.freeAt < 0 ? Infinity : b.freeAt];
+      const [x0, x1] = live(x), [y0, y1] = live(y);
+      if (x0 <= y1 && y0 <= x1) expect(x.offsetBytes + x.sizeBytes <= y.offsetBytes || y.offsetBytes + y.sizeBytes <= x.offsetBytes).toBe(true);
+    }
+  });
+
+  it('with room for one group\'s moments only, each group waits for the one before (the ring is not used)', () => {
+    const a = assignOffsets(updateChain(6), cap(4096 + 320 + 2048));
+    expect(writeBackWaits(a, 6)).toEqual([[0], [1], [2], [3], [4]]);
+    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(4096 + 320 + 2048);
   });
 });
 
