@@ -97,9 +97,29 @@ export interface Built { placement: Placement; prog: Program; /** per buffer (st
 
 const capacities = (hw: HardwareProfile): Record<Tier, number> => ({ gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
 
+/**
+ * Up to this many instructions, a program whose arenas put the buffers NVMe
+ * reads fill in the ring (arena.ts) has them placed without it too, and keeps
+ * the faster by simulation. The ring gave 8 of bench:compile's 31 plans
+ * 5-25 % shorter steps and none a longer one; over 119 small NVMe plans
+ * compiled for this VM's calibrated profile (the tiny models x precisions x
+ * GPU shares, with and without DPU), 14 shorter (to -37 %) and 18 longer (to
+ * +6.8 %: a tight CPU whose other buffers, kept below the ring, then wait for
+ * the h2d copies that free the bytes they reuse); choosing per program, 12
+ * shorter and 2 longer (+2.4 and +3.5 %: the candidates compile kept moved).
+ * The choice costs a placement and a simulation per candidate: gpt3-175b's 11
+ * candidates of ~19 000 instructions took 0.7-1.3 s more of its 10 s
+ * target, and none of the 31 plans changed with it (docs/BENCHMARKS.md,
+ * fifteenth session).
+ */
+const RING_CHOICE_MAX_INSTRUCTIONS = 10_000;
+
 const build = (g: Graph, hw: HardwareProfile, p: Placement): Built => {
   const prog = buildProgram(g, p), order = stateOrder(g, prog);
-  return { placement: p, arenas: assignOffsets(prog, capacities(hw), order), prog, order };
+  const b: Built = { placement: p, arenas: assignOffsets(prog, capacities(hw), order), prog, order };
+  if (!b.arenas.ring || prog.instructions.length > RING_CHOICE_MAX_INSTRUCTIONS) return b;
+  const without: Built = { placement: p, arenas: assignOffsets(prog, capacities(hw), order, undefined, false), prog, order };
+  return fitsTiers(without.arenas.arenaBytes, hw) && simulated(g, hw, without).stepSeconds < simulated(g, hw, b).stepSeconds ? without : b;
 };
 const simulated = (g: Graph, hw: HardwareProfile, b: Built): Simulation => {
   if (b.sim?.hw !== hw) b.sim = { hw, result: simulate(g, b.placement, b.arenas.buffers, b.arenas.instructions, hw) };

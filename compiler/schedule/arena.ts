@@ -29,7 +29,10 @@
 // before it (llama2-7b on a 24 GB GPU and 32 GB of CPU: 15.9 -> 12.0 s;
 // docs/BENCHMARKS.md). The other buffers are placed as below within the
 // ring's bottom; where one would overlap a live buffer in the ring, or they
-// rise above its bottom, the ring is not used. Without it they are placed
+// rise above its bottom, the ring is not used (Arenas.ring says whether it
+// is; where the CPU is tight the others then wait for more cross-stream
+// frees, so compile also places small programs without it and keeps the
+// faster: src/compile.ts RING_CHOICE_MAX_INSTRUCTIONS). Without it they are placed
 // "far": fresh bytes above the arena while the budget allows, else the free
 // range whose last occupant was freed longest ago (intervals.ts allocFar), so
 // that reads run ahead and go to the store together. The budget is the compact
@@ -101,6 +104,8 @@ export interface Arenas {
   readonly buffers: readonly PlanBuffer[];
   readonly instructions: readonly PlanInstruction[];
   readonly arenaBytes: Readonly<Record<Tier, number>>;
+  /** Whether the CPU buffers NVMe reads fill are in the ring (see the header). */
+  readonly ring: boolean;
 }
 
 /** Buffers that an nvme read fills (its first write is a copy on the nvmeRead stream). */
@@ -112,10 +117,10 @@ function prefetchBuffers(prog: Program): Uint8Array {
 
 const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);
 
-/** Offsets for every buffer; with `capacity`, prefetch buffers are placed far when that still fits;
+/** Offsets for every buffer; with `capacity`, prefetch buffers are placed in the ring (unless `useRing` is false), else far, when that still fits;
  *  with `order` (per buffer, state-order.ts), persistent nvme buffers are packed in that order (see above);
  *  with `timing`, the quiet placements judge reuse by when frees end (ReuseTiming). */
-export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming): Arenas {
+export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming, useRing = true): Arenas {
   const alignOf = alignments(prog);
   const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, ring?: Ring) => placeAll(prog, alignOf, order, far, budget, quiet, timing, ring);
   const compact = place();
@@ -125,7 +130,7 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
   // the ring: above the CPU's other buffers as the plain placement packs them,
   // up to the capacity, but at most the compact peak again (as the far room)
   let ring: Ring | undefined;
-  if (hasFar) {
+  if (hasFar && useRing) {
     const lo = roundUp(place(far, undefined, false, UNBOUNDED_RING).mainTop, ALIGN_BYTES);
     const size = Math.min(capacity.cpu - lo, compact.arenaBytes.cpu);
     if (size > 0) ring = { lo, size };
@@ -138,7 +143,7 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
         const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
         if (r) budget.cpu = Math.min(budget.cpu, r.lo);
         const spread = place(far, budget, quiet, r);
-        if (fits(spread, capacity) && (!r || (!spread.ringMissed && spread.mainTop <= r.lo))) return arenas(prog, spread);
+        if (fits(spread, capacity) && (!r || (!spread.ringMissed && spread.mainTop <= r.lo))) return arenas(prog, spread, r !== undefined);
       }
     }
   }
@@ -215,11 +220,11 @@ function persistentOrder(mine: readonly Program['buffers'][number][], tier: Tier
 /** One placement's offsets, the waits it adds (instruction -> frees it must wait for) and peaks; only the kept one becomes Arenas. */
 interface Placed { offset: Float64Array; extra: Map<number, number[]>; arenaBytes: Record<Tier, number> }
 
-function arenas(prog: Program, { offset, extra, arenaBytes }: Placed): Arenas {
+function arenas(prog: Program, { offset, extra, arenaBytes }: Placed, ring = false): Arenas {
   // (each field named, as ProgramBuffer has them: one literal shape, cheaper than a spread)
   const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ id: b.id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes, allocAt: b.allocAt, freeAt: b.freeAt, offsetBytes: offset[b.id] }));
   const instructions = prog.instructions.map((x) => { const more = extra.get(x.id); return more === undefined ? x : { ...x, waits: [...new Set([...x.waits, ...more])].sort((a, b) => a - b) }; });
-  return { buffers, instructions, arenaBytes };
+  return { buffers, instructions, arenaBytes, ring };
 }
 
 /**

@@ -119,9 +119,13 @@ describe('the ring of nvme read buffers', () => {
   it('with room for two groups\' moments, a group\'s reads wait for the write-back two groups before, not the one just before', () => {
     const prog = updateChain(6);
     const a = assignOffsets(prog, cap(4096 + 320 + 4096));
-    // (the far placement alone gave [[], [0], [2], [3], [4]]: from the fourth
-    // group on each read waited for the write-back just before it)
+    expect(a.ring).toBe(true);
     expect(writeBackWaits(a, 6)).toEqual([[], [0], [1], [2], [3]]);
+    // the far placement (without the ring, as compile also tries it): from the
+    // fourth group on each read waits for the write-back just before it
+    const far = assignOffsets(prog, cap(4096 + 320 + 4096), undefined, undefined, false);
+    expect(far.ring).toBe(false);
+    expect(writeBackWaits(far, 6)).toEqual([[], [0], [2], [3], [4]]);
     expect(a.arenaBytes.cpu).toBeLessThanOrEqual(4096 + 320 + 4096);
     // no two buffers alive at once share a byte
     const cpu = a.buffers.filter((b) => b.tier === 'cpu');
@@ -133,10 +137,20 @@ describe('the ring of nvme read buffers', () => {
     }
   });
 
-  it('with room for one group\'s moments only, each group waits for the one before (the ring is not used)', () => {
+  it('with room for one group\'s moments only, each group waits for the one before', () => {
     const a = assignOffsets(updateChain(6), cap(4096 + 320 + 2048));
     expect(writeBackWaits(a, 6)).toEqual([[0], [1], [2], [3], [4]]);
     expect(a.arenaBytes.cpu).toBeLessThanOrEqual(4096 + 320 + 2048);
+  });
+
+  it('is not used where a read would overlap a live buffer in it: the far placement stands', () => {
+    // the compact arena (6144 bytes: a group's two reads over the cast's bytes)
+    // fits; above the others (4416) the ring has 1728 bytes, and a group's
+    // second read, alive with its first, does not fit beside it
+    const a = assignOffsets(updateChain(3), cap(6144));
+    expect(a.ring).toBe(false);
+    expect(a.arenaBytes.cpu).toBeLessThanOrEqual(6144);
+    expect(a).toEqual(assignOffsets(updateChain(3), cap(6144), undefined, undefined, false));
   });
 });
 
