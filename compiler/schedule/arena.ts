@@ -370,7 +370,6 @@ interface Ring { lo: number; size: number }
 const UNBOUNDED_RING: Ring = { lo: 2 ** 52, size: 2 ** 52 };
 
 /** One placement. Buffers are allocated in program order (each at its first write, after every free before it), all tiers in one pass; with `ring`, the CPU buffers NVMe reads fill go there. */
-
 function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming, ring?: Ring): Placed & { /** the top of the CPU's buffers outside the ring */ mainTop: number; ringMissed: boolean } {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
