@@ -12,6 +12,7 @@ import { FreeList, LastOccupant } from '../../compiler/schedule/intervals.js';
 import { assignOffsets } from '../../compiler/schedule/arena.js';
 import { buildProgram, type Program } from '../../compiler/schedule/program.js';
 import type { Plan } from '../../compiler/plan/types.js';
+import { simulate } from '../../compiler/simulate/simulate.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import { compile } from '../../src/compile.js';
 import { syntheticData } from '../../runtime/data.js';
@@ -152,6 +153,20 @@ describe('the ring of nvme read buffers', () => {
     expect(a.arenaBytes.cpu).toBeLessThanOrEqual(6144);
     expect(a).toEqual(assignOffsets(updateChain(3), cap(6144), undefined, undefined, false));
   });
+});
+
+describe('the ring in a host-bound plan', () => {
+  it('llama2-7b on a 24 GB GPU and 32 GB of CPU: the step within 3 % of its program without the arena\'s waits', async () => {
+    // before the ring: 15.90 s against 11.19 s without the arena's waits (each
+    // group's NVMe reads waited for the write-backs of the group before)
+    const plan = await compile({ model: 'models/llama.ts', preset: 'llama2-7b', hw: 'a100-80g', gpuMemBytes: 24e9, cpuMemBytes: 32e9, precision: 'fp16' });
+    expect(plan.traffic.nvmeWriteBytes).toBeGreaterThan(0);
+    const noWaits = simulate(plan.graph, plan.placement, plan.buffers, buildProgram(plan.graph, plan.placement).instructions, plan.hardware).stepSeconds;
+    console.log(`step ${plan.predicted.stepSeconds.toFixed(3)} s, without the arena's waits ${noWaits.toFixed(3)} s`);
+    expect(plan.predicted.stepSeconds).toBeLessThan(noWaits * 1.03);
+    for (const t of ['gpu', 'cpu', 'nvme'] as const) expect(plan.tiers[t].peakBytes).toBeLessThanOrEqual(plan.tiers[t].capacityBytes);
+    expect(verifyPlan(plan)).toEqual([]);
+  }, 120_000);
 });
 
 describe('gpt tiny with state on NVMe', () => {
