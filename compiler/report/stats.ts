@@ -1,11 +1,13 @@
 // Report statistics: Plan -> the numbers every report format prints.
 // Placement bytes per role and tier (by home), op counts per phase and tier,
 // transfer traffic and counts, tier peaks against capacities, predictions,
-// and the predicted step's critical path (the plan simulated again).
+// the predicted step's critical path (the plan simulated again) and the step
+// of the same program without the waits the arena adds for address reuse.
 
 import type { Tier } from '../cost/cost.js';
 import { ROLES, type Role } from '../ir/types.js';
 import type { Plan, StreamName } from '../plan/types.js';
+import { buildProgram } from '../schedule/program.js';
 import { criticalPath } from '../simulate/critical-path.js';
 import { simulate } from '../simulate/simulate.js';
 import { instructionLabel } from '../simulate/trace.js';
@@ -57,6 +59,23 @@ export interface PlanStats {
    * first and last instruction (`from`, `to`: as the traces label them).
    */
   criticalPath: { stream: StreamName; startSeconds: number; endSeconds: number; busySeconds: number; instructions: number; from: string; to: string }[];
+  /**
+   * The predicted step of the plan's program without the waits its arena
+   * offsets add (a buffer's first write waiting for the free of the bytes'
+   * last occupant): what the memory layout costs. Absent where the plan's
+   * instructions are not its placement's program (a plan from another
+   * generator).
+   */
+  withoutArenaWaitsSeconds?: number;
+}
+
+function withoutArenaWaits(plan: Plan): number | undefined {
+  const prog = buildProgram(plan.graph, plan.placement).instructions;
+  const same = prog.length === plan.instructions.length && prog.every((x, i) => {
+    const y = plan.instructions[i];
+    return x.stream === y.stream && x.kind === y.kind && x.op === y.op && x.waits.every((w) => y.waits.includes(w));
+  });
+  return same ? simulate(plan.graph, plan.placement, plan.buffers, prog, plan.hardware).stepSeconds : undefined;
 }
 
 function pathOf(plan: Plan): PlanStats['criticalPath'] {
@@ -124,6 +143,7 @@ export function planStats(plan: Plan): PlanStats {
     ...(plan.bound?.opCostFloor ? { opCostFloor: true } : {}),
     atPeak: occupancyAtPeak(plan),
     criticalPath: pathOf(plan),
+    ...(() => { const w = withoutArenaWaits(plan); return w === undefined ? {} : { withoutArenaWaitsSeconds: w }; })(),
     ...(plan.sp ? {
       sp: {
         ranks: plan.sp.ranks, seq: plan.sp.seq, tokensPerRank: plan.sp.seq / plan.sp.ranks,

@@ -72,6 +72,10 @@ export function textReport(s: PlanStats): string {
   L.push('');
   L.push(`traffic per step: h2d ${fmtBytes(s.traffic.h2dBytes)}, d2h ${fmtBytes(s.traffic.d2hBytes)}, nvme read ${fmtBytes(s.traffic.nvmeReadBytes)}, nvme write ${fmtBytes(s.traffic.nvmeWriteBytes)} (${s.traffic.copies} copies; data inputs ${fmtBytes(s.traffic.inputBytes)})`);
   L.push(`predicted step: ${fmtSeconds(s.predicted.stepSeconds)} (${s.predicted.tflops.toFixed(3)} TFLOPS); busy: ${STREAMS.filter((k) => s.predicted.streamBusySeconds[k] > 0).map((k) => `${k} ${fmtSeconds(s.predicted.streamBusySeconds[k])}`).join(', ')}`);
+  if (s.withoutArenaWaitsSeconds !== undefined) {
+    const cost = (100 * (s.predicted.stepSeconds - s.withoutArenaWaitsSeconds)) / s.predicted.stepSeconds;
+    L.push(`memory layout: ${cost.toFixed(1)} % of the step (without the arena's address-reuse waits: ${fmtSeconds(s.withoutArenaWaitsSeconds)})`);
+  }
   L.push(s.costModel.kind === 'roofline' ? 'cost model: rooflines (no measured costs in the profile)'
     : `cost model: calibrated (${s.costModel.kernelKinds} kernel kinds fitted${s.costModel.executorOverheads ? ', executor overheads' : ''}${s.costModel.nvmeLatency ? ', nvme request latency' : ''})`);
   if (s.nvmeIo) {

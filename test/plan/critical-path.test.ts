@@ -45,8 +45,12 @@ describe('critical path', () => {
     const s = planStats(plan);
     expect(s.criticalPath.map((r) => r.stream)).toEqual(runs.map((r) => r.stream));
     expect(s.criticalPath[0].from).toMatch(/^(run|copy|free) /);
+    // the same program without the arena's waits: no slower, and printed
+    expect(s.withoutArenaWaitsSeconds).toBeGreaterThan(0);
+    expect(s.withoutArenaWaitsSeconds!).toBeLessThanOrEqual(plan.predicted.stepSeconds * (1 + 1e-12));
     const text = textReport(s);
     expect(text).toContain('what sets the step');
+    expect(text).toMatch(/^memory layout: \d+\.\d % of the step \(without the arena's address-reuse waits: /m);
     expect(text.split('\n').filter((l) => /^ {2}\s*(0|[\d.]+ (s|ms|µs)) - /.test(l)).length).toBeGreaterThan(0);
   }, 120_000);
 });
