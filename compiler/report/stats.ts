@@ -120,6 +120,7 @@ export function planStats(plan: Plan): PlanStats {
   for (const t of g.tensors) placement[t.role][p.home[t.id]] += t.sizeBytes;
   const ops = { forward: { gpu: 0, cpu: 0 }, backward: { gpu: 0, cpu: 0 }, update: { gpu: 0, cpu: 0 } };
   for (const op of g.ops) ops[op.phase][p.opTier[op.id]]++;
+  const withoutWaits = withoutArenaWaits(plan);
   return {
     model: `${plan.model.source} --preset ${plan.model.preset}`,
     hardware: plan.hardware.name,
@@ -143,7 +144,7 @@ export function planStats(plan: Plan): PlanStats {
     ...(plan.bound?.opCostFloor ? { opCostFloor: true } : {}),
     atPeak: occupancyAtPeak(plan),
     criticalPath: pathOf(plan),
-    ...(() => { const w = withoutArenaWaits(plan); return w === undefined ? {} : { withoutArenaWaitsSeconds: w }; })(),
+    ...(withoutWaits !== undefined ? { withoutArenaWaitsSeconds: withoutWaits } : {}),
     ...(plan.sp ? {
       sp: {
         ranks: plan.sp.ranks, seq: plan.sp.seq, tokensPerRank: plan.sp.seq / plan.sp.ranks,
