@@ -135,11 +135,11 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
     const size = Math.min(capacity.cpu - lo, compact.arenaBytes.cpu);
     if (size > 0) ring = { lo, size };
   }
+  const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
   for (const r of ring ? [ring, undefined] : [undefined]) {
     for (const quiet of [true, false]) {
       if (!quiet && !hasFar) continue;
       for (const share of [1, 0.5]) {
-        const room = (t: Tier) => Math.min(capacity[t] - compact.arenaBytes[t], compact.arenaBytes[t]);
         const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
         if (r) budget.cpu = Math.min(budget.cpu, r.lo);
         const spread = place(far, budget, quiet, r);
