@@ -22,7 +22,7 @@ import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
 import { gatedSchedule } from '../compiler/schedule/gated.js';
-import { assignInTime, assignOffsets, compactArenaBytes, type Arenas, type ReuseTiming } from '../compiler/schedule/arena.js';
+import { assignInTime, assignOffsets, compactArenaBytes, readBuffersPeak, type Arenas, type ReuseTiming } from '../compiler/schedule/arena.js';
 import { stateOrder } from '../compiler/schedule/state-order.js';
 import { buildProgram, liveBytesPeak, type Program } from '../compiler/schedule/program.js';
 import { tierPeakEstimate } from '../compiler/schedule/liveness.js';
@@ -319,32 +319,59 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
  * repair) and it simulates faster; such a plan's bound is the wide bound LP's
  * (splitsState; `trying` starts its solve).
  */
+/**
+ * The split candidate's ring (arena.ts) keeps 3 times the peak of the read
+ * buffers alive at once (program order) and gives the rest of its bytes to
+ * the state (fewer moments on NVMe); where that wins, 2 times too, else 4.
+ * Each GB off NVMe saves about its write-back, until the reads wait for room:
+ * gpt3-175b (a100-80g, 1 TB CPU), a ring of 59.8 GB against a peak of 4.8;
+ * with the state 35 / 40 / 45 / 50 GB more in the CPU, a ring 5.1 / 4.1 / 2.9
+ * / 1.6 times the peak, 287.0 / 285.8 / 284.3 / 302.2 s against 295.8
+ * (docs/BENCHMARKS.md, sixteenth session).
+ */
+const RING_SPARE_KEEP = [3, 2, 4] as const;
+
 function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
   if (!acc.best || g.precision === 'fp32') return;
   const p = acc.best.placement, groups = paramGroups(g), made = producers(g);
-  const home = [...p.home];
-  let room = 0;
-  for (const q of groups) {
-    const [master] = q.state;
-    if (home[master] === 'nvme') { home[master] = 'cpu'; room += g.tensors[master].sizeBytes; }
-  }
-  if (room === 0) return;
-  const onCpu = groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => home[t] === 'cpu'))
+  const masters = groups.reduce((sum, q) => sum + (p.home[q.state[0]] === 'nvme' ? g.tensors[q.state[0]].sizeBytes : 0), 0);
+  if (masters === 0) return;
+  const onCpu = groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
     .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
-  for (const q of onCpu) {
-    if (room <= 0) break;
-    for (const t of q.state.slice(1)) { home[t] = 'nvme'; room -= g.tensors[t].sizeBytes; }
-  }
+  // every NVMe master32 into the CPU, and moments out to NVMe until they cover `room` bytes
+  const split = (room: number): Placement => {
+    const home = p.home.map((t, id) => (t === 'nvme' && g.tensors[id].role === 'master32' ? 'cpu' : t));
+    for (const q of onCpu) {
+      if (room <= 0) break;
+      for (const t of q.state.slice(1)) { home[t] = 'nvme'; room -= g.tensors[t].sizeBytes; }
+    }
+    return { ...p, home };
+  };
   trying();
   const beat = simulated(g, hw, acc.best).stepSeconds;
-  const wins = (b: Built) => fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < beat;
+  const wins = (b: Built) => fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < simulated(g, hw, acc.best!).stepSeconds;
   // its arenas placed again (retimed) only where it does not win as it is:
   // gpt tiny fp16 on NVMe wins only so (0.2049 -> 0.1755 ms); gpt3-175b's won
   // as it was and gained nothing from it for 1.2-1.8 s of its 10 s target
   // (gpt2-124m fp16 on 1 GB would gain 0.5609 -> 0.5421 s)
-  let b = build(g, hw, { ...p, home });
+  let b = build(g, hw, split(masters));
   if (!wins(b)) b = retimed(g, hw, b, beat);
-  if (wins(b)) acc.best = b;
+  if (wins(b)) {
+    acc.best = b;
+    // where the ring (arena.ts) is far larger than the reads in flight need,
+    // fewer moments on NVMe: the ring's spare bytes hold state instead
+    const peak = readBuffersPeak(b.prog), ringBytes = b.arenas.ringBytes;
+    const keeping = (times: number): boolean => {
+      const spare = ringBytes - times * peak;
+      if (spare <= 0) return false;
+      const less = build(g, hw, split(masters - spare));
+      if (!wins(less)) return false;
+      acc.best = less;
+      return true;
+    };
+    const [mid, small, large] = RING_SPARE_KEEP;
+    if (keeping(mid)) keeping(small); else keeping(large);
+  }
   mark('LP split candidate');
 }
 

@@ -106,6 +106,8 @@ export interface Arenas {
   readonly arenaBytes: Readonly<Record<Tier, number>>;
   /** Whether the CPU buffers NVMe reads fill are in the ring (see the header). */
   readonly ring: boolean;
+  /** The ring's bytes where it is used, else 0. */
+  readonly ringBytes: number;
 }
 
 /** Buffers that an nvme read fills (its first write is a copy on the nvmeRead stream). */
@@ -113,6 +115,24 @@ function prefetchBuffers(prog: Program): Uint8Array {
   const far = new Uint8Array(prog.buffers.length);
   for (const b of prog.buffers) if (b.allocAt >= 0 && prog.instructions[b.allocAt].stream === 'nvmeRead') far[b.id] = 1;
   return far;
+}
+
+/**
+ * The most CPU bytes that buffers NVMe reads fill hold at once in program
+ * order (each from its first write to its free): what the ring must hold at
+ * the least; compile compares the ring's size with it.
+ */
+export function readBuffersPeak(prog: Program): number {
+  const far = prefetchBuffers(prog);
+  const delta = new Float64Array(prog.instructions.length + 1);
+  for (const b of prog.buffers) {
+    if (!far[b.id] || b.tier !== 'cpu') continue;
+    delta[b.allocAt] += b.sizeBytes;
+    delta[b.freeAt < 0 ? prog.instructions.length : b.freeAt + 1] -= b.sizeBytes;
+  }
+  let live = 0, peak = 0;
+  for (const d of delta) { live += d; if (live > peak) peak = live; }
+  return peak;
 }
 
 const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);
@@ -143,7 +163,7 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
         const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
         if (r) budget.cpu = Math.min(budget.cpu, r.lo);
         const spread = place(far, budget, quiet, r);
-        if (fits(spread, capacity) && (!r || (!spread.ringMissed && spread.mainTop <= r.lo))) return arenas(prog, spread, r !== undefined);
+        if (fits(spread, capacity) && (!r || (!spread.ringMissed && spread.mainTop <= r.lo))) return arenas(prog, spread, r);
       }
     }
   }
@@ -220,11 +240,11 @@ function persistentOrder(mine: readonly Program['buffers'][number][], tier: Tier
 /** One placement's offsets, the waits it adds (instruction -> frees it must wait for) and peaks; only the kept one becomes Arenas. */
 interface Placed { offset: Float64Array; extra: Map<number, number[]>; arenaBytes: Record<Tier, number> }
 
-function arenas(prog: Program, { offset, extra, arenaBytes }: Placed, ring = false): Arenas {
+function arenas(prog: Program, { offset, extra, arenaBytes }: Placed, ring?: Ring): Arenas {
   // (each field named, as ProgramBuffer has them: one literal shape, cheaper than a spread)
   const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ id: b.id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes, allocAt: b.allocAt, freeAt: b.freeAt, offsetBytes: offset[b.id] }));
   const instructions = prog.instructions.map((x) => { const more = extra.get(x.id); return more === undefined ? x : { ...x, waits: [...new Set([...x.waits, ...more])].sort((a, b) => a - b) }; });
-  return { buffers, instructions, arenaBytes, ring };
+  return { buffers, instructions, arenaBytes, ring: ring !== undefined, ringBytes: ring?.size ?? 0 };
 }
 
 /**
