@@ -17,7 +17,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, inLpFamily, paramGroups, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, splitsState, startLp, type LpSolution, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, inLpFamily, paramGroups, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, splitsState, startLp, type LpSolution, type ParamGroup, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -306,6 +306,32 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
 }
 
 /**
+ * Where the split candidate wins, its ring (arena.ts) keeps 3 times the peak
+ * of the read buffers alive at once (program order), else 4, and gives the
+ * rest of its bytes to the state (fewer moments on NVMe). Each GB off NVMe
+ * saves about its write-back, until the reads wait for room: gpt3-175b
+ * (a100-80g, 1 TB CPU), a ring of 59.8 GB against a peak of 4.8; with the
+ * state 35 / 40 / 45 / 50 GB more in the CPU, a ring 5.1 / 4.1 / 2.9 / 1.6
+ * times the peak, 287.0 / 285.8 / 284.3 / 302.2 s against 295.8. A ring of 2
+ * times as well changed none of bench:compile's plans and cost gpt3-175b
+ * 0.3 s (docs/BENCHMARKS.md, sixteenth session).
+ */
+const RING_SPARE_KEEP = [3, 4] as const;
+
+/**
+ * With it, the share of the GPU's room (its capacity less the compact arena's
+ * peak: the arenas spread into it for prefetch) that the state of CPU groups
+ * whose gradients come first fills (their updates move to the GPU, and the
+ * CPU bytes they free take moments back from NVMe). Tried with the ring's
+ * spare first, then without, at each ring size; the first that wins is kept.
+ * gpt3-175b: room 17.1 GB, 280.45 s at 0.5 and 0.7 (two groups), 282.75 at
+ * 0.25, against 284.28 with the ring's spare alone; the groups whose
+ * gradients come last instead: 282.58. gpt tiny fp16 on 400 kB of GPU and
+ * 150 kB of CPU: 0.309 -> 0.178 ms (docs/BENCHMARKS.md, sixteenth session).
+ */
+const SPLIT_GPU_ROOM_SHARE = 0.5;
+
+/**
  * Where the best plan holds state on NVMe (fp16/bf16), every step's forward
  * pass makes those groups' p16 from master32 read from NVMe, and every
  * write-back of updated state waits for those reads: gpt3-175b's step was 56 s
@@ -317,20 +343,11 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
  * as they were; the forward pass reads nothing from NVMe, so the write-backs
  * start sooner (gpt3-175b 336.4 -> 302.2 s). Kept when its arenas fit (no
  * repair) and it simulates faster; such a plan's bound is the wide bound LP's
- * (splitsState; `trying` starts its solve).
+ * (splitsState; `trying` starts its solve). Where it wins, two more: fewer
+ * moments on NVMe where its ring is far larger than its reads need
+ * (RING_SPARE_KEEP), then CPU groups onto the GPU's spare room
+ * (SPLIT_GPU_ROOM_SHARE): gpt3-175b 295.8 -> 280.5 s.
  */
-/**
- * The split candidate's ring (arena.ts) keeps 3 times the peak of the read
- * buffers alive at once (program order) and gives the rest of its bytes to
- * the state (fewer moments on NVMe); where that wins, 2 times too, else 4.
- * Each GB off NVMe saves about its write-back, until the reads wait for room:
- * gpt3-175b (a100-80g, 1 TB CPU), a ring of 59.8 GB against a peak of 4.8;
- * with the state 35 / 40 / 45 / 50 GB more in the CPU, a ring 5.1 / 4.1 / 2.9
- * / 1.6 times the peak, 287.0 / 285.8 / 284.3 / 302.2 s against 295.8
- * (docs/BENCHMARKS.md, sixteenth session).
- */
-const RING_SPARE_KEEP = [3, 2, 4] as const;
-
 function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
   if (!acc.best || g.precision === 'fp32') return;
   const p = acc.best.placement, groups = paramGroups(g), made = producers(g);
@@ -338,14 +355,28 @@ function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: ()
   if (masters === 0) return;
   const onCpu = groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
     .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
-  // every NVMe master32 into the CPU, and moments out to NVMe until they cover `room` bytes
-  const split = (room: number): Placement => {
+  // every NVMe master32 into the CPU; the state of CPU groups whose gradients
+  // come first onto the GPU (updated there) for `gpuBytes`, their CPU bytes
+  // taken from `room`; and moments out to NVMe until they cover `room` bytes
+  const split = (room: number, gpuBytes = 0): Placement => {
     const home = p.home.map((t, id) => (t === 'nvme' && g.tensors[id].role === 'master32' ? 'cpu' : t));
+    const opTier = [...p.opTier], remat = p.remat ? [...p.remat] : g.tensors.map(() => false);
+    const up = new Set<ParamGroup>();
+    for (let k = onCpu.length - 1; k >= 0 && gpuBytes > 0; k--) {
+      const q = onCpu[k];
+      for (const t of q.state) home[t] = 'gpu';
+      home[q.grad] = 'gpu'; opTier[q.adam] = 'gpu';
+      if (q.cast >= 0) opTier[q.cast] = 'gpu';
+      // (its p16 made again on the GPU for each use where it may be, as placementFrom does)
+      remat[q.p16] = q.remakeable; home[q.p16] = q.remakeable ? 'cpu' : 'gpu';
+      gpuBytes -= q.stateBytes; room -= q.stateBytes; up.add(q);
+    }
     for (const q of onCpu) {
       if (room <= 0) break;
+      if (up.has(q)) continue;
       for (const t of q.state.slice(1)) { home[t] = 'nvme'; room -= g.tensors[t].sizeBytes; }
     }
-    return { ...p, home };
+    return { ...p, home, opTier, ...(remat.some(Boolean) ? { remat } : {}) };
   };
   trying();
   const beat = simulated(g, hw, acc.best).stepSeconds;
@@ -359,18 +390,20 @@ function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: ()
   if (wins(b)) {
     acc.best = b;
     // where the ring (arena.ts) is far larger than the reads in flight need,
-    // fewer moments on NVMe: the ring's spare bytes hold state instead
+    // fewer moments on NVMe (the ring's spare bytes hold state instead), and
+    // where the GPU's compact arena leaves room (its arenas spread into it
+    // for prefetch), CPU groups' state onto the GPU for part of it
     const peak = readBuffersPeak(b.prog), ringBytes = b.arenas.ringBytes;
-    const keeping = (times: number): boolean => {
-      const spare = ringBytes - times * peak;
-      if (spare <= 0) return false;
-      const less = build(g, hw, split(masters - spare));
-      if (!wins(less)) return false;
-      acc.best = less;
-      return true;
-    };
-    const [mid, small, large] = RING_SPARE_KEEP;
-    if (keeping(mid)) keeping(small); else keeping(large);
+    const gpuBytes = Math.max(0, hw.gpu.capacityBytes - compactArenaBytes(b.prog, b.order).gpu) * SPLIT_GPU_ROOM_SHARE;
+    // (both, then the ring's alone, at each ring size; the first that wins)
+    const tries = RING_SPARE_KEEP.flatMap((times) => [gpuBytes, 0].map((up) => [Math.max(0, ringBytes - times * peak), up]));
+    const seen = new Set<string>();
+    for (const [spare, up] of tries) {
+      if ((spare === 0 && up === 0) || seen.has(`${spare} ${up}`)) continue;
+      seen.add(`${spare} ${up}`);
+      const more = build(g, hw, split(masters - spare, up));
+      if (wins(more)) { acc.best = more; break; }
+    }
   }
   mark('LP split candidate');
 }
