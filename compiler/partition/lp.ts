@@ -574,6 +574,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const remat = groups.map(() => -1); // per group: its remat_nvme column, -1 when none
   // the bound LP: h2d of every parameter's first fetch, and the last forward op that reads a parameter first (precedenceRows)
   const forwardFetch = { terms: [] as Terms, c: 0, lastReader: -1, nr: [] as Terms };
+  const gpuBefore: GpuItem[] = [];
   groups.forEach((q, i) => {
     const u = g.ops[q.adam];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
@@ -616,8 +617,12 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     // when p16 is not remade: at least x2[gpu] - x1[remat] (the product's
     // lower envelope; the placement LPs charge x2[gpu], as they placed before)
     if (castGpu > 0) {
-      if (rows === 'bound') { const c = lp.col(`castgpu_${i}`); lp.row([[c, 1], [x2[i][0], -1], [x1[i][2], 1]], 0, Infinity); atLeastPairs(i, c, [[0, 0], [1, 0]]); load.gpu.terms.push([c, castGpu]); }
+      if (rows === 'bound') { const c = lp.col(`castgpu_${i}`); lp.row([[c, 1], [x2[i][0], -1], [x1[i][2], 1]], 0, Infinity); atLeastPairs(i, c, [[0, 0], [1, 0]]); load.gpu.terms.push([c, castGpu]); gpuBefore.push({ at: q.cast, col: c, k: castGpu }); }
       else load.gpu.terms.push([x2[i][0], castGpu]);
+    }
+    if (rows === 'bound') {
+      gpuBefore.push({ at: q.adam, col: x2[i][0], k: aG });
+      if (onCpu >= 0 && castGpu > 0) for (const at of readClusters(g, cons[q.p16])) gpuBefore.push({ at, col: x1[i][2], k: castGpu }, { at, col: onCpu, k: -castGpu });
     }
     // and on the CPU for the rest of the state (staged there from NVMe) when
     // p16 is not remade: at least 1 - x2[gpu] - x1[remat]. The bound LP only:
@@ -695,7 +700,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split);
+  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -880,13 +885,29 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * placement LPs these rows moved plans both ways (gpt3-13b/h100 1.48 -> 1.82 s,
  * gpt2-1.5b on 16 GB 0.29 -> 0.35 s): left out there. Every row is a lower
  * bound on any schedule that runs the GPU's ops in program order
- * (gpuProgramTimes), so T stays one.
+ * (gpuProgramTimes), so T stays one. With the fetch-then-update rows (the
+ * bound LP's second solve, the wide LP, placementBound), a gradient's release
+ * also counts the GPU work the placement puts before it in program order
+ * (gpuWorkBefore): the casts of the p16 remade on the GPU at each cluster of
+ * reads before it, the casts at the step's start of the p16 not remade whose
+ * state is on the GPU, and the GPU's updates of the groups before it (gpt3-
+ * 13b/h200: ~14 ms of casts before its first CPU-updated gradient; the bound
+ * 331.4 -> 335.3 ms, its plan's placement's 342.0 -> 354.6 ms). In the first
+ * solve they are only checked, as the fetch-then-update rows are: added
+ * there they moved the plans rounded from its vertex both ways (gpt3-6.7b/
+ * h100 0.171 -> 0.182 s, 13b/h200 0.366 -> 0.368; docs/BENCHMARKS.md,
+ * sixteenth session).
  */
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], masterNvme: number[],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number },
-  fetchThenUpdate: boolean, writesAfterFetch: boolean): (x: Float64Array) => boolean {
+  fetchThenUpdate: boolean, writesAfterFetch: boolean, gpuBefore: GpuItem[]): (x: Float64Array) => boolean {
   const { before, after } = gpuProgramTimes(g, hw);
+  // the GPU's work before each gradient that the placement puts there (with
+  // the fetch-then-update rows; without them, only checked: gpuWorkBefore)
+  const gradOps = groups.map((q) => prod[q.grad]).filter((gp, i) => gp >= 0 && gp < groups[i].adam);
+  const workBefore = fetchThenUpdate && gpuBefore.length ? gpuWorkBefore(lp, unit, gpuBefore, gradOps) : new Map<number, number>();
+  const E = (gp: number): [number, number][] => { const c = workBefore.get(gp); return c === undefined ? [] : [[c, -1]]; };
   const half = g.precision !== 'fp32';
   // after the forward fetches (F, on h2d): every update released by this
   // step's gradient on the CPU, and the GPU's work from the last first reader on
@@ -919,16 +940,19 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   }
   const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, x2, prod, forwardFetch, before, fetchThenUpdate);
   const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
+  const chains: Job[] = []; // per group: its gradient, the copy down and the CPU update, one after the other
   const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
   groups.forEach((q, i) => {
     const gpuShare = x2[i][0], nvmeShare = x2[i][2];
     const gp = prod[q.grad];
     const r = gp >= 0 && gp < q.adam ? before[gp] : 0;
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), down = link.d2h(q.gradBytes);
-    released.cpu.push({ h: r, c: aC, col: gpuShare, k: -aC });
-    released.d2h.push({ h: r, c: down, col: gpuShare, k: -down });
-    released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes) });
-    lp.row([[T, 1], [gpuShare, (aC + down) * unit]], (r + aC + down) * unit, Infinity);
+    const at = gp >= 0 && gp < q.adam ? gp : undefined;
+    chains.push({ h: r, c: aC + down, col: gpuShare, k: -(aC + down), at });
+    released.cpu.push({ h: r, c: aC, col: gpuShare, k: -aC, at });
+    released.d2h.push({ h: r, c: down, col: gpuShare, k: -down, at });
+    released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes), at });
+    lp.row([[T, 1], [gpuShare, (aC + down) * unit], ...(at !== undefined ? E(at) : [])], (r + aC + down) * unit, Infinity);
     let tail = -1;
     for (const c of cons[q.p16]) if (g.ops[c].phase !== 'update' && after[c] > tail) tail = after[c];
     if (tail < 0) return;
@@ -940,12 +964,49 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     tailed.nr.push({ h: tail, c: 0, col: masterNvme[i], k: link.nr(masterBytes) });
     lp.row([[T, 1], [gpuShare, (up + cast) * unit]], (tail + up + cast) * unit, Infinity);
   });
-  for (const jobs of [...Object.values(released), ...Object.values(tailed)]) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);
-  return violated;
+  for (const jobs of Object.values(released)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs, [], (j) => (j.at !== undefined ? E(j.at) : []));
+  for (const jobs of Object.values(tailed)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);
+  if (fetchThenUpdate || gpuBefore.length === 0) return violated;
+  // (without them: whether x breaks a released row once that work counts)
+  const sorted = [...gpuBefore].sort((a, b) => a.at - b.at);
+  return (x) => {
+    if (violated(x)) return true;
+    const at = new Map<number, number>();
+    let k = 0, sum = 0;
+    for (const gp of [...new Set(gradOps)].sort((a, b) => a - b)) {
+      for (; k < sorted.length && sorted[k].at <= gp; k++) sum += sorted[k].k * x[sorted[k].col] * unit;
+      at.set(gp, sum);
+    }
+    const extra = (j: Job) => (j.at !== undefined ? at.get(j.at) ?? 0 : 0);
+    return Object.values(released).some((jobs) => suffixBroken(unit, jobs, x, T, 0, extra))
+      || chains.some((j) => x[T] < (j.h + j.c + j.k * x[j.col]) * unit + extra(j) - 1e-7 * Math.max(1, x[T]));
+  };
+}
+
+/** GPU work a placement puts on the GPU stream at op `at` (in program order): k seconds x column col (the share that runs there). */
+type GpuItem = { at: number; col: number; k: number };
+
+/**
+ * Per op of `at` (gradient producers), a column at least the GPU work of the
+ * items at or before it (time units): E_a = E_prev + the items in (prev, a].
+ */
+function gpuWorkBefore(lp: LinearProgram, unit: number, items: GpuItem[], at: number[]): Map<number, number> {
+  const sorted = [...items].sort((a, b) => a.at - b.at || a.col - b.col);
+  const out = new Map<number, number>();
+  let k = 0, prev = -1;
+  for (const a of [...new Set(at)].sort((x, y) => x - y)) {
+    const terms: [number, number][] = [];
+    for (; k < sorted.length && sorted[k].at <= a; k++) terms.push([sorted[k].col, -sorted[k].k * unit]);
+    const c = lp.col(`gpubefore_${a}`);
+    lp.row([[c, 1], ...(prev >= 0 ? [[prev, -1] as [number, number]] : []), ...terms], 0, 0);
+    out.set(a, c);
+    prev = c;
+  }
+  return out;
 }
 
 /** A job on one resource: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h. */
-type Job = { h: number; c: number; col: number; k: number };
+type Job = { h: number; c: number; col: number; k: number; at?: number };
 
 /**
  * For every threshold h of `jobs` (on one resource, one at a time): T >= h +
@@ -953,28 +1014,28 @@ type Job = { h: number; c: number; col: number; k: number };
  * h by an LP expression). Sorted by h, the sums are suffix sums: one column
  * and one row each.
  */
-function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], extra: [number, number][] = []): void {
-  jobs.sort((a, b) => a.h - b.h);
+function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], extra: [number, number][] = [], extraOf?: (j: Job) => [number, number][]): void {
+  jobs.sort((a, b) => a.h - b.h || (a.at ?? 0) - (b.at ?? 0));
   let next = -1; // S_{k+1}
   for (let k = jobs.length - 1; k >= 0; k--) {
     const j = jobs[k];
     // S_k = c_k + k_k x + S_{k+1} (in time units; every job's work is >= 0)
     const S = lp.col(`pre_${lp.numCols}`);
     lp.row(next >= 0 ? [[S, 1], [j.col, -j.k * unit], [next, -1]] : [[S, 1], [j.col, -j.k * unit]], j.c * unit, j.c * unit);
-    if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], ...extra, [S, -1]], j.h * unit, Infinity);
+    if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], ...extra, ...(extraOf ? extraOf(j) : []), [S, -1]], j.h * unit, Infinity);
     next = S;
   }
 }
 
 /** Whether x breaks a row of suffixRows(jobs) by more than HiGHS's feasibility tolerance; `extra`: the value of its extra terms at x (time units). */
-function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, extra: number): boolean {
-  const sorted = [...jobs].sort((a, b) => a.h - b.h);
+function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, extra: number, extraOf?: (j: Job) => number): boolean {
+  const sorted = [...jobs].sort((a, b) => a.h - b.h || (a.at ?? 0) - (b.at ?? 0));
   const tol = 1e-7 * Math.max(1, x[T]);
   let S = 0;
   for (let k = sorted.length - 1; k >= 0; k--) {
     const j = sorted[k];
     S += (j.c + j.k * x[j.col]) * unit;
-    if ((k === 0 || sorted[k - 1].h !== j.h) && x[T] < extra + j.h * unit + S - tol) return true;
+    if ((k === 0 || sorted[k - 1].h !== j.h) && x[T] < extra + (extraOf ? extraOf(j) : 0) + j.h * unit + S - tol) return true;
   }
   return false;
 }
