@@ -25,7 +25,9 @@
 //    row (precedenceRows: work released by a gradient, work due before a
 //    parameter's first reader; the bound LP again with fetch-then-update
 //    rows, CPU updates after the forward's fetches and the GPU's work up to
-//    their gradient, where its first vertex breaks one); minimise T (a bound no schedule of the
+//    their gradient, and a gradient after the casts and updates the
+//    placement puts on the GPU before it, where its first vertex breaks
+//    one); minimise T (a bound no schedule of the
 //    placement can beat: the scheduler runs the GPU's ops in program order),
 //    then, with T held within 1e-6 of its optimum, the total load, every
 //    term with its sign (so the chosen placement wastes no work: an
@@ -971,13 +973,13 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   const sorted = [...gpuBefore].sort((a, b) => a.at - b.at);
   return (x) => {
     if (violated(x)) return true;
-    const at = new Map<number, number>();
+    const workAt = new Map<number, number>();
     let k = 0, sum = 0;
     for (const gp of [...new Set(gradOps)].sort((a, b) => a - b)) {
       for (; k < sorted.length && sorted[k].at <= gp; k++) sum += sorted[k].k * x[sorted[k].col] * unit;
-      at.set(gp, sum);
+      workAt.set(gp, sum);
     }
-    const extra = (j: Job) => (j.at !== undefined ? at.get(j.at) ?? 0 : 0);
+    const extra = (j: Job) => (j.at !== undefined ? workAt.get(j.at) ?? 0 : 0);
     return Object.values(released).some((jobs) => suffixBroken(unit, jobs, x, T, 0, extra))
       || chains.some((j) => x[T] < (j.h + j.c + j.k * x[j.col]) * unit + extra(j) - 1e-7 * Math.max(1, x[T]));
   };
