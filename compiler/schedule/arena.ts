@@ -78,7 +78,7 @@
 import type { Tier } from '../cost/cost.js';
 import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
 import { FreeList, LastOccupant } from './intervals.js';
-import type { Program } from './program.js';
+import { liveBytesPeak, type Program } from './program.js';
 
 export const ALIGN_BYTES = 64;
 /** The O_DIRECT block: alignment of nvme buffers and of the large cpu buffers nvme copies touch. */
@@ -124,15 +124,7 @@ function prefetchBuffers(prog: Program): Uint8Array {
  */
 export function readBuffersPeak(prog: Program): number {
   const far = prefetchBuffers(prog);
-  const delta = new Float64Array(prog.instructions.length + 1);
-  for (const b of prog.buffers) {
-    if (!far[b.id] || b.tier !== 'cpu') continue;
-    delta[b.allocAt] += b.sizeBytes;
-    delta[b.freeAt < 0 ? prog.instructions.length : b.freeAt + 1] -= b.sizeBytes;
-  }
-  let live = 0, peak = 0;
-  for (const d of delta) { live += d; if (live > peak) peak = live; }
-  return peak;
+  return liveBytesPeak(prog, (b) => far[b.id] === 1).cpu;
 }
 
 const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', 'cpu', 'nvme'] as Tier[]).every((t) => a.arenaBytes[t] <= capacity[t]);

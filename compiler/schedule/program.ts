@@ -358,12 +358,13 @@ export function buildProgram(g: Graph, p: Placement): Program {
   return { buffers, instructions };
 }
 
-/** Peak of the summed sizes of live buffers per tier (a lower bound on the arena). */
-export function liveBytesPeak(prog: Program): Record<Tier, number> {
+/** Peak of the summed sizes of live buffers per tier (a lower bound on the arena); `only`: of those buffers alone. */
+export function liveBytesPeak(prog: Program, only?: (b: ProgramBuffer) => boolean): Record<Tier, number> {
   const n = prog.instructions.length;
   const delta: Record<Tier, Float64Array> = { gpu: new Float64Array(n + 1), cpu: new Float64Array(n + 1), nvme: new Float64Array(n + 1) };
   const base: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   for (const b of prog.buffers) {
+    if (only && !only(b)) continue;
     if (b.allocAt < 0) base[b.tier] += b.sizeBytes; else delta[b.tier][b.allocAt] += b.sizeBytes;
     if (b.freeAt >= 0) delta[b.tier][b.freeAt + 1] -= b.sizeBytes;
   }
