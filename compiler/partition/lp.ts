@@ -966,21 +966,18 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     tailed.nr.push({ h: tail, c: 0, col: masterNvme[i], k: link.nr(masterBytes) });
     lp.row([[T, 1], [gpuShare, (up + cast) * unit]], (tail + up + cast) * unit, Infinity);
   });
-  for (const jobs of Object.values(released)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs, [], (j) => (j.at !== undefined ? E(j.at) : []));
+  for (const jobs of Object.values(released)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs, (j) => (j.at !== undefined ? E(j.at) : []));
   for (const jobs of Object.values(tailed)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);
   if (fetchThenUpdate || gpuBefore.length === 0) return violated;
   // (without them: whether x breaks a released row once that work counts)
-  const sorted = [...gpuBefore].sort((a, b) => a.at - b.at);
+  const steps = workSteps(gpuBefore, gradOps);
   return (x) => {
     if (violated(x)) return true;
     const workAt = new Map<number, number>();
-    let k = 0, sum = 0;
-    for (const gp of [...new Set(gradOps)].sort((a, b) => a - b)) {
-      for (; k < sorted.length && sorted[k].at <= gp; k++) sum += sorted[k].k * x[sorted[k].col] * unit;
-      workAt.set(gp, sum);
-    }
+    let sum = 0;
+    for (const [gp, items] of steps) { for (const it of items) sum += it.k * x[it.col] * unit; workAt.set(gp, sum); }
     const extra = (j: Job) => (j.at !== undefined ? workAt.get(j.at) ?? 0 : 0);
-    return Object.values(released).some((jobs) => suffixBroken(unit, jobs, x, T, 0, extra))
+    return Object.values(released).some((jobs) => suffixBroken(unit, jobs, x, T, extra))
       || chains.some((j) => x[T] < (j.h + j.c + j.k * x[j.col]) * unit + extra(j) - 1e-7 * Math.max(1, x[T]));
   };
 }
@@ -988,19 +985,27 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
 /** GPU work a placement puts on the GPU stream at op `at` (in program order): k seconds x column col (the share that runs there). */
 type GpuItem = { at: number; col: number; k: number };
 
+/** Per op of `at` in increasing order, the items in (the op before, that op]: the steps of a prefix sum of the items by program order. */
+function workSteps(items: readonly GpuItem[], at: readonly number[]): [number, GpuItem[]][] {
+  const sorted = [...items].sort((a, b) => a.at - b.at || a.col - b.col);
+  let k = 0;
+  return [...new Set(at)].sort((x, y) => x - y).map((a) => {
+    const step: GpuItem[] = [];
+    for (; k < sorted.length && sorted[k].at <= a; k++) step.push(sorted[k]);
+    return [a, step];
+  });
+}
+
 /**
  * Per op of `at` (gradient producers), a column at least the GPU work of the
  * items at or before it (time units): E_a = E_prev + the items in (prev, a].
  */
 function gpuWorkBefore(lp: LinearProgram, unit: number, items: GpuItem[], at: number[]): Map<number, number> {
-  const sorted = [...items].sort((a, b) => a.at - b.at || a.col - b.col);
   const out = new Map<number, number>();
-  let k = 0, prev = -1;
-  for (const a of [...new Set(at)].sort((x, y) => x - y)) {
-    const terms: [number, number][] = [];
-    for (; k < sorted.length && sorted[k].at <= a; k++) terms.push([sorted[k].col, -sorted[k].k * unit]);
+  let prev = -1;
+  for (const [a, step] of workSteps(items, at)) {
     const c = lp.col(`gpubefore_${a}`);
-    lp.row([[c, 1], ...(prev >= 0 ? [[prev, -1] as [number, number]] : []), ...terms], 0, 0);
+    lp.row([[c, 1], ...(prev >= 0 ? [[prev, -1] as [number, number]] : []), ...step.map((it): [number, number] => [it.col, -it.k * unit])], 0, 0);
     out.set(a, c);
     prev = c;
   }
@@ -1012,11 +1017,11 @@ type Job = { h: number; c: number; col: number; k: number; at?: number };
 
 /**
  * For every threshold h of `jobs` (on one resource, one at a time): T >= h +
- * the work of the jobs at or after h (+ `extra`'s terms: a start later than
- * h by an LP expression). Sorted by h, the sums are suffix sums: one column
+ * the work of the jobs at or after h (+ `extraOf`'s terms for the job that
+ * opens the row: a start later than h by an LP expression). Sorted by h, the sums are suffix sums: one column
  * and one row each.
  */
-function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], extra: [number, number][] = [], extraOf?: (j: Job) => [number, number][]): void {
+function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], extraOf?: (j: Job) => [number, number][]): void {
   jobs.sort((a, b) => a.h - b.h || (a.at ?? 0) - (b.at ?? 0));
   let next = -1; // S_{k+1}
   for (let k = jobs.length - 1; k >= 0; k--) {
@@ -1024,20 +1029,20 @@ function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], ext
     // S_k = c_k + k_k x + S_{k+1} (in time units; every job's work is >= 0)
     const S = lp.col(`pre_${lp.numCols}`);
     lp.row(next >= 0 ? [[S, 1], [j.col, -j.k * unit], [next, -1]] : [[S, 1], [j.col, -j.k * unit]], j.c * unit, j.c * unit);
-    if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], ...extra, ...(extraOf ? extraOf(j) : []), [S, -1]], j.h * unit, Infinity);
+    if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], ...(extraOf ? extraOf(j) : []), [S, -1]], j.h * unit, Infinity);
     next = S;
   }
 }
 
-/** Whether x breaks a row of suffixRows(jobs) by more than HiGHS's feasibility tolerance; `extra`: the value of its extra terms at x (time units). */
-function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, extra: number, extraOf?: (j: Job) => number): boolean {
+/** Whether x breaks a row of suffixRows(jobs) by more than HiGHS's feasibility tolerance; `extraOf`: the value of a job's row's extra terms at x (time units). */
+function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, extraOf?: (j: Job) => number): boolean {
   const sorted = [...jobs].sort((a, b) => a.h - b.h || (a.at ?? 0) - (b.at ?? 0));
   const tol = 1e-7 * Math.max(1, x[T]);
   let S = 0;
   for (let k = sorted.length - 1; k >= 0; k--) {
     const j = sorted[k];
     S += (j.c + j.k * x[j.col]) * unit;
-    if ((k === 0 || sorted[k - 1].h !== j.h) && x[T] < extra + (extraOf ? extraOf(j) : 0) + j.h * unit + S - tol) return true;
+    if ((k === 0 || sorted[k - 1].h !== j.h) && x[T] < (extraOf ? extraOf(j) : 0) + j.h * unit + S - tol) return true;
   }
   return false;
 }
@@ -1072,12 +1077,12 @@ function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Grap
     // (F in one column, so that each row names it once)
     const Fc = lp.col(`fetchfwd_${lp.numCols}`);
     lp.row([[Fc, 1], ...forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, forwardFetch.c * unit);
-    suffixRows(lp, T, unit, jobs, [[Fc, -1]]);
+    suffixRows(lp, T, unit, jobs, () => [[Fc, -1]]);
   }
   return (x) => {
     let f = forwardFetch.c * unit;
     for (const [c, v] of forwardFetch.terms) f += v * unit * x[c];
-    return suffixBroken(unit, jobs, x, T, f);
+    return suffixBroken(unit, jobs, x, T, () => f);
   };
 }
 
