@@ -8,7 +8,9 @@
 // Checked: compile takes the split where it is faster and the plan verifies;
 // the wide LP fixed to that placement lies at or under its simulated step,
 // and the bound reported under that; the runtime trains split placements
-// bit-identically to the all-GPU plan (fp16 and bf16).
+// bit-identically to the all-GPU plan (fp16 and bf16); where the split wins,
+// its ring's spare bytes and the GPU's spare room hold state; and the wide
+// LP, as compile solves it, is the interior point solver's optimum.
 import { describe, expect, it } from 'vitest';
 import { boundWith, paramGroups, placementBound, placementFrom, splitsState, startLp } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
