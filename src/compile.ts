@@ -2,7 +2,7 @@
 // verifiers between them (DESIGN.md, data flow).
 
 import { autodiff } from '../compiler/autodiff/autodiff.js';
-import type { Tier } from '../compiler/cost/cost.js';
+import { copySeconds, opSeconds, type Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
 import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
@@ -17,7 +17,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, inLpFamily, paramGroups, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, splitsState, startLp, type LpSolution, type ParamGroup, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, inLpFamily, paramGroups, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, splitsState, startLp, streamsUpdates, type LpSolution, type ParamGroup, type Rounded, type Rounding } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -303,6 +303,55 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
   let busy = 0;
   for (const x of ins) if (x.stream === 'cpu' && sim.start[x.id] >= from) busy += sim.end[x.id] - sim.start[x.id];
   return busy >= (sim.stepSeconds - from) * CHAIN_HEAD_MIN_BUSY;
+}
+
+/**
+ * Where the best plan so far ends on the CPU's chain of updates (cpuChainFrom),
+ * the GPU and both copy streams idle while the CPU updates group after group.
+ * More candidates: the CPU groups whose gradients come last updated on the
+ * GPU all the same (streamed: the state copied up once its gradient exists,
+ * updated there and copied home; the gradient stays on the GPU), as Colossal-
+ * AI's Gemini updates on the GPU the optimizer chunks its free memory holds.
+ * Per byte of state a streamed update costs the copies' time where the CPU's
+ * costs its update's, so the copy streams can take about a share f = C / (C +
+ * P) of the CPU's state (C: the CPU's update seconds, P: the slower copy's
+ * plus the GPU's update); the copies also carry the backward pass's fetches,
+ * so the candidates stream the groups whose gradients come last for
+ * STREAM_SHARES of f, then one group more and one fewer than the fastest of
+ * those; the fastest kept when it beats the best.
+ */
+const STREAM_SHARES = [0.25, 0.5, 0.75, 1];
+
+function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+  if (!acc.best) return;
+  const p = acc.best.placement, made = producers(g);
+  const onCpu = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
+    .sort((a, b) => made[b.grad] - made[a.grad] || b.adam - a.adam); // the last gradient first
+  if (onCpu.length === 0 || !cpuChainFrom(g, hw, acc.best, onCpu[onCpu.length - 1].adam)) return;
+  trying();
+  let C = 0, P = 0;
+  for (const q of onCpu) {
+    C += opSeconds(g, g.ops[q.adam], 'cpu', hw);
+    P += Math.max(copySeconds(q.stateBytes, 'cpu', 'gpu', hw), copySeconds(q.stateBytes, 'gpu', 'cpu', hw)) + opSeconds(g, g.ops[q.adam], 'gpu', hw);
+  }
+  const total = onCpu.reduce((sum, q) => sum + q.stateBytes, 0), f = C / (C + P);
+  // the first k groups streamed
+  const tried = new Map<number, Built>();
+  const tryK = (k: number) => {
+    if (k < 1 || k > onCpu.length || tried.has(k)) return;
+    const home = [...p.home], opTier = [...p.opTier];
+    for (const q of onCpu.slice(0, k)) { opTier[q.adam] = 'gpu'; home[q.grad] = 'gpu'; }
+    const b = retimed(g, hw, build(g, hw, { ...p, home, opTier }), simulated(g, hw, acc.best!).stepSeconds);
+    tried.set(k, b);
+  };
+  const groupsFor = (bytes: number) => { let k = 0, sum = 0; while (k < onCpu.length && sum < bytes) sum += onCpu[k++].stateBytes; return k; };
+  for (const share of STREAM_SHARES) tryK(groupsFor(share * f * total));
+  const fastest = () => [...tried].filter(([, b]) => fitsTiers(b.arenas.arenaBytes, hw)).sort(([ka, a], [kb, b]) => simulated(g, hw, a).stepSeconds - simulated(g, hw, b).stepSeconds || ka - kb)[0];
+  const first = fastest();
+  if (first) { tryK(first[0] - 1); tryK(first[0] + 1); }
+  const win = fastest();
+  if (win && simulated(g, hw, win[1]).stepSeconds < simulated(g, hw, acc.best).stepSeconds) acc.best = win[1];
+  mark('LP stream candidates');
 }
 
 /**
@@ -641,6 +690,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // (such a plan's bound is the wide bound LP's: solved meanwhile)
       lpTryCheckpoints(g, hw, acc, () => void lp.wideBound());
       lpTryChainHead(g, hw, acc);
+      lpTryStream(g, hw, acc, () => void lp.wideBound(true));
       lpTrySplit(g, hw, acc, () => void lp.wideBound());
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
@@ -689,8 +739,9 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
 /**
  * The bound reported with a plan: the bound LP's, which holds for the plans
  * that recompute one level deep and rest each group's state in one place (the
- * LPs' family); for one that recomputes through chains (checkpoints.ts) or
- * splits a group's state (lpTrySplit), the wide bound LP's, lower (gpt3-175b:
+ * LPs' family); for one that recomputes through chains (checkpoints.ts),
+ * splits a group's state (lpTrySplit) or streams updates to the GPU
+ * (lpTryStream), the wide bound LP's, lower (gpt3-175b:
  * 317.9 -> 305.2 s over chains, tenth session; a split plan of it simulated
  * at 302.2 s, under the bound LP's 305.2: docs/BENCHMARKS.md, fourteenth
  * session); none when that LP has no optimum. For a plan that runs ops on
@@ -708,8 +759,8 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
     return { ...sol, lowerBoundSeconds: floor, opCostFloor: true };
   }
   if (sol.status !== 'optimal') return sol;
-  if (recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved) && !splitsState(g, b.placement)) return sol;
-  const wide = await lp.wideBound();
+  if (recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved) && !splitsState(g, b.placement) && !streamsUpdates(g, b.placement)) return sol;
+  const wide = await lp.wideBound(streamsUpdates(g, b.placement));
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
   return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size };

@@ -50,6 +50,8 @@ export interface MemoryColumns {
   allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
   x1: number[][]; x2: number[][]; remat: number[]; saved: number[]; keep: number[]; again: number[];
   PG: number; PC: number; keepParams: boolean;
+  /** The bound LP: per placed group, the share of its update streamed to the GPU (lp.ts). */
+  streamed?: number[];
   /** Per tensor, 1 for the groups' tensors (p16, state, gradient), small groups' too. */
   inGroup: Uint8Array;
 }
@@ -110,10 +112,14 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
   lp.row([[m.PC, 1]], -Infinity, hw.cpu.capacityBytes);
   // the most the groups' terms of a GPU and a CPU row can add up to: all their state and p16
   const placedMost = m.groups.reduce((a, q) => a + q.stateBytes + q.p16Bytes, 0);
-  for (const o of instant) {
-    if (o < 0) continue;
+  // at each segment's instant; and at each update's run where the LP may
+  // stream it (m.streamed: its state copied up and updated on the GPU, which
+  // holds that state then beside all else alive across the update)
+  const at: [number, [number, number][]][] = [...instant].filter((o) => o >= 0).map((o) => [o, []]);
+  if (m.streamed) m.groups.forEach((q, i) => at.push([q.adam, [[m.streamed![i], q.stateBytes]]]));
+  for (const [o, extra] of at) {
     let c = always + atOp[o];
-    const gpu: [number, number][] = [[m.PG, 1]], cpu: [number, number][] = [[m.PC, 1]];
+    const gpu: [number, number][] = [[m.PG, 1], ...extra], cpu: [number, number][] = [[m.PC, 1]];
     m.groups.forEach((q, i) => {
       const { lo, hi, lastCluster } = spans[i];
       const reads = operand(o, q.p16);

@@ -52,6 +52,11 @@
 //    gets the wide bound LP's instead (wideBound: any saved activation may be
 //    recomputed, at the cost of one run of its producer, and master32 may
 //    rest apart from its moments; a relaxation of every such plan: lower);
+//    one that updates on the GPU a group whose state rests on the CPU
+//    (compile's stream candidates) gets wideBound(true)'s: per group a
+//    streamed share of the CPU's, whose state goes up after its gradient
+//    (h2d), is updated on the GPU and goes home (d2h), its bytes on the GPU
+//    counted at its update's run;
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone
@@ -223,9 +228,12 @@ export interface LpRun {
    * column of its own, BoundExtras.split), with the fetch-then-update rows:
    * the bound of a plan outside the family (recomputesOneLevel, splitsState),
    * such as checkpoints.ts's and the split candidate's; at most bound's.
-   * Solved on the first call (on the second solver thread when there is one).
+   * With `stream`, also over updates streamed to the GPU (BoundExtras.stream:
+   * compile's stream candidates), lower still where the CPU's updates bind:
+   * a separate LP, so that the other plans outside the family keep theirs.
+   * Each solved on its first call (on the second solver thread when there is one).
    */
-  wideBound(): Promise<LpSolution>;
+  wideBound(stream?: boolean): Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
@@ -340,9 +348,9 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     return r.status === 'optimal' && r.objective * tight.seconds >= loose.lowerBoundSeconds ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
   })()));
   // the wide bound LP, for a plan outside the family (started on first use)
-  let widened: Promise<LpSolution> | undefined;
-  const wideBound = () => (widened ??= quiet((async () => {
-    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, chains: true, split: true });
+  const widened: (Promise<LpSolution> | undefined)[] = [undefined, undefined];
+  const wideBound = (stream = false) => (widened[+stream] ??= quiet((async () => {
+    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, chains: true, split: true, stream });
     // (HiGHS's strongest scaling: gpt3-175b's wide LP 1.3-1.6 s against 4.3 s with its default)
     const r = await (opts.second ?? solver).solve(wide.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
     return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
@@ -432,7 +440,7 @@ interface BuiltLp {
  * fits, is a row that is not valid).
  */
 export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide, stream: opts.wide });
   const r = await solver.solve({ ...model.data, ...model.fixedTo(p) }, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
@@ -449,7 +457,7 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
  * simplex's bound with this on every case, so a row that trips it shows.
  */
 export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide, stream: opts.wide });
   const r = await solver.solve(model.data, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS, undefined, options);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);
@@ -460,13 +468,16 @@ export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker,
  * The bound LP's optional rows: fetchThenUpdate (fetchThenUpdateRows);
  * chains: recompute through chains instead of one level; split: a group's
  * master32 may rest apart from its moments (fp16/bf16; compile's split
- * candidate). The last two make the wide bound LP (wideBound).
+ * candidate); stream: a group whose state rests on the CPU may be updated on
+ * the GPU (compile's stream candidates). The last three make the wide bound
+ * LP (wideBound).
  */
-interface BoundExtras { fetchThenUpdate?: boolean; chains?: boolean; split?: boolean }
+interface BoundExtras { fetchThenUpdate?: boolean; chains?: boolean; split?: boolean; stream?: boolean }
 
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
   const chains = rows === 'bound' && (extras.chains ?? false);
   const split = rows === 'bound' && g.precision !== 'fp32' && (extras.split ?? false);
+  const stream = rows === 'bound' && (extras.stream ?? false);
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
@@ -514,6 +525,18 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const c = lp.col(`mst_nvme_${i}`, 0, 0, 1);
     const M = g.tensors[q.state[0]].sizeBytes, S = q.stateBytes;
     lp.row([[c, M / S], [x2[i][2], -1]], -(S - M) / S, Infinity);
+    return c;
+  });
+  // the wide bound LP: per group, the share of its state resting on the CPU
+  // that is updated on the GPU all the same (streamed: copied up once its
+  // gradient exists, updated there, copied home; compile's stream
+  // candidates); upd: the share updated on the GPU, that and the state's GPU
+  // share (elsewhere the state's GPU share alone)
+  const streamed = stream ? groups.map((_, i) => { const c = lp.col(`stream_${i}`, 0, 0, 1); lp.row([[c, 1], [x2[i][1], -1]], -Infinity, 0); return c; }) : undefined;
+  const upd = groups.map((_, i) => {
+    if (!streamed) return x2[i][0];
+    const c = lp.col(`upd_${i}`, 0, 0, 1);
+    lp.row([[c, 1], [x2[i][0], -1], [streamed[i], -1]], 0, 0);
     return c;
   });
   const ov = groups.map((_, i) => lp.col(`ovh_${i}`));   // CPU-updated part of a GPU-resident p16: h2d after the update
@@ -581,8 +604,10 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const u = g.ops[q.adam];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
     // update: gpu share on the GPU, the rest on the CPU (cpu load = aC * (1 - g2))
-    load.gpu.terms.push([x2[i][0], aG]);
-    load.cpu.terms.push([x2[i][0], -aC]); load.cpu.c += aC;
+    load.gpu.terms.push([upd[i], aG]);
+    load.cpu.terms.push([upd[i], -aC]); load.cpu.c += aC;
+    // a streamed update: the state up and home again
+    if (streamed) { load.h2d.terms.push([streamed[i], h2d(q.stateBytes)]); load.d2h.terms.push([streamed[i], d2h(q.stateBytes)]); }
     load.h2d.terms.push([ov[i], h2d(q.p16Bytes)]);
     load.d2h.terms.push([ov2[i], d2h(q.p16Bytes)]);
     load.nr.terms.push([x2[i][2], nr(q.stateBytes)]);
@@ -590,7 +615,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (!half) load.nw.terms.push([x1[i][2], nw(q.p16Bytes)]);
     const castCpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'cpu', hw) : 0;
     // gradient: made on the GPU; the CPU-updated share goes down once: d2h(grad) * (1 - g2)
-    load.d2h.terms.push([x2[i][0], -d2h(q.gradBytes)]); load.d2h.c += d2h(q.gradBytes);
+    load.d2h.terms.push([upd[i], -d2h(q.gradBytes)]); load.d2h.c += d2h(q.gradBytes);
     // uses of p16 by forward/backward ops: fetch the non-resident share into the segment
     // the placement LP: one fetch per segment that reads it; the bound LP: one
     // per cluster of reads (the scheduler keeps a copy across gaps of up to
@@ -623,7 +648,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       else load.gpu.terms.push([x2[i][0], castGpu]);
     }
     if (rows === 'bound') {
-      gpuBefore.push({ at: q.adam, col: x2[i][0], k: aG });
+      gpuBefore.push({ at: q.adam, col: upd[i], k: aG });
       if (onCpu >= 0 && castGpu > 0) for (const at of readClusters(g, cons[q.p16])) gpuBefore.push({ at, col: x1[i][2], k: castGpu }, { at, col: onCpu, k: -castGpu });
     }
     // and on the CPU for the rest of the state (staged there from NVMe) when
@@ -702,8 +727,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
-  const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup };
+  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
+  const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
 
@@ -720,6 +745,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       for (const t of q.state) bytes[index(p.home[t])] += g.tensors[t].sizeBytes;
       for (let k = 0; k < 3; k++) { fix(x2[i][k], bytes[k] / q.stateBytes); fix(x1[i][k], k === p16 ? 1 : 0); }
       if (split) fix(masterNvme[i], p.home[q.state[0]] === 'nvme' ? 1 : 0);
+      // (a streamed update: the adam on the GPU, the state resting on the CPU)
+      if (streamed) fix(streamed[i], p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu') ? 1 : 0);
     });
     saved.forEach((t, j) => {
       const again_ = p.remat?.[t] ? 1 : 0;
@@ -788,7 +815,8 @@ function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<numb
 /**
  * Whether a placement is in the LPs' family: forward and backward ops on the
  * GPU, each group's adam (and cast) on the GPU where its state is there, on
- * the CPU where it is on the CPU or NVMe. The LPs' bound holds for these
+ * the CPU where it is on the CPU or NVMe (an adam streamed to the GPU where
+ * its state is on the CPU: streamsUpdates, the wide LP's). The LPs' bound holds for these
  * plans only; the min-cut may run ops on the CPU (a profile whose GPU is
  * emulated on this CPU), and compile reports opCostFloorSeconds for such a plan.
  */
@@ -796,7 +824,8 @@ export function inLpFamily(g: Graph, p: Placement): boolean {
   const where = new Int8Array(g.ops.length); // 0: gpu; 1: cpu (an update whose state is off the GPU)
   for (const q of paramGroups(g)) {
     const off = p.home[q.state[0]] === 'gpu' ? 0 : 1;
-    where[q.adam] = off;
+    // (an update streamed to the GPU: the state rests on the CPU, the cast runs there)
+    where[q.adam] = off && !(p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu')) ? 1 : 0;
     if (q.cast >= 0) where[q.cast] = off;
   }
   return g.ops.every((op) => p.opTier[op.id] === (where[op.id] ? 'cpu' : 'gpu'));
@@ -828,6 +857,15 @@ export function recomputesOneLevel(g: Graph, p: Placement, saved: readonly numbe
  */
 export function splitsState(g: Graph, p: Placement): boolean {
   return paramGroups(g).some((q) => q.state.some((t) => p.home[t] !== p.home[q.state[0]]));
+}
+
+/**
+ * Whether a placement updates on the GPU some group whose state rests on the
+ * CPU (compile's stream candidates): outside the bound LP's family, whose
+ * updates run where their state is; wideBound's rows hold for it.
+ */
+export function streamsUpdates(g: Graph, p: Placement): boolean {
+  return paramGroups(g).some((q) => p.opTier[q.adam] === 'gpu' && p.home[q.state[0]] !== 'gpu');
 }
 
 /**
@@ -900,7 +938,7 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * h100 0.171 -> 0.182 s, 13b/h200 0.366 -> 0.368; docs/BENCHMARKS.md,
  * sixteenth session).
  */
-function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], masterNvme: number[],
+function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], upd: number[], streamed: number[] | undefined, masterNvme: number[],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number },
   fetchThenUpdate: boolean, writesAfterFetch: boolean, gpuBefore: GpuItem[]): (x: Float64Array) => boolean {
@@ -919,8 +957,8 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     const gp = prod[q.grad];
     if (!(gp >= 0 && gp < q.adam)) return;
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), aG = opSeconds(g, g.ops[q.adam], 'gpu', hw);
-    cpuAfterF.push([x2[i][0], -aC]); cpuAfterC += aC;
-    gpuAfterF.push([x2[i][0], aG]);
+    cpuAfterF.push([upd[i], -aC]); cpuAfterC += aC;
+    gpuAfterF.push([upd[i], aG]);
     nwAfterF.push([x2[i][2], link.nw(q.stateBytes)]);
     if (!half) nwAfterF.push([x2[i][2], link.nw(q.p16Bytes)]); // fp32: the parameter is written back too (x1 = x2)
   });
@@ -940,8 +978,8 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     if (writesAfterFetch && nwAfterF.length) lp.row([[T, 1], ...F, ...nwAfterF.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, Infinity);
     if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
-  const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, x2, prod, forwardFetch, before, fetchThenUpdate);
-  const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
+  const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, upd, prod, forwardFetch, before, fetchThenUpdate);
+  const released: Record<'cpu' | 'd2h' | 'nw' | 'h2d', Job[]> = { cpu: [], d2h: [], nw: [], h2d: [] };
   const chains: Job[] = []; // per group: its gradient, the copy down and the CPU update, one after the other
   const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
   groups.forEach((q, i) => {
@@ -950,11 +988,20 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     const r = gp >= 0 && gp < q.adam ? before[gp] : 0;
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), down = link.d2h(q.gradBytes);
     const at = gp >= 0 && gp < q.adam ? gp : undefined;
-    chains.push({ h: r, c: aC + down, col: gpuShare, k: -(aC + down), at });
-    released.cpu.push({ h: r, c: aC, col: gpuShare, k: -aC, at });
-    released.d2h.push({ h: r, c: down, col: gpuShare, k: -down, at });
+    chains.push({ h: r, c: aC + down, col: upd[i], k: -(aC + down), at });
+    released.cpu.push({ h: r, c: aC, col: upd[i], k: -aC, at });
+    released.d2h.push({ h: r, c: down, col: upd[i], k: -down, at });
     released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes), at });
-    lp.row([[T, 1], [gpuShare, (aC + down) * unit], ...(at !== undefined ? E(at) : [])], (r + aC + down) * unit, Infinity);
+    lp.row([[T, 1], [upd[i], (aC + down) * unit], ...(at !== undefined ? E(at) : [])], (r + aC + down) * unit, Infinity);
+    if (streamed) {
+      // a streamed update: its state's copy up waits for the gradient (the
+      // scheduler has it so), then the update on the GPU and the copy home
+      const up = link.h2d(q.stateBytes), home = link.d2h(q.stateBytes), aG = opSeconds(g, g.ops[q.adam], 'gpu', hw);
+      released.h2d.push({ h: r, c: 0, col: streamed[i], k: up, at });
+      released.d2h.push({ h: r, c: 0, col: streamed[i], k: home, at });
+      chains.push({ h: r, c: 0, col: streamed[i], k: up + aG + home, at });
+      lp.row([[T, 1], [streamed[i], -(up + aG + home) * unit], ...(at !== undefined ? E(at) : [])], r * unit, Infinity);
+    }
     let tail = -1;
     for (const c of cons[q.p16]) if (g.ops[c].phase !== 'update' && after[c] > tail) tail = after[c];
     if (tail < 0) return;
@@ -1063,7 +1110,7 @@ function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, ext
  * Added only when `add`; returns whether a solution of the LP without them
  * breaks one (then the LP with them has a higher optimum; else the same).
  */
-function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], prod: Int32Array,
+function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], upd: number[], prod: Int32Array,
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number }, before: Float64Array, add: boolean): (x: Float64Array) => boolean {
   const L = forwardFetch.lastReader;
   if (forwardFetch.terms.length === 0 || L < 0) return () => false;
@@ -1071,7 +1118,7 @@ function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Grap
   const jobs: Job[] = [];
   groups.forEach((q, i) => {
     const p = prod[q.grad], aC = opSeconds(g, g.ops[q.adam], 'cpu', hw);
-    if (p > L && p < q.adam) jobs.push({ h: before[p] - before[L], c: aC, col: x2[i][0], k: -aC });
+    if (p > L && p < q.adam) jobs.push({ h: before[p] - before[L], c: aC, col: upd[i], k: -aC });
   });
   if (add) {
     // (F in one column, so that each row names it once)
@@ -1090,7 +1137,7 @@ const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];
 const argmax = (v: Float64Array): Tier => { let k = 0; for (let i = 1; i < 3; i++) if (v[i] > v[k] + 1e-9) k = i; return TIER_ORDER[k]; };
 
 /** Integral placement from tier choices per group and keep choices per saved activation. */
-export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number, recompute: Set<number> = new Set()): Placement {
+export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number, recompute: Set<number> = new Set(), streamed?: readonly boolean[]): Placement {
   const opTier: ('gpu' | 'cpu')[] = g.ops.map(() => 'gpu');
   const home: Tier[] = g.tensors.map(() => 'gpu');
   const remat = g.tensors.map(() => false);
@@ -1106,6 +1153,8 @@ export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], s
     for (const t of q.state) home[t] = stateTier[i];
     if (g.precision === 'fp32') home[q.p16] = stateTier[i];
     home[q.grad] = onGpu ? 'gpu' : 'cpu';
+    // an update streamed to the GPU (state on the CPU): updated there, its gradient stays there
+    if (streamed?.[i] && stateTier[i] === 'cpu') { opTier[q.adam] = 'gpu'; home[q.grad] = 'gpu'; }
   });
   for (const t of offload) home[t] = 'cpu';
   for (const t of recompute) remat[t] = true; // home stays on the GPU, where it is made (twice)

@@ -34,7 +34,7 @@
 import { describe, it, expect } from 'vitest';
 import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
-import { boundWith, inLpFamily, placementBound, placementFrom, roundSolution, startLp } from '../../compiler/partition/lp.js';
+import { boundWith, inLpFamily, paramGroups, placementBound, placementFrom, roundSolution, startLp, streamsUpdates } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import type { Tier } from '../../compiler/cost/cost.js';
@@ -162,18 +162,28 @@ describe('fetch-then-update rows', () => {
     // ops before it; the GPU also runs, in program order, the casts of every
     // p16 remade on it and the updates of its groups before that gradient
     // (13b/h200: ~14 ms of casts before the first CPU-updated gradient).
-    // The bound fixed to the plan's placement was 342.0 ms, its step 366.4
+    // The bound fixed to the plan's placement was 342.0 ms, its step 366.4.
+    // (compile's plan streams the updates of some CPU groups to the GPU, which
+    // the bound LP's family does not hold: checked here with those updates
+    // back on the CPU, the placement it streams from)
     const opts = { model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'h200-141g', precision: 'fp16' as const };
     const plan = await compile(opts);
-    const hw = loadProfile(opts.hw);
+    const hw = loadProfile(opts.hw), g = plan.graph;
+    const home = [...plan.placement.home], opTier = [...plan.placement.opTier];
+    for (const q of paramGroups(g)) if (opTier[q.adam] === 'gpu' && home[q.state[0]] !== 'gpu') { opTier[q.adam] = 'cpu'; home[q.grad] = 'cpu'; }
+    const p = { ...plan.placement, home, opTier };
+    expect(inLpFamily(g, p) && !streamsUpdates(g, p)).toBe(true);
+    const step = planFor(g, hw, p, plan.model, ADAM_DEFAULTS).predicted.stepSeconds;
     const solver = new LpWorker();
+    const run = startLp(g, hw, { solver });
     try {
-      const own = await placementBound(plan.graph, hw, plan.placement, solver);
-      console.log(`gpt3-13b/h200: the plan's placement bounded at ${((own as number) * 1e3).toFixed(1)} ms, its step ${(plan.predicted.stepSeconds * 1e3).toFixed(1)} ms, the bound ${(plan.bound!.lowerBoundSeconds * 1e3).toFixed(1)} ms`);
+      const own = await placementBound(g, hw, p, solver);
+      const bound = (await run.bound).lowerBoundSeconds;
+      console.log(`gpt3-13b/h200: the placement bounded at ${((own as number) * 1e3).toFixed(1)} ms, its step ${(step * 1e3).toFixed(1)} ms, the bound ${(bound * 1e3).toFixed(1)} ms`);
       expect(own as number).toBeGreaterThan(0.350);
-      expect(own as number).toBeLessThanOrEqual(plan.predicted.stepSeconds);
-      expect(plan.bound!.lowerBoundSeconds).toBeGreaterThan(0.3330);
-    } finally { solver.close(); }
+      expect(own as number).toBeLessThanOrEqual(step);
+      expect(bound).toBeGreaterThan(0.3330);
+    } finally { run.close(); solver.close(); }
   }, 120_000);
 
   it('leave the bound LP solved once where its first vertex keeps them', async () => {
