@@ -54,8 +54,8 @@
 //    rest apart from its moments; a relaxation of every such plan: lower);
 //    one that updates on the GPU a group whose state rests on the CPU
 //    (compile's stream candidates) gets wideBound(true)'s: per group a
-//    streamed share of the CPU's, whose state goes up after its gradient
-//    (h2d), is updated on the GPU and goes home (d2h), its bytes on the GPU
+//    streamed share of the CPU's, whose state goes up (h2d), is updated on
+//    the GPU after its gradient and goes home (d2h), its bytes on the GPU
 //    counted at its update's run;
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
@@ -528,8 +528,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     return c;
   });
   // the wide bound LP: per group, the share of its state resting on the CPU
-  // that is updated on the GPU all the same (streamed: copied up once its
-  // gradient exists, updated there, copied home; compile's stream
+  // that is updated on the GPU all the same (streamed: copied up, updated
+  // there once its gradient exists, copied home; compile's stream
   // candidates); upd: the share updated on the GPU, that and the state's GPU
   // share (elsewhere the state's GPU share alone)
   const streamed = stream ? groups.map((_, i) => { const c = lp.col(`stream_${i}`, 0, 0, 1); lp.row([[c, 1], [x2[i][1], -1]], -Infinity, 0); return c; }) : undefined;
@@ -979,7 +979,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
   const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, upd, prod, forwardFetch, before, fetchThenUpdate);
-  const released: Record<'cpu' | 'd2h' | 'nw' | 'h2d', Job[]> = { cpu: [], d2h: [], nw: [], h2d: [] };
+  const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
   const chains: Job[] = []; // per group: its gradient, the copy down and the CPU update, one after the other
   const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
   groups.forEach((q, i) => {
@@ -994,13 +994,12 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes), at });
     lp.row([[T, 1], [upd[i], (aC + down) * unit], ...(at !== undefined ? E(at) : [])], (r + aC + down) * unit, Infinity);
     if (streamed) {
-      // a streamed update: its state's copy up waits for the gradient (the
-      // scheduler has it so), then the update on the GPU and the copy home
-      const up = link.h2d(q.stateBytes), home = link.d2h(q.stateBytes), aG = opSeconds(g, g.ops[q.adam], 'gpu', hw);
-      released.h2d.push({ h: r, c: 0, col: streamed[i], k: up, at });
+      // a streamed update: after the gradient, the update on the GPU, then
+      // its state's copy home (the copy up may come before the gradient)
+      const home = link.d2h(q.stateBytes), aG = opSeconds(g, g.ops[q.adam], 'gpu', hw);
       released.d2h.push({ h: r, c: 0, col: streamed[i], k: home, at });
-      chains.push({ h: r, c: 0, col: streamed[i], k: up + aG + home, at });
-      lp.row([[T, 1], [streamed[i], -(up + aG + home) * unit], ...(at !== undefined ? E(at) : [])], r * unit, Infinity);
+      chains.push({ h: r, c: 0, col: streamed[i], k: aG + home, at });
+      lp.row([[T, 1], [streamed[i], -(aG + home) * unit], ...(at !== undefined ? E(at) : [])], r * unit, Infinity);
     }
     let tail = -1;
     for (const c of cons[q.p16]) if (g.ops[c].phase !== 'update' && after[c] > tail) tail = after[c];
