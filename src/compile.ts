@@ -690,8 +690,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // (such a plan's bound is the wide bound LP's: solved meanwhile)
       lpTryCheckpoints(g, hw, acc, () => void lp.wideBound());
       lpTryChainHead(g, hw, acc);
-      lpTryStream(g, hw, acc, () => void lp.wideBound(true));
       lpTrySplit(g, hw, acc, () => void lp.wideBound());
+      lpTryStream(g, hw, acc, () => void lp.wideBound(true));
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
