@@ -9,6 +9,11 @@ import { numel } from '../compiler/ir/types.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { TrainingSession } from '../runtime/session.js';
 import { syntheticData } from '../runtime/data.js';
+import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
+import { ADAM_DEFAULTS } from '../compiler/lower/optimizer.js';
+import { allGpu } from '../compiler/partition/mincut.js';
+import { verifyPlan } from '../compiler/simulate/verify-plan.js';
+import { planFor, trainingGraph } from '../src/compile.js';
 
 /** Runs ops of `g` in program order in float64; `values` holds inputs and receives every output. */
 export function interpret(g: Graph, values: Map<number, Float64Array | Int32Array>, ops = g.ops): void {
@@ -62,4 +67,23 @@ export async function trainLosses(plan: Plan, steps: number, seed: number): Prom
     for (let k = 1; k <= steps; k++) out.push((await s.step(k, data(k))).loss);
     return out;
   } finally { s.close(); }
+}
+
+/**
+ * gpt tiny in fp16 and llama tiny in bf16 on a V100's profile, each with the
+ * losses of 4 steps of its all-GPU plan and a function that verifies a plan
+ * of it and gives its losses: the reference placements are trained against.
+ */
+export async function tinyHalfModels(): Promise<{ source: string; g: Graph; hw: HardwareProfile; model: Plan['model']; reference: number[]; losses: (plan: Plan) => Promise<number[]> }[]> {
+  const hw = loadProfile('v100-32g');
+  const losses = (plan: Plan) => { expect(verifyPlan(plan)).toEqual([]); return trainLosses(plan, 4, 0); };
+  const out = [];
+  for (const [source, precision] of [['models/gpt.ts', 'fp16'], ['models/llama.ts', 'bf16']] as const) {
+    const { graph: g } = await trainingGraph({ model: source, preset: 'tiny', precision });
+    const model = { source, preset: 'tiny', config: {} };
+    const reference = await losses(planFor(g, hw, allGpu(g), model, ADAM_DEFAULTS));
+    expect(reference.length).toBe(4);
+    out.push({ source, g, hw, model, reference, losses });
+  }
+  return out;
 }

@@ -105,8 +105,10 @@ export interface LpOptions {
    * simulates them while the bound LP solves.
    */
   refineAtOnce?: boolean;
-  /** placementBound, boundWith: the wide bound LP (wideBound's rows: BoundExtras chains and split). */
+  /** placementBound, boundWith: the wide bound LP (wideBound's rows: BoundExtras chains and split; placementBound's with streamed updates too, fixed by the placement). */
   wide?: boolean;
+  /** boundWith, with wide: wideBound(true)'s LP (streamed updates). */
+  stream?: boolean;
 }
 
 /**
@@ -457,7 +459,7 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
  * simplex's bound with this on every case, so a row that trips it shows.
  */
 export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide, stream: opts.wide });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide, stream: opts.wide && opts.stream });
   const r = await solver.solve(model.data, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS, undefined, options);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);

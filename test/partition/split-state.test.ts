@@ -21,8 +21,7 @@ import { compile, place, planFor, trainingGraph } from '../../src/compile.js';
 import { readBuffersPeak } from '../../compiler/schedule/arena.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import type { Tier } from '../../compiler/cost/cost.js';
-import type { Plan } from '../../compiler/plan/types.js';
-import { trainLosses } from '../helpers.js';
+import { tinyHalfModels, trainLosses } from '../helpers.js';
 
 describe('state split by tensor', () => {
   it('gpt tiny fp16 with its state on NVMe: compile splits it (no master32 on NVMe), and the wide bound LP holds for the plan', async () => {
@@ -45,13 +44,7 @@ describe('state split by tensor', () => {
   }, 120_000);
 
   it('the runtime trains split placements bit-identically to the all-GPU plan (gpt fp16, llama bf16)', async () => {
-    const hw = loadProfile('v100-32g');
-    const losses = (plan: Plan) => { expect(verifyPlan(plan)).toEqual([]); return trainLosses(plan, 4, 0); };
-    for (const [source, precision] of [['models/gpt.ts', 'fp16'], ['models/llama.ts', 'bf16']] as const) {
-      const { graph: g } = await trainingGraph({ model: source, preset: 'tiny', precision });
-      const model = { source, preset: 'tiny', config: {} };
-      const reference = await losses(planFor(g, hw, allGpu(g), model, ADAM_DEFAULTS));
-      expect(reference.length).toBe(4);
+    for (const { source, g, hw, model, reference, losses } of await tinyHalfModels()) {
       // every other group's state on NVMe, the rest on the CPU, p16 made again
       // from master32 for each use; then each group split: master32 in CPU
       // memory, its moments on NVMe

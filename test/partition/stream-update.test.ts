@@ -13,7 +13,6 @@
 import { describe, expect, it } from 'vitest';
 import { paramGroups, placementBound, placementFrom, roundSolution, startLp, streamsUpdates } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
-import { allGpu } from '../../compiler/partition/mincut.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 import { buildProgram } from '../../compiler/schedule/program.js';
@@ -22,18 +21,11 @@ import { simulate } from '../../compiler/simulate/simulate.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import type { Tier } from '../../compiler/cost/cost.js';
-import type { Plan } from '../../compiler/plan/types.js';
-import { trainLosses } from '../helpers.js';
+import { tinyHalfModels } from '../helpers.js';
 
 describe('updates streamed to the GPU', () => {
   it('the runtime trains streamed placements bit-identically to the all-GPU plan (gpt fp16, llama bf16), the state copied up before each update and home after', async () => {
-    const hw = loadProfile('v100-32g');
-    const losses = (plan: Plan) => { expect(verifyPlan(plan)).toEqual([]); return trainLosses(plan, 4, 0); };
-    for (const [source, precision] of [['models/gpt.ts', 'fp16'], ['models/llama.ts', 'bf16']] as const) {
-      const { graph: g } = await trainingGraph({ model: source, preset: 'tiny', precision });
-      const model = { source, preset: 'tiny', config: {} };
-      const reference = await losses(planFor(g, hw, allGpu(g), model, ADAM_DEFAULTS));
-      expect(reference.length).toBe(4);
+    for (const { source, g, hw, model, reference, losses } of await tinyHalfModels()) {
       // every group's state on the CPU, p16 made again for each use; every other group's update streamed
       const groups = paramGroups(g);
       const streamed = groups.map((_, i) => i % 2 === 0);
