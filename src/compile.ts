@@ -309,8 +309,8 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
  * Where the best plan so far ends on the CPU's chain of updates (cpuChainFrom),
  * the GPU and both copy streams idle while the CPU updates group after group.
  * More candidates: the CPU groups whose gradients come last updated on the
- * GPU all the same (streamed: the state copied up once its gradient exists,
- * updated there and copied home; the gradient stays on the GPU), as Colossal-
+ * GPU all the same (streamed: the state copied up, updated there once its
+ * gradient exists and copied home; the gradient stays on the GPU), as Colossal-
  * AI's Gemini updates on the GPU the optimizer chunks its free memory holds.
  * Per byte of state a streamed update costs the copies' time where the CPU's
  * costs its update's, so the copy streams can take about a share f = C / (C +
@@ -322,11 +322,16 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
  */
 const STREAM_SHARES = [0.25, 0.5, 0.75, 1];
 
+/** The groups p updates on the CPU with all their state there, the last gradient first (lpTryStream, lpTrySplit). */
+function cpuUpdated(g: Graph, groups: readonly ParamGroup[], p: Placement): ParamGroup[] {
+  const made = producers(g);
+  return groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
+    .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+}
+
 function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
   if (!acc.best) return;
-  const p = acc.best.placement, made = producers(g);
-  const onCpu = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
-    .sort((a, b) => made[b.grad] - made[a.grad] || b.adam - a.adam); // the last gradient first
+  const p = acc.best.placement, onCpu = cpuUpdated(g, paramGroups(g), p);
   if (onCpu.length === 0 || !cpuChainFrom(g, hw, acc.best, onCpu[onCpu.length - 1].adam)) return;
   trying();
   let C = 0, P = 0;
@@ -399,11 +404,10 @@ const SPLIT_GPU_ROOM_SHARE = 0.5;
  */
 function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
   if (!acc.best || g.precision === 'fp32') return;
-  const p = acc.best.placement, groups = paramGroups(g), made = producers(g);
+  const p = acc.best.placement, groups = paramGroups(g);
   const masters = groups.reduce((sum, q) => sum + (p.home[q.state[0]] === 'nvme' ? g.tensors[q.state[0]].sizeBytes : 0), 0);
   if (masters === 0) return;
-  const onCpu = groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
-    .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  const onCpu = cpuUpdated(g, groups, p);
   // every NVMe master32 into the CPU; the state of CPU groups whose gradients
   // come first onto the GPU (updated there) for `gpuBytes`, their CPU bytes
   // taken from `room`; and moments out to NVMe until they cover `room` bytes

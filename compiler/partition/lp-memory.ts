@@ -50,7 +50,7 @@ export interface MemoryColumns {
   allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
   x1: number[][]; x2: number[][]; remat: number[]; saved: number[]; keep: number[]; again: number[];
   PG: number; PC: number; keepParams: boolean;
-  /** The bound LP: per placed group, the share of its update streamed to the GPU (lp.ts). */
+  /** The wide bound LP with streamed updates: per placed group, the share of its update streamed to the GPU (lp.ts). */
   streamed?: number[];
   /** Per tensor, 1 for the groups' tensors (p16, state, gradient), small groups' too. */
   inGroup: Uint8Array;

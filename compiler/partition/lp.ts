@@ -748,7 +748,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       for (let k = 0; k < 3; k++) { fix(x2[i][k], bytes[k] / q.stateBytes); fix(x1[i][k], k === p16 ? 1 : 0); }
       if (split) fix(masterNvme[i], p.home[q.state[0]] === 'nvme' ? 1 : 0);
       // (a streamed update: the adam on the GPU, the state resting on the CPU)
-      if (streamed) fix(streamed[i], p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu') ? 1 : 0);
+      if (streamed) fix(streamed[i], streamedUpdate(p, q) ? 1 : 0);
     });
     saved.forEach((t, j) => {
       const again_ = p.remat?.[t] ? 1 : 0;
@@ -827,7 +827,7 @@ export function inLpFamily(g: Graph, p: Placement): boolean {
   for (const q of paramGroups(g)) {
     const off = p.home[q.state[0]] === 'gpu' ? 0 : 1;
     // (an update streamed to the GPU: the state rests on the CPU, the cast runs there)
-    where[q.adam] = off && !(p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu')) ? 1 : 0;
+    where[q.adam] = off && !streamedUpdate(p, q) ? 1 : 0;
     if (q.cast >= 0) where[q.cast] = off;
   }
   return g.ops.every((op) => p.opTier[op.id] === (where[op.id] ? 'cpu' : 'gpu'));
@@ -867,8 +867,11 @@ export function splitsState(g: Graph, p: Placement): boolean {
  * updates run where their state is; wideBound's rows hold for it.
  */
 export function streamsUpdates(g: Graph, p: Placement): boolean {
-  return paramGroups(g).some((q) => p.opTier[q.adam] === 'gpu' && p.home[q.state[0]] !== 'gpu');
+  return paramGroups(g).some((q) => streamedUpdate(p, q));
 }
+
+/** Whether a group's update runs on the GPU while its state rests on the CPU. */
+const streamedUpdate = (p: Placement, q: ParamGroup): boolean => p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu');
 
 /**
  * GPU work in program order (forward and backward ops, which run on the GPU in
@@ -1060,7 +1063,7 @@ function gpuWorkBefore(lp: LinearProgram, unit: number, items: GpuItem[], at: nu
   return out;
 }
 
-/** A job on one resource: work c + k * x[col] seconds (k <= 0 here: the non-GPU share is 1 - x2[gpu]) at threshold h. */
+/** A job on one resource: work c + k * x[col] seconds at threshold h (e.g. a CPU update: c = its seconds, k = -c on the share updated on the GPU). */
 type Job = { h: number; c: number; col: number; k: number; at?: number };
 
 /**
