@@ -17,7 +17,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, inLpFamily, paramGroups, placementFrom, recomputesOneLevel, remakeOnGpu, roundSolution, splitsState, startLp, streamsUpdates, type LpSolution, type ParamGroup, type Rounded, type Rounding } from '../compiler/partition/lp.js';
+import { castOnce, inLpFamily, paramGroups, placementFrom, remakeOnGpu, roundSolution, startLp, wideningOf, type LpSolution, type ParamGroup, type Rounded, type Rounding, type Widening } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -396,8 +396,8 @@ const SPLIT_GPU_ROOM_SHARE = 0.5;
  * masters' bytes. The bytes on NVMe and the traffic of the updates stay about
  * as they were; the forward pass reads nothing from NVMe, so the write-backs
  * start sooner (gpt3-175b 336.4 -> 302.2 s). Kept when its arenas fit (no
- * repair) and it simulates faster; such a plan's bound is the wide bound LP's
- * (splitsState; `trying` starts its solve). Where it wins, two more: fewer
+ * repair) and it simulates faster; such a plan's bound is the bound LP's
+ * widened by split (splitsState; `trying` starts its solve). Where it wins, two more: fewer
  * moments on NVMe where its ring is far larger than its reads need
  * (RING_SPARE_KEEP), then CPU groups onto the GPU's spare room
  * (SPLIT_GPU_ROOM_SHARE): gpt3-175b 295.8 -> 280.5 s.
@@ -478,11 +478,10 @@ function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: ()
  */
 const CHECKPOINT_CHAINS = [{ maxDepth: 8, viaIntermediates: false }, { maxDepth: 4, viaIntermediates: true }];
 
-function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
   if (!acc.bestFrom) return;
   const { sol, r } = acc.bestFrom;
   if (r.offload.size === 0 || !r.stateTier.includes('nvme')) return;
-  trying();
   for (const { maxDepth, viaIntermediates } of CHECKPOINT_CHAINS) {
     const { offload, recompute, freedBytes } = checkpointed(g, sol.saved, r, maxDepth, viaIntermediates);
     if (freedBytes === 0) continue;
@@ -669,11 +668,6 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       mark('LP placement solved (awaited)');
       if (s) lpTry(g, hw, s, acc);
     }
-    // a best plan with state on NVMe so far: the checkpoint and split
-    // candidates, whose plans take the wide bound LP's bound, may well win;
-    // its solve starts now rather than when they are made (gpt3-175b: it took
-    // 2.6 s alone at the end of the compile)
-    if (acc.bestFrom?.r.stateTier.includes('nvme')) void lp.wideBound();
     // and the bound LP's shares, kept to its bytes per tier, once it is solved
     // (its rows see the forward pass's fetches and offloads: gpt3-13b/h200
     // 0.558 -> 0.419 s, gpt2-1.5b on 16 GB 0.290 -> 0.259 with castOnce)
@@ -691,11 +685,15 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) lpTry(g, hw, lean, acc);
       mark('LP bound-row candidates');
       lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
-      // (such a plan's bound is the wide bound LP's: solved meanwhile)
-      lpTryCheckpoints(g, hw, acc, () => void lp.wideBound());
+      // (such a plan's bound is the bound LP's widened by the ways it leaves
+      // the family, those of the best it is made from and its own: solved
+      // meanwhile)
+      const saved = boundSol.saved;
+      const wider = (own: Widening) => () => void lp.wideBound({ ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own });
+      lpTryCheckpoints(g, hw, acc);
       lpTryChainHead(g, hw, acc);
-      lpTrySplit(g, hw, acc, () => void lp.wideBound());
-      lpTryStream(g, hw, acc, () => void lp.wideBound(true));
+      lpTrySplit(g, hw, acc, wider({ split: true }));
+      lpTryStream(g, hw, acc, wider({ stream: true }));
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
@@ -745,10 +743,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
  * that recompute one level deep and rest each group's state in one place (the
  * LPs' family); for one that recomputes through chains (checkpoints.ts),
  * splits a group's state (lpTrySplit) or streams updates to the GPU
- * (lpTryStream), the wide bound LP's, lower (gpt3-175b:
- * 317.9 -> 305.2 s over chains, tenth session; a split plan of it simulated
- * at 302.2 s, under the bound LP's 305.2: docs/BENCHMARKS.md, fourteenth
- * session); none when that LP has no optimum. For a plan that runs ops on
+ * (lpTryStream), the bound LP's widened by just those ways (wideningOf),
+ * lower (gpt3-175b: 317.9 -> 305.2 s over chains, tenth session; a split
+ * plan of it simulated at 302.2 s, under the bound LP's 305.2: docs/
+ * BENCHMARKS.md, fourteenth session); none when that LP has no optimum. For a plan that runs ops on
  * the CPU (the min-cut's, where the profile's GPU is emulated on this CPU and
  * no faster), which neither LP's family holds, the floor over every
  * placement (opCostFloorSeconds): the bound LP's optimum had been reported
@@ -763,8 +761,9 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
     return { ...sol, lowerBoundSeconds: floor, opCostFloor: true };
   }
   if (sol.status !== 'optimal') return sol;
-  if (recomputesOneLevel(g, b.placement, (await lp.firstVertex).saved) && !splitsState(g, b.placement) && !streamsUpdates(g, b.placement)) return sol;
-  const wide = await lp.wideBound(streamsUpdates(g, b.placement));
+  const w = wideningOf(g, b.placement, (await lp.firstVertex).saved);
+  if (!w) return sol;
+  const wide = await lp.wideBound(w);
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
   return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size };

@@ -49,11 +49,11 @@
 //    bound holds for, each group's state resting in one place. A plan that
 //    recomputes through chains (checkpoints.ts) or splits a group's state
 //    (master32 on the CPU, its moments on NVMe: compile's split candidate)
-//    gets the wide bound LP's instead (wideBound: any saved activation may be
-//    recomputed, at the cost of one run of its producer, and master32 may
-//    rest apart from its moments; a relaxation of every such plan: lower);
-//    one that updates on the GPU a group whose state rests on the CPU
-//    (compile's stream candidates) gets wideBound(true)'s: per group a
+//    or updates on the GPU a group whose state rests on the CPU (compile's
+//    stream candidates) gets the bound LP's widened by just those ways
+//    (wideBound(wideningOf(...)), each a relaxation of every such plan:
+//    lower): any saved activation may be recomputed, at the cost of one run
+//    of its producer; master32 may rest apart from its moments; per group a
 //    streamed share of the CPU's, whose state goes up (h2d), is updated on
 //    the GPU after its gradient and goes home (d2h), its bytes on the GPU
 //    counted at its update's run;
@@ -105,10 +105,8 @@ export interface LpOptions {
    * simulates them while the bound LP solves.
    */
   refineAtOnce?: boolean;
-  /** placementBound, boundWith: the wide bound LP (wideBound's rows: BoundExtras chains and split; placementBound's with streamed updates too, fixed by the placement). */
-  wide?: boolean;
-  /** boundWith, with wide: wideBound(true)'s LP (streamed updates). */
-  stream?: boolean;
+  /** placementBound, boundWith: the bound LP widened so (wideBound(w)'s LP). */
+  widen?: Widening;
 }
 
 /**
@@ -223,19 +221,22 @@ export interface LpRun {
   /** The bound LP's first solution, without the fetch-then-update rows (its optimum is a bound too, at most bound's). */
   readonly firstVertex: Promise<LpSolution>;
   /**
-   * The wide bound LP: over recompute through chains (any saved activation
-   * may be recomputed, at the cost of one run of its producer: a chain plan
-   * runs it at least once, and may hold an unsaved input it reads rather than
-   * make it again) and over state split by tensor (master32's NVMe share a
-   * column of its own, BoundExtras.split), with the fetch-then-update rows:
-   * the bound of a plan outside the family (recomputesOneLevel, splitsState),
-   * such as checkpoints.ts's and the split candidate's; at most bound's.
-   * With `stream`, also over updates streamed to the GPU (BoundExtras.stream:
-   * compile's stream candidates), lower still where the CPU's updates bind:
-   * a separate LP, so that the other plans outside the family keep theirs.
-   * Each solved on its first call (on the second solver thread when there is one).
+   * The bound LP widened, with the fetch-then-update rows: the bound of a
+   * plan outside the family, as far as `w` says it leaves it (wideningOf),
+   * each way a relaxation of its own (at most bound's): chains, over
+   * recompute through chains (any saved activation may be recomputed, at the
+   * cost of one run of its producer: a chain plan runs it at least once, and
+   * may hold an unsaved input it reads rather than make it again:
+   * checkpoints.ts's plans); split, over state split by tensor (master32's
+   * NVMe share a column of its own: the split candidate's); stream, over
+   * updates streamed to the GPU (the stream candidates'). Each left out where
+   * the plan does not need it, as each lowers the bound: gpt3-175b's split
+   * plan 279.8 s with split alone against 269.2 with chains too, gpt2-1.5b's
+   * streamed plan on 16 GB 176.4 ms with stream alone against 157.8 with all
+   * three (docs/BENCHMARKS.md, nineteenth session).
+   * Each widening solved on its first call (on the second solver thread when there is one).
    */
-  wideBound(stream?: boolean): Promise<LpSolution>;
+  wideBound(w: Widening): Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
@@ -349,14 +350,20 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     // (its optimum is at least the first's, up to HiGHS's tolerances)
     return r.status === 'optimal' && r.objective * tight.seconds >= loose.lowerBoundSeconds ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
   })()));
-  // the wide bound LP, for a plan outside the family (started on first use)
-  const widened: (Promise<LpSolution> | undefined)[] = [undefined, undefined];
-  const wideBound = (stream = false) => (widened[+stream] ??= quiet((async () => {
-    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, chains: true, split: true, stream });
-    // (HiGHS's strongest scaling: gpt3-175b's wide LP 1.3-1.6 s against 4.3 s with its default)
+  // the bound LP widened, for a plan outside the family (each widening started on first use)
+  const widened = new Map<string, Promise<LpSolution>>();
+  const wideBound = (w: Widening) => {
+    const key = `${+!!w.chains}${+!!w.split}${+!!w.stream}`;
+    let solving = widened.get(key);
+    if (!solving) widened.set(key, solving = widenedBound(w));
+    return solving;
+  };
+  const widenedBound = (w: Widening) => quiet((async () => {
+    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, ...w });
+    // (HiGHS's strongest scaling: gpt3-175b's widened LP 1.3-1.6 s against 4.3 s with its default)
     const r = await (opts.second ?? solver).solve(wide.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
     return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
-  })()));
+  })());
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= quiet((async () => {
@@ -442,7 +449,7 @@ interface BuiltLp {
  * fits, is a row that is not valid).
  */
 export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide, stream: opts.wide });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
   const r = await solver.solve({ ...model.data, ...model.fixedTo(p) }, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
@@ -459,7 +466,7 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
  * simplex's bound with this on every case, so a row that trips it shows.
  */
 export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, chains: opts.wide, split: opts.wide, stream: opts.wide && opts.stream });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
   const r = await solver.solve(model.data, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS, undefined, options);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);
@@ -471,10 +478,17 @@ export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker,
  * chains: recompute through chains instead of one level; split: a group's
  * master32 may rest apart from its moments (fp16/bf16; compile's split
  * candidate); stream: a group whose state rests on the CPU may be updated on
- * the GPU (compile's stream candidates). The last three make the wide bound
- * LP (wideBound).
+ * the GPU (compile's stream candidates). The last three widen the bound LP
+ * (wideBound), each on its own.
  */
-interface BoundExtras { fetchThenUpdate?: boolean; chains?: boolean; split?: boolean; stream?: boolean }
+interface BoundExtras extends Widening { fetchThenUpdate?: boolean }
+
+/**
+ * The ways a plan leaves the bound LP's family, each a relaxation of its
+ * own (BoundExtras): chains (recomputesOneLevel false), split (splitsState),
+ * stream (streamsUpdates).
+ */
+export interface Widening { chains?: boolean; split?: boolean; stream?: boolean }
 
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
   const chains = rows === 'bound' && (extras.chains ?? false);
@@ -529,7 +543,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     lp.row([[c, M / S], [x2[i][2], -1]], -(S - M) / S, Infinity);
     return c;
   });
-  // the wide bound LP: per group, the share of its state resting on the CPU
+  // stream: per group, the share of its state resting on the CPU
   // that is updated on the GPU all the same (streamed: copied up, updated
   // there once its gradient exists, copied home; compile's stream
   // candidates); upd: the share updated on the GPU, that and the state's GPU
@@ -818,7 +832,7 @@ function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<numb
  * Whether a placement is in the LPs' family: forward and backward ops on the
  * GPU, each group's adam (and cast) on the GPU where its state is there, on
  * the CPU where it is on the CPU or NVMe (an adam streamed to the GPU where
- * its state is on the CPU: streamsUpdates, the wide LP's). The LPs' bound holds for these
+ * its state is on the CPU: streamsUpdates, wideBound's with stream). The LPs' bound holds for these
  * plans only; the min-cut may run ops on the CPU (a profile whose GPU is
  * emulated on this CPU), and compile reports opCostFloorSeconds for such a plan.
  */
@@ -868,6 +882,16 @@ export function splitsState(g: Graph, p: Placement): boolean {
  */
 export function streamsUpdates(g: Graph, p: Placement): boolean {
   return paramGroups(g).some((q) => streamedUpdate(p, q));
+}
+
+/**
+ * The ways a placement of the LPs' family (inLpFamily) leaves the bound LP's
+ * (`saved`: its saved activations), for wideBound; undefined where it leaves
+ * it in none (the bound LP's bound holds).
+ */
+export function wideningOf(g: Graph, p: Placement, saved: readonly number[]): Widening | undefined {
+  const w = { chains: !recomputesOneLevel(g, p, saved), split: splitsState(g, p), stream: streamsUpdates(g, p) };
+  return w.chains || w.split || w.stream ? w : undefined;
 }
 
 /** Whether a group's update runs on the GPU while its state rests on the CPU. */
@@ -931,7 +955,7 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * gpt2-1.5b on 16 GB 0.29 -> 0.35 s): left out there. Every row is a lower
  * bound on any schedule that runs the GPU's ops in program order
  * (gpuProgramTimes), so T stays one. With the fetch-then-update rows (the
- * bound LP's second solve, the wide LP, placementBound), a gradient's release
+ * bound LP's second solve, the widened LPs, placementBound), a gradient's release
  * also counts the GPU work the placement puts before it in program order
  * (gpuWorkBefore): the casts of the p16 remade on the GPU at each cluster of
  * reads before it, the casts at the step's start of the p16 not remade whose
@@ -977,7 +1001,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   if (forwardFetch.terms.length) {
     const F = forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit]);
     lp.row([[T, 1], ...F, ...cpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + cpuAfterC) * unit, Infinity);
-    // (the wide LP: the NVMe write-backs too come after the forward fetches;
+    // (split: the NVMe write-backs too come after the forward fetches;
     // with master32 in CPU memory nothing else holds them back, and where the
     // moments rest on NVMe the writes are the step: gpt3-175b)
     if (writesAfterFetch && nwAfterF.length) lp.row([[T, 1], ...F, ...nwAfterF.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, Infinity);

@@ -11,7 +11,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkpointed } from '../../compiler/partition/checkpoints.js';
-import { paramGroups, placementBound, placementFrom, recomputesOneLevel, startLp, type Rounded } from '../../compiler/partition/lp.js';
+import { paramGroups, placementBound, placementFrom, recomputesOneLevel, startLp, wideningOf, type Rounded } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
@@ -115,7 +115,10 @@ describe('checkpointed', () => {
     try {
       const saved = (await run.firstVertex).saved;
       expect(recomputesOneLevel(plan.graph, plan.placement, saved)).toBe(false);
-      const own = await placementBound(plan.graph, hw, plan.placement, solver, { wide: true });
+      const widen = wideningOf(plan.graph, plan.placement, saved);
+      expect(widen?.chains).toBe(true);
+      expect(plan.bound!.lowerBoundSeconds).toBe((await run.wideBound(widen!)).lowerBoundSeconds);
+      const own = await placementBound(plan.graph, hw, plan.placement, solver, { widen });
       expect(typeof own).toBe('number');
       expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual((own as number) * (1 + 1e-6));
       expect(own as number).toBeLessThanOrEqual(plan.predicted.stepSeconds * (1 + 1e-9));
