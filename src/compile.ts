@@ -478,10 +478,11 @@ function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: ()
  */
 const CHECKPOINT_CHAINS = [{ maxDepth: 8, viaIntermediates: false }, { maxDepth: 4, viaIntermediates: true }];
 
-function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: (w: Widening) => void): void {
   if (!acc.bestFrom) return;
   const { sol, r } = acc.bestFrom;
   if (r.offload.size === 0 || !r.stateTier.includes('nvme')) return;
+  let started = false;
   for (const { maxDepth, viaIntermediates } of CHECKPOINT_CHAINS) {
     const { offload, recompute, freedBytes } = checkpointed(g, sol.saved, r, maxDepth, viaIntermediates);
     if (freedBytes === 0) continue;
@@ -491,6 +492,11 @@ function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates): voi
       if (room <= 0) break;
       if (stateTier[i] === 'nvme') { stateTier[i] = 'cpu'; room -= sol.groups[i].stateBytes; }
     }
+    // (the bound of such a plan: over chains, and over split state too where
+    // state stays on NVMe, as the split candidate then follows and mostly
+    // wins: gpt3-175b; else chains alone: llama2-13b on 96 GB)
+    if (!started) trying({ chains: true, split: g.precision !== 'fp32' && stateTier.includes('nvme') });
+    started = true;
     lpTryRounded(g, hw, sol, { stateTier, p16Tier: [...r.p16Tier], offload, recompute }, acc);
   }
   mark('LP checkpoint candidates');
@@ -690,9 +696,13 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // meanwhile)
       const saved = boundSol.saved;
       const wider = (own: Widening) => () => void lp.wideBound({ ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own });
-      lpTryCheckpoints(g, hw, acc);
+      lpTryCheckpoints(g, hw, acc, (w) => void lp.wideBound(w));
       lpTryChainHead(g, hw, acc);
       lpTrySplit(g, hw, acc, wider({ split: true }));
+      // (and the best's own, where neither guess was it: gpt3-6.7b on a V100
+      // with 48 GB of CPU, whose checkpoint plan keeps NVMe state but does not split)
+      const own = acc.best && wideningOf(g, acc.best.placement, saved);
+      if (own) void lp.wideBound(own);
       lpTryStream(g, hw, acc, wider({ stream: true }));
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
