@@ -17,7 +17,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, inLpFamily, paramGroups, placementFrom, remakeOnGpu, roundSolution, startLp, wideningOf, type LpSolution, type ParamGroup, type Rounded, type Rounding, type Widening } from '../compiler/partition/lp.js';
+import { castOnce, inLpFamily, paramGroups, placementFrom, remakeOnGpu, roundSolution, startLp, wideningOf, wideningWays, type LpSolution, type ParamGroup, type Rounded, type Rounding, type Widening } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -776,7 +776,7 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
   const wide = await lp.wideBound(w);
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
-  return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size };
+  return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size, widenedBy: wideningWays(w) };
 }
 
 function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): string {
@@ -834,6 +834,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
         lp: { ...lp.size, status: lp.status },
         ...(lp.anyPlacementSeconds !== undefined ? { keptOnGpu: true, anyPlacementLowerBoundSeconds: lp.anyPlacementSeconds } : {}),
         ...(lp.opCostFloor ? { opCostFloor: true } : {}),
+        ...(lp.widenedBy ? { widenedBy: lp.widenedBy } : {}),
       },
     } : {}),
   };

@@ -180,6 +180,11 @@ export interface LpSolution {
    * bound LP's optimum is no bound for it.
    */
   opCostFloor?: boolean;
+  /**
+   * Set where lowerBoundSeconds is the bound LP's widened (wideBound): the
+   * ways the plan leaves the LPs' family, whose widening it is over.
+   */
+  widenedBy?: readonly WideningWay[];
 }
 
 export function paramGroups(g: Graph): ParamGroup[] {
@@ -489,6 +494,10 @@ interface BoundExtras extends Widening { fetchThenUpdate?: boolean }
  * stream (streamsUpdates).
  */
 export interface Widening { chains?: boolean; split?: boolean; stream?: boolean }
+export type WideningWay = keyof Widening;
+
+/** The ways w names, in a fixed order (a plan's bound.widenedBy). */
+export const wideningWays = (w: Widening): WideningWay[] => (['chains', 'split', 'stream'] as const).filter((k) => w[k]);
 
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
   const chains = rows === 'bound' && (extras.chains ?? false);

@@ -100,6 +100,14 @@ export interface Plan {
      * floor over every placement (compiler/simulate opCostFloorSeconds), not the LP's.
      */
     readonly opCostFloor?: boolean;
+    /**
+     * The plan leaves the LP's one-level family these ways (chains: it
+     * recomputes activations through chains; split: it rests a parameter's
+     * master32 apart from its moments; stream: it updates on the GPU a
+     * parameter whose state rests on the CPU): lowerBoundSeconds is the LP's
+     * widened by just those, a relaxation of such plans (lower).
+     */
+    readonly widenedBy?: readonly ('chains' | 'split' | 'stream')[];
   };
 }
 

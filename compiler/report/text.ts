@@ -84,7 +84,9 @@ export function textReport(s: PlanStats): string {
   }
   if (s.lowerBoundSeconds !== undefined) {
     const kept = s.anyPlacementLowerBoundSeconds !== undefined ? ', over the plans that keep this model on the GPU, where it fits' : '';
-    const what = s.opCostFloor ? "op costs over every placement: this plan computes on the CPU, outside the LP's family" : `LP${kept}`;
+    const ways = { chains: 'recompute through chains', split: "master32 apart from its moments", stream: 'updates streamed to the GPU' } as const;
+    const widened = s.widenedBy?.length ? `, widened to plans with ${s.widenedBy.map((w) => ways[w]).join(', ')}, as this one` : '';
+    const what = s.opCostFloor ? "op costs over every placement: this plan computes on the CPU, outside the LP's family" : `LP${kept}${widened}`;
     L.push(`lower bound (${what}): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
     if (kept) L.push(`lower bound over every placement: ${fmtSeconds(s.anyPlacementLowerBoundSeconds!)} (a plan moving state or work off the GPU, which compile does not make for a model that fits)`);
   }

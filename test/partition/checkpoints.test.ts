@@ -117,6 +117,7 @@ describe('checkpointed', () => {
       expect(recomputesOneLevel(plan.graph, plan.placement, saved)).toBe(false);
       const widen = wideningOf(plan.graph, plan.placement, saved);
       expect(widen?.chains).toBe(true);
+      expect(plan.bound!.widenedBy).toContain('chains');
       expect(plan.bound!.lowerBoundSeconds).toBe((await run.wideBound(widen!)).lowerBoundSeconds);
       const own = await placementBound(plan.graph, hw, plan.placement, solver, { widen });
       expect(typeof own).toBe('number');

@@ -44,6 +44,7 @@ describe('state split by tensor', () => {
       const run = startLp(g, hw, { solver });
       const widen = wideningOf(g, plan.placement, (await run.firstVertex).saved);
       expect(widen?.split).toBe(true);
+      expect(plan.bound!.widenedBy).toContain('split');
       expect(plan.bound!.lowerBoundSeconds).toBe((await run.wideBound(widen!)).lowerBoundSeconds);
       const own = await placementBound(g, hw, plan.placement, solver, { widen });
       expect(typeof own).toBe('number');

@@ -24,6 +24,8 @@ import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import { tinyHalfModels } from '../helpers.js';
+import { planStats } from '../../compiler/report/stats.js';
+import { textReport } from '../../compiler/report/text.js';
 
 describe('updates streamed to the GPU', () => {
   it('the runtime trains streamed placements bit-identically to the all-GPU plan (gpt fp16, llama bf16), the state copied up before each update and home after', async () => {
@@ -105,6 +107,8 @@ describe('updates streamed to the GPU', () => {
       // it streams and otherwise stays in the family: its bound is the LP widened by streaming only
       expect(wideningOf(plan.graph, plan.placement, (await run.firstVertex).saved)).toEqual({ chains: false, split: false, stream: true });
       expect(plan.bound!.lowerBoundSeconds).toBe((await run.wideBound({ stream: true })).lowerBoundSeconds);
+      expect(plan.bound!.widenedBy).toEqual(['stream']);
+      expect(textReport(planStats(plan))).toContain('widened to plans with updates streamed to the GPU');
       const own = await placementBound(plan.graph, hw, plan.placement, solver, { widen: { stream: true } });
       expect(typeof own).toBe('number');
       expect(own as number).toBeGreaterThanOrEqual(plan.bound!.lowerBoundSeconds * (1 - 1e-6));
