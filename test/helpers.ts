@@ -1,6 +1,6 @@
 // Shared test helpers: an f64 interpreter of IR graphs over the native kernels
-// (runOp), tolerance checks that print the max difference, and the losses of
-// a few training steps of a plan.
+// (runOp), tolerance checks that print the max difference, the losses of a
+// few training steps of a plan, and a widened bound checked on a placement.
 import { expect } from 'vitest';
 import { nativeAddon } from '../runtime/binding.js';
 import { OP_CODES, encodeAttrs } from '../compiler/ir/ops.js';
@@ -14,6 +14,12 @@ import { ADAM_DEFAULTS } from '../compiler/lower/optimizer.js';
 import { allGpu } from '../compiler/partition/mincut.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { planFor, trainingGraph } from '../src/compile.js';
+import { placementBound, type Widening } from '../compiler/partition/lp.js';
+import type { LpWorker } from '../compiler/partition/highs-worker.js';
+import type { Placement } from '../compiler/partition/placement.js';
+import { buildProgram } from '../compiler/schedule/program.js';
+import { assignOffsets } from '../compiler/schedule/arena.js';
+import { simulate } from '../compiler/simulate/simulate.js';
 
 /** Runs ops of `g` in program order in float64; `values` holds inputs and receives every output. */
 export function interpret(g: Graph, values: Map<number, Float64Array | Int32Array>, ops = g.ops): void {
@@ -86,4 +92,22 @@ export async function tinyHalfModels(): Promise<{ source: string; g: Graph; hw: 
     out.push({ source, g, hw, model, reference, losses });
   }
   return out;
+}
+
+/**
+ * Schedules p; where it fits, checks that it simulates at or above `bound`
+ * (the bound LP widened by `widen`, unfixed) and that the same LP fixed to p
+ * lies between the two. False where p does not fit (nothing checked).
+ */
+export async function widenedBoundHolds(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, widen: Widening, bound: number, label: string): Promise<boolean> {
+  const a = assignOffsets(buildProgram(g, p), { gpu: hw.gpu.capacityBytes, cpu: hw.cpu.capacityBytes, nvme: hw.nvme.capacityBytes });
+  if (a.arenaBytes.gpu > hw.gpu.capacityBytes || a.arenaBytes.cpu > hw.cpu.capacityBytes) return false;
+  const step = simulate(g, p, a.buffers, a.instructions, hw).stepSeconds;
+  const own = await placementBound(g, hw, p, solver, { widen });
+  console.log(`${label}: step ${step.toExponential(4)} s, its own bound ${typeof own === 'number' ? own.toExponential(4) : own}, the bound ${bound.toExponential(4)} s`);
+  expect(step).toBeGreaterThanOrEqual(bound * (1 - 1e-9));
+  expect(typeof own).toBe('number');
+  expect(own as number).toBeLessThanOrEqual(step * (1 + 1e-9));
+  expect(own as number).toBeGreaterThanOrEqual(bound * (1 - 1e-6));
+  return true;
 }
