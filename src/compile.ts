@@ -397,8 +397,8 @@ const SPLIT_GPU_ROOM_SHARE = 0.5;
  * as they were; the forward pass reads nothing from NVMe, so the write-backs
  * start sooner (gpt3-175b 336.4 -> 302.2 s). Kept when its arenas fit (no
  * repair) and it simulates faster; such a plan's bound is the bound LP's
- * widened by split (splitsState; `trying` starts its solve). Where it wins, two more: fewer
- * moments on NVMe where its ring is far larger than its reads need
+ * widened by split (splitsState; `trying` starts its solve). Where it wins,
+ * two more: fewer moments on NVMe where its ring is far larger than its reads need
  * (RING_SPARE_KEEP), then CPU groups onto the GPU's spare room
  * (SPLIT_GPU_ROOM_SHARE): gpt3-175b 295.8 -> 280.5 s.
  */
@@ -832,14 +832,15 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
  * that recompute one level deep and rest each group's state in one place (the
  * LPs' family); for one that recomputes through chains (checkpoints.ts),
  * splits a group's state (lpTrySplit) or streams updates to the GPU
- * (lpTryStream), the bound LP's widened by just those ways (wideningOf),
- * lower (gpt3-175b: 317.9 -> 305.2 s over chains, tenth session; a split
- * plan of it simulated at 302.2 s, under the bound LP's 305.2: docs/
- * BENCHMARKS.md, fourteenth session); none when that LP has no optimum. For a plan that runs ops on
- * the CPU (the min-cut's, where the profile's GPU is emulated on this CPU and
- * no faster), which neither LP's family holds, the floor over every
- * placement (opCostFloorSeconds): the bound LP's optimum had been reported
- * for it, and once lay above its step.
+ * (lpTryStream), the bound LP's widened by just those ways (wideningOf,
+ * named in the plan's bound.widenedBy), lower (gpt3-175b: 317.9 -> 305.2 s
+ * over chains, tenth session; a split plan of it simulated at 302.2 s, under
+ * the bound LP's 305.2: docs/BENCHMARKS.md, fourteenth session); none when
+ * that LP has no optimum. For a plan that runs ops on the CPU (the
+ * min-cut's, where the profile's GPU is emulated on this CPU and no faster),
+ * which neither LP's family holds, the floor over every placement
+ * (opCostFloorSeconds): the bound LP's optimum had been reported for it, and
+ * once lay above its step.
  */
 async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
   if (!inLpFamily(g, b.placement)) {

@@ -235,10 +235,11 @@ export interface LpRun {
    * checkpoints.ts's plans); split, over state split by tensor (master32's
    * NVMe share a column of its own: the split candidate's); stream, over
    * updates streamed to the GPU (the stream candidates'). Each left out where
-   * the plan does not need it, as each lowers the bound: gpt3-175b's split
-   * plan 279.8 s with split alone against 269.2 with chains too, gpt2-1.5b's
+   * the plan does not need it, as each lowers the bound: gpt2-1.5b's
    * streamed plan on 16 GB 176.4 ms with stream alone against 157.8 with all
-   * three (docs/BENCHMARKS.md, nineteenth session).
+   * three; gpt3-175b 279.8 s with split alone, 269.2 with chains too (its
+   * plan recomputes through chains: the second is its bound, the first lies
+   * above its 279.3 s step; docs/BENCHMARKS.md, nineteenth session).
    * Each widening solved on its first call (on the second solver thread when there is one).
    */
   wideBound(w: Widening): Promise<LpSolution>;
