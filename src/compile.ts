@@ -360,6 +360,19 @@ function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: (
 }
 
 /**
+ * A group's state moved onto the GPU and updated there (a placement's arrays,
+ * changed in place): its gradient stays there, its cast runs there, and its
+ * p16 is made again there for each use where `remade` (as placementFrom
+ * does), else resident there.
+ */
+function updatedOnGpu(q: ParamGroup, home: Tier[], opTier: Tier[], remat: boolean[], remade: boolean): void {
+  for (const t of q.state) home[t] = 'gpu';
+  home[q.grad] = 'gpu'; opTier[q.adam] = 'gpu';
+  if (q.cast >= 0) opTier[q.cast] = 'gpu';
+  remat[q.p16] = remade; home[q.p16] = remade ? 'cpu' : 'gpu';
+}
+
+/**
  * Where the split candidate wins, its ring (arena.ts) keeps 3 times the peak
  * of the read buffers alive at once (program order), else 4, and gives the
  * rest of its bytes to the state (fewer moments on NVMe). Each GB off NVMe
@@ -417,11 +430,7 @@ function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: ()
     const up = new Set<ParamGroup>();
     for (let k = onCpu.length - 1; k >= 0 && gpuBytes > 0; k--) {
       const q = onCpu[k];
-      for (const t of q.state) home[t] = 'gpu';
-      home[q.grad] = 'gpu'; opTier[q.adam] = 'gpu';
-      if (q.cast >= 0) opTier[q.cast] = 'gpu';
-      // (its p16 made again on the GPU for each use where it may be, as placementFrom does)
-      remat[q.p16] = q.remakeable; home[q.p16] = q.remakeable ? 'cpu' : 'gpu';
+      updatedOnGpu(q, home, opTier, remat, q.remakeable);
       gpuBytes -= q.stateBytes; room -= q.stateBytes; up.add(q);
     }
     for (const q of onCpu) {
@@ -510,13 +519,9 @@ function lpTryKeptCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, 
         if (q.stateBytes > room) continue;
         moved.add(q);
         // (a split group's master32 leaves CPU room)
-        for (const t of q.state) { if (home[t] === 'cpu') cpuRoom += g.tensors[t].sizeBytes; home[t] = 'gpu'; }
-        home[q.grad] = 'gpu'; opTier[q.adam] = 'gpu';
-        if (q.cast >= 0) opTier[q.cast] = 'gpu';
-        // (its p16 made again on the GPU for each use where it may be, as
-        // placementFrom does; resident there where parameters stay on the GPU)
-        const remade = q.remakeable && !keepParamsOnGpu;
-        again[q.p16] = remade; home[q.p16] = remade ? 'cpu' : 'gpu';
+        for (const t of q.state) if (home[t] === 'cpu') cpuRoom += g.tensors[t].sizeBytes;
+        // (its p16 resident on the GPU where parameters stay there)
+        updatedOnGpu(q, home, opTier, again, q.remakeable && !keepParamsOnGpu);
         room -= q.stateBytes;
       }
       // and the CPU room so freed to the NVMe state left, rather than to the CPU's ring
@@ -773,14 +778,16 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // the family, those of the best it is made from and its own: solved
       // meanwhile)
       const saved = boundSol.saved;
-      const wider = (own: Widening) => () => void lp.wideBound({ ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own });
+      const wider = (own: Widening) => () => {
+        const w = { ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own };
+        if (wideningWays(w).length) void lp.wideBound(w);
+      };
       lpTryCheckpoints(g, hw, acc, (w) => void lp.wideBound(w));
       lpTryChainHead(g, hw, acc);
       lpTrySplit(g, hw, acc, wider({ split: true }));
       // (and the best's own, where neither guess was it: gpt3-6.7b on a V100
       // with 48 GB of CPU, whose checkpoint plan keeps NVMe state but does not split)
-      const own = acc.best && wideningOf(g, acc.best.placement, saved);
-      if (own) void lp.wideBound(own);
+      wider({})();
       lpTryStream(g, hw, acc, wider({ stream: true }));
       lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
     }

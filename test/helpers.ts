@@ -1,6 +1,7 @@
 // Shared test helpers: an f64 interpreter of IR graphs over the native kernels
 // (runOp), tolerance checks that print the max difference, the losses of a
-// few training steps of a plan, and a widened bound checked on a placement.
+// few training steps of a plan, a seeded generator, and a widened bound
+// checked on a placement.
 import { expect } from 'vitest';
 import { nativeAddon } from '../runtime/binding.js';
 import { OP_CODES, encodeAttrs } from '../compiler/ir/ops.js';
@@ -110,4 +111,9 @@ export async function widenedBoundHolds(g: Graph, hw: HardwareProfile, p: Placem
   expect(own as number).toBeLessThanOrEqual(step * (1 + 1e-9));
   expect(own as number).toBeGreaterThanOrEqual(bound * (1 - 1e-6));
   return true;
+}
+
+/** Uniform numbers in [0, 1) from `seed`: the same sequence every run (a linear congruential generator). */
+export function seeded(seed: number): () => number {
+  return () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
 }

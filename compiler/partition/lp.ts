@@ -359,7 +359,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // the bound LP widened, for a plan outside the family (each widening started on first use)
   const widened = new Map<string, Promise<LpSolution>>();
   const wideBound = (w: Widening) => {
-    const key = `${+!!w.chains}${+!!w.split}${+!!w.stream}`;
+    const key = wideningWays(w).join();
     let solving = widened.get(key);
     if (!solving) widened.set(key, solving = widenedBound(w));
     return solving;
@@ -842,7 +842,8 @@ function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<numb
  * Whether a placement is in the LPs' family: forward and backward ops on the
  * GPU, each group's adam (and cast) on the GPU where its state is there, on
  * the CPU where it is on the CPU or NVMe (an adam streamed to the GPU where
- * its state is on the CPU: streamsUpdates, wideBound's with stream). The LPs' bound holds for these
+ * its state is on the CPU: streamsUpdates, wideBound's with stream). The
+ * LPs' bound holds for these
  * plans only; the min-cut may run ops on the CPU (a profile whose GPU is
  * emulated on this CPU), and compile reports opCostFloorSeconds for such a plan.
  */

@@ -36,7 +36,7 @@ export interface PlanStats {
   /** The plan computes on the CPU, outside the LP's family: the bound above is the op-cost floor over every placement, not the LP's. */
   opCostFloor?: boolean;
   /** The plan leaves the LP's family these ways: the bound above is the LP's widened by them (plan.bound.widenedBy). */
-  widenedBy?: readonly ('chains' | 'split' | 'stream')[];
+  widenedBy?: NonNullable<Plan['bound']>['widenedBy'];
   /** With --dpu: the warm-up length and the steady-state step's prediction and peaks. */
   dpu?: { warmupSteps: number; stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
   /**

@@ -24,7 +24,7 @@ import { compile, place, planFor, trainingGraph } from '../../src/compile.js';
 import { readBuffersPeak } from '../../compiler/schedule/arena.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import type { Tier } from '../../compiler/cost/cost.js';
-import { tinyHalfModels, trainLosses, widenedBoundHolds } from '../helpers.js';
+import { seeded, tinyHalfModels, trainLosses, widenedBoundHolds } from '../helpers.js';
 
 describe('state split by tensor', () => {
   it('gpt tiny fp16 with its state on NVMe: compile splits it (no master32 on NVMe), and the bound LP widened so holds for the plan', async () => {
@@ -108,8 +108,7 @@ describe('state split by tensor', () => {
       expect(widest.lowerBoundSeconds).toBeLessThanOrEqual(wide.lowerBoundSeconds * (1 + 1e-9));
       const r = roundSolution(g, await run.bound, 'bytes');
       // a seeded generator: the same placements every run
-      let seed = 11;
-      const next = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+      const next = seeded(11);
       let checked = 0;
       for (let k = 0; k < 40 && checked < 4; k++) {
         const stateTier = r.stateTier.map((): Tier => { const u = next(); return u < 0.1 ? 'gpu' : u < 0.25 ? 'cpu' : 'nvme'; });

@@ -20,7 +20,7 @@ import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import type { Tier } from '../../compiler/cost/cost.js';
-import { tinyHalfModels, widenedBoundHolds } from '../helpers.js';
+import { seeded, tinyHalfModels, widenedBoundHolds } from '../helpers.js';
 import { planStats } from '../../compiler/report/stats.js';
 import { textReport } from '../../compiler/report/text.js';
 
@@ -68,8 +68,7 @@ describe('updates streamed to the GPU', () => {
       expect(widest.lowerBoundSeconds).toBeLessThanOrEqual(wide.lowerBoundSeconds * (1 + 1e-9));
       const r = roundSolution(g, await run.bound, 'bytes');
       // a seeded generator: the same placements every run
-      let seed = 7;
-      const next = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+      const next = seeded(7);
       let checked = 0;
       for (let k = 0; k < 12; k++) {
         const stateTier = r.stateTier.map((): Tier => (next() < 0.85 ? 'cpu' : 'gpu'));
