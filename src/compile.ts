@@ -6,7 +6,7 @@ import { copySeconds, opSeconds, type Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
 import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
-import { producers } from '../compiler/ir/graph.js';
+import { consumers, producers } from '../compiler/ir/graph.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
@@ -545,6 +545,44 @@ function lpTryKeptCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, 
 }
 
 /**
+ * Where the CPU is the best plan's busiest stream and it makes p16 again for
+ * each cluster of reads from master32 resting on the CPU (cast there, the
+ * half copy sent up), more candidates: those casts on the GPU instead, each
+ * fetching master32 (4 bytes a parameter where p16 is 2; the cast itself is
+ * ~1000 times faster there). The CPU, which also runs the updates, loses its
+ * casts to the h2d stream: llama2-13b on an H100 with 96 GB of CPU, its 111
+ * such groups (of 150 whose state rests on the CPU; the other 39 keep p16 on
+ * the CPU, cast once: made again on the GPU too, 1.88 s) 2.153 -> 1.755 s,
+ * half of them 1.975. Everywhere else measured the h2d stream is the busier
+ * (no such group, or slower: gpt3-13b on an A100 with 64 GB of CPU 6.30 ->
+ * 6.50-6.77 s). CAST_SHARES of those groups, the first read first; the first
+ * that fits and beats the best is kept. Such a plan's bound is the bound LP's
+ * widened by cast (castsUp; `trying` starts its solve; docs/BENCHMARKS.md,
+ * twentieth session).
+ */
+const CAST_SHARES = [1, 0.5];
+
+function lpTryCasts(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+  if (!acc.best || g.precision === 'fp32') return;
+  const p = acc.best.placement, remat = p.remat;
+  const busy = simulated(g, hw, acc.best).streamBusySeconds;
+  if (!remat || Object.values(busy).some((s) => s > busy.cpu)) return;
+  const readers = consumers(g), firstRead = (q: ParamGroup) => readers[q.p16].find((o) => g.ops[o].phase !== 'update') ?? g.ops.length;
+  const onCpu = paramGroups(g).filter((q) => q.cast >= 0 && remat[q.p16] && p.opTier[q.cast] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
+    .sort((a, b) => firstRead(a) - firstRead(b) || a.adam - b.adam);
+  if (onCpu.length === 0) return;
+  trying();
+  const beat = simulated(g, hw, acc.best).stepSeconds;
+  for (const share of CAST_SHARES) {
+    const opTier = [...p.opTier];
+    for (const q of onCpu.slice(0, Math.max(1, Math.round(share * onCpu.length)))) opTier[q.cast] = 'gpu';
+    const b = retimed(g, hw, build(g, hw, { ...p, opTier }), beat);
+    if (fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < beat) { acc.best = b; break; }
+  }
+  mark('LP cast candidates');
+}
+
+/**
  * Where the best plan so far holds optimizer state on NVMe and activations
  * offloaded into the CPU: two more candidates with those activations made
  * again in the backward pass through chains of recomputation
@@ -709,7 +747,10 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * candidates, then the best of them with the first forward op's parameter
  * state on the GPU: lpTryStartup; with activations recomputed through chains:
  * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
- * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit),
+ * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit;
+ * updates streamed to the GPU: lpTryStream; kept activations made again
+ * through chains: lpTryKeptCheckpoints; casts on the GPU from master32
+ * copied up: lpTryCasts),
  * or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
@@ -790,6 +831,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       wider({})();
       lpTryStream(g, hw, acc, wider({ stream: true }));
       lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
+      lpTryCasts(g, hw, acc, wider({ cast: true }));
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
@@ -838,8 +880,9 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
  * The bound reported with a plan: the bound LP's, which holds for the plans
  * that recompute one level deep and rest each group's state in one place (the
  * LPs' family); for one that recomputes through chains (checkpoints.ts),
- * splits a group's state (lpTrySplit) or streams updates to the GPU
- * (lpTryStream), the bound LP's widened by just those ways (wideningOf,
+ * splits a group's state (lpTrySplit), streams updates to the GPU
+ * (lpTryStream) or casts on the GPU from master32 copied up (lpTryCasts),
+ * the bound LP's widened by just those ways (wideningOf,
  * named in the plan's bound.widenedBy), lower (gpt3-175b: 317.9 -> 305.2 s
  * over chains, tenth session; a split plan of it simulated at 302.2 s, under
  * the bound LP's 305.2: docs/BENCHMARKS.md, fourteenth session); none when

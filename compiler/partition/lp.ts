@@ -50,13 +50,18 @@
 //    recomputes through chains (checkpoints.ts) or splits a group's state
 //    (master32 on the CPU, its moments on NVMe: compile's split candidate)
 //    or updates on the GPU a group whose state rests on the CPU (compile's
-//    stream candidates) gets the bound LP's widened by just those ways
+//    stream candidates) or casts on the GPU a p16 made again from master32
+//    resting on the CPU (compile's cast candidates) gets the bound LP's
+//    widened by just those ways
 //    (wideBound(wideningOf(...)), each a relaxation of every such plan:
 //    lower): any saved activation may be recomputed, at the cost of one run
 //    of its producer; master32 may rest apart from its moments; per group a
 //    streamed share of the CPU's, whose state goes up (h2d), is updated on
 //    the GPU after its gradient and goes home (d2h), its bytes on the GPU
-//    counted at its update's run;
+//    counted at its update's run; per group a share of a remade p16 whose
+//    state rests on the CPU cast on the GPU (master32 copied up for each
+//    cluster of reads in place of p16, the cast's GPU time in place of the
+//    CPU's; master32's bytes on the GPU not counted);
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone
@@ -484,26 +489,29 @@ export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker,
  * chains: recompute through chains instead of one level; split: a group's
  * master32 may rest apart from its moments (fp16/bf16; compile's split
  * candidate); stream: a group whose state rests on the CPU may be updated on
- * the GPU (compile's stream candidates). The last three widen the bound LP
- * (wideBound), each on its own.
+ * the GPU (compile's stream candidates); cast: a p16 made again from master32
+ * resting on the CPU may be cast on the GPU, master32 copied up for it
+ * (compile's cast candidates). The last four widen the bound LP (wideBound),
+ * each on its own.
  */
 interface BoundExtras extends Widening { fetchThenUpdate?: boolean }
 
 /**
  * The ways a plan leaves the bound LP's family, each a relaxation of its
  * own (BoundExtras): chains (recomputesOneLevel false), split (splitsState),
- * stream (streamsUpdates).
+ * stream (streamsUpdates), cast (castsUp).
  */
-export interface Widening { chains?: boolean; split?: boolean; stream?: boolean }
+export interface Widening { chains?: boolean; split?: boolean; stream?: boolean; cast?: boolean }
 export type WideningWay = keyof Widening;
 
 /** The ways w names, in a fixed order (a plan's bound.widenedBy). */
-export const wideningWays = (w: Widening): WideningWay[] => (['chains', 'split', 'stream'] as const).filter((k) => w[k]);
+export const wideningWays = (w: Widening): WideningWay[] => (['chains', 'split', 'stream', 'cast'] as const).filter((k) => w[k]);
 
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
   const chains = rows === 'bound' && (extras.chains ?? false);
   const split = rows === 'bound' && g.precision !== 'fp32' && (extras.split ?? false);
   const stream = rows === 'bound' && (extras.stream ?? false);
+  const castWide = rows === 'bound' && g.precision !== 'fp32' && (extras.cast ?? false);
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
   const prod = producers(g), cons = consumers(g);
@@ -623,6 +631,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   const remat = groups.map(() => -1); // per group: its remat_nvme column, -1 when none
+  const upCast = groups.map(() => -1); // per group: its castup column (cast: the share cast on the GPU from master32 copied up), -1 when none
   // the bound LP: h2d of every parameter's first fetch, and the last forward op that reads a parameter first (precedenceRows)
   const forwardFetch = { terms: [] as Terms, c: 0, lastReader: -1, nr: [] as Terms };
   const gpuBefore: GpuItem[] = [];
@@ -666,6 +675,13 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (onCpu >= 0) { lp.row([[onCpu, 1], [x1[i][2], -1], [x2[i][0], 1]], 0, Infinity); lp.row([[x1[i][2], 1], [onCpu, -1]], 0, Infinity); }
     if (onCpu >= 0) atLeastPairs(i, onCpu, [[2, 1], [2, 2]]);
     const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
+    // cast: of the remade p16 whose state rests on the CPU (its pair share,
+    // which onCpu is at least), a share cast on the GPU instead, master32
+    // copied up for each cluster of reads in place of p16
+    const up = castWide && pair && onCpu >= 0 && q.cast >= 0 ? lp.col(`castup_${i}`) : -1;
+    if (up >= 0) lp.row([[up, 1], [pair![i][2][1], -1]], -Infinity, 0);
+    upCast[i] = up;
+    const upMore = up >= 0 ? h2d(masterBytes) - h2d(q.p16Bytes) : 0; // a copy of master32 in place of p16's
     // the cast at the step's start runs on the GPU for the state's GPU share
     // when p16 is not remade: at least x2[gpu] - x1[remat] (the product's
     // lower envelope; the placement LPs charge x2[gpu], as they placed before)
@@ -676,6 +692,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (rows === 'bound') {
       gpuBefore.push({ at: q.adam, col: upd[i], k: aG });
       if (onCpu >= 0 && castGpu > 0) for (const at of readClusters(g, cons[q.p16])) gpuBefore.push({ at, col: x1[i][2], k: castGpu }, { at, col: onCpu, k: -castGpu });
+      if (up >= 0 && castGpu > 0) for (const at of readClusters(g, cons[q.p16])) gpuBefore.push({ at, col: up, k: castGpu });
     }
     // and on the CPU for the rest of the state (staged there from NVMe) when
     // p16 is not remade: at least 1 - x2[gpu] - x1[remat]. The bound LP only:
@@ -698,6 +715,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       if (k === 0 && readFirstInForward) {
         if (onCpu >= 0) forwardFetch.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         else { forwardFetch.terms.push([x1[i][0], -h2d(q.p16Bytes)]); forwardFetch.c += h2d(q.p16Bytes); }
+        if (up >= 0) forwardFetch.terms.push([up, upMore]);
         // a GPU-homed p16 updated off the GPU is cast at the step's start and copied up (ov) before its first reader
         forwardFetch.terms.push([ov[i], h2d(q.p16Bytes)]);
         // whatever p16's home, this step's p16 is cast from master32 (fp32: is the parameter), so the share of it on NVMe is read from there first
@@ -707,6 +725,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
         load.h2d.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         load.cpu.terms.push([onCpu, castCpu]);
         load.gpu.terms.push([x1[i][2], castGpu], [onCpu, -castGpu]);
+        if (up >= 0) { load.h2d.terms.push([up, upMore]); load.cpu.terms.push([up, -castCpu]); load.gpu.terms.push([up, castGpu]); }
       } else {
         load.h2d.terms.push([x1[i][0], -h2d(q.p16Bytes)]); load.h2d.c += h2d(q.p16Bytes);
         if (half) load.cpu.terms.push([x1[i][2], castCpu]); else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
@@ -753,7 +772,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
+  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -773,6 +792,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       if (split) fix(masterNvme[i], p.home[q.state[0]] === 'nvme' ? 1 : 0);
       // (a streamed update: the adam on the GPU, the state resting on the CPU)
       if (streamed) fix(streamed[i], streamedUpdate(p, q) ? 1 : 0);
+      // (a p16 cast on the GPU from master32 resting on the CPU)
+      if (upCast[i] >= 0) fix(upCast[i], castOnGpu(p, q) ? 1 : 0);
     });
     saved.forEach((t, j) => {
       const again_ = p.remat?.[t] ? 1 : 0;
@@ -842,7 +863,9 @@ function oneLevel(g: Graph, producer: Graph['ops'][number], savedIndex: Map<numb
  * Whether a placement is in the LPs' family: forward and backward ops on the
  * GPU, each group's adam (and cast) on the GPU where its state is there, on
  * the CPU where it is on the CPU or NVMe (an adam streamed to the GPU where
- * its state is on the CPU: streamsUpdates, wideBound's with stream). The
+ * its state is on the CPU: streamsUpdates, wideBound's with stream; a cast on
+ * the GPU of a p16 made again from master32 on the CPU: castsUp, wideBound's
+ * with cast). The
  * LPs' bound holds for these
  * plans only; the min-cut may run ops on the CPU (a profile whose GPU is
  * emulated on this CPU), and compile reports opCostFloorSeconds for such a plan.
@@ -853,7 +876,8 @@ export function inLpFamily(g: Graph, p: Placement): boolean {
     const off = p.home[q.state[0]] === 'gpu' ? 0 : 1;
     // (an update streamed to the GPU: the state rests on the CPU, the cast runs there)
     where[q.adam] = off && !streamedUpdate(p, q) ? 1 : 0;
-    if (q.cast >= 0) where[q.cast] = off;
+    // (a p16 made again on the GPU from master32 resting on the CPU: castsUp, wideBound's with cast)
+    if (q.cast >= 0) where[q.cast] = off && !castOnGpu(p, q) ? 1 : 0;
   }
   return g.ops.every((op) => p.opTier[op.id] === (where[op.id] ? 'cpu' : 'gpu'));
 }
@@ -896,17 +920,30 @@ export function streamsUpdates(g: Graph, p: Placement): boolean {
 }
 
 /**
+ * Whether a placement makes some group's p16 again on the GPU for each
+ * cluster of reads from master32 resting on the CPU, copied up for it
+ * (compile's cast candidates): outside the bound LP's family, whose casts run
+ * where their state is; wideBound's rows hold for it.
+ */
+export function castsUp(g: Graph, p: Placement): boolean {
+  return paramGroups(g).some((q) => castOnGpu(p, q));
+}
+
+/**
  * The ways a placement of the LPs' family (inLpFamily) leaves the bound LP's
  * (`saved`: its saved activations), for wideBound; undefined where it leaves
  * it in none (the bound LP's bound holds).
  */
 export function wideningOf(g: Graph, p: Placement, saved: readonly number[]): Widening | undefined {
-  const w = { chains: !recomputesOneLevel(g, p, saved), split: splitsState(g, p), stream: streamsUpdates(g, p) };
-  return w.chains || w.split || w.stream ? w : undefined;
+  const w = { chains: !recomputesOneLevel(g, p, saved), split: splitsState(g, p), stream: streamsUpdates(g, p), cast: castsUp(g, p) };
+  return w.chains || w.split || w.stream || w.cast ? w : undefined;
 }
 
 /** Whether a group's update runs on the GPU while its state rests on the CPU. */
 const streamedUpdate = (p: Placement, q: ParamGroup): boolean => p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu');
+
+/** Whether a group's p16 is made again on the GPU for each use from its master32 resting on the CPU. */
+const castOnGpu = (p: Placement, q: ParamGroup): boolean => q.cast >= 0 && p.opTier[q.cast] === 'gpu' && !!p.remat?.[q.p16] && q.state.every((t) => p.home[t] === 'cpu');
 
 /**
  * GPU work in program order (forward and backward ops, which run on the GPU in
@@ -978,7 +1015,7 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * h100 0.171 -> 0.182 s, 13b/h200 0.366 -> 0.368; docs/BENCHMARKS.md,
  * sixteenth session).
  */
-function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], upd: number[], streamed: number[] | undefined, masterNvme: number[],
+function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], upd: number[], streamed: number[] | undefined, upCast: number[], masterNvme: number[],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number },
   fetchThenUpdate: boolean, writesAfterFetch: boolean, gpuBefore: GpuItem[]): (x: Float64Array) => boolean {
@@ -1046,11 +1083,16 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     if (tail < 0) return;
     const up = link.h2d(q.p16Bytes);
     const cast = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'cpu', hw) : 0;
+    // (cast: the share cast on the GPU instead, its master32 copied up, no
+    // less than p16's copy, left as that; castOff: the shares whose p16 is
+    // not cast on the CPU, the state's GPU share and that one)
+    let castOff = gpuShare;
+    if (upCast[i] >= 0) { castOff = lp.col(`castoff_${i}`); lp.row([[castOff, 1], [gpuShare, -1], [upCast[i], -1]], 0, 0); }
     tailed.h2d.push({ h: tail, c: up, col: gpuShare, k: -up });
-    if (half) tailed.cpu.push({ h: tail, c: cast, col: gpuShare, k: -cast });
+    if (half) tailed.cpu.push({ h: tail, c: cast, col: castOff, k: -cast });
     const masterBytes = g.tensors[q.state[0]].sizeBytes; // fp16: master32 feeds the cast; fp32: the parameter itself
     tailed.nr.push({ h: tail, c: 0, col: masterNvme[i], k: link.nr(masterBytes) });
-    lp.row([[T, 1], [gpuShare, (up + cast) * unit]], (tail + up + cast) * unit, Infinity);
+    lp.row([[T, 1], ...(castOff === gpuShare ? [[gpuShare, (up + cast) * unit] as [number, number]] : [[gpuShare, up * unit], [castOff, cast * unit]] as [number, number][])], (tail + up + cast) * unit, Infinity);
   });
   for (const jobs of Object.values(released)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs, (j) => (j.at !== undefined ? E(j.at) : []));
   for (const jobs of Object.values(tailed)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);

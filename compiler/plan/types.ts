@@ -107,7 +107,7 @@ export interface Plan {
      * parameter whose state rests on the CPU): lowerBoundSeconds is the LP's
      * widened by just those, a relaxation of such plans (lower).
      */
-    readonly widenedBy?: readonly ('chains' | 'split' | 'stream')[];
+    readonly widenedBy?: readonly ('chains' | 'split' | 'stream' | 'cast')[];
   };
 }
 

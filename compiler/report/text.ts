@@ -84,7 +84,7 @@ export function textReport(s: PlanStats): string {
   }
   if (s.lowerBoundSeconds !== undefined) {
     const kept = s.anyPlacementLowerBoundSeconds !== undefined ? ', over the plans that keep this model on the GPU, where it fits' : '';
-    const ways = { chains: 'recompute through chains', split: "master32 apart from its moments", stream: 'updates streamed to the GPU' } as const;
+    const ways = { chains: 'recompute through chains', split: "master32 apart from its moments", stream: 'updates streamed to the GPU', cast: 'p16 cast on the GPU from master32 copied up' } as const;
     const widened = s.widenedBy?.length ? `, widened to plans with ${s.widenedBy.map((w) => ways[w]).join(', ')}, as this one` : '';
     const what = s.opCostFloor ? "op costs over every placement: this plan computes on the CPU, outside the LP's family" : `LP${kept}${widened}`;
     L.push(`lower bound (${what}): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);

@@ -117,7 +117,7 @@ describe('state split by tensor', () => {
         const home = [...p.home];
         for (const q of wide.groups) if (home[q.state[0]] === 'nvme' && next() < 0.4) home[q.state[0]] = 'cpu';
         const split = { ...p, home };
-        expect(wideningOf(g, split, wide.saved)).toEqual(splitsState(g, split) ? { chains: false, split: true, stream: false } : undefined);
+        expect(wideningOf(g, split, wide.saved)).toEqual(splitsState(g, split) ? { chains: false, split: true, stream: false, cast: false } : undefined);
         if (!await widenedBoundHolds(g, hw, split, solver, { split: true }, wide.lowerBoundSeconds, `random ${k}${splitsState(g, split) ? ' (splits)' : ''}`)) continue; // does not fit
         if (splitsState(g, split)) checked++;
       }

@@ -74,7 +74,7 @@ describe('updates streamed to the GPU', () => {
         const stateTier = r.stateTier.map((): Tier => (next() < 0.85 ? 'cpu' : 'gpu'));
         const streamed = stateTier.map(() => next() < 0.5);
         const p = placementFrom(g, wide.groups, r.p16Tier, stateTier, new Set(r.offload), 0, new Set(r.recompute), streamed);
-        expect(wideningOf(g, p, wide.saved)).toEqual(streamsUpdates(g, p) ? { chains: false, split: false, stream: true } : undefined);
+        expect(wideningOf(g, p, wide.saved)).toEqual(streamsUpdates(g, p) ? { chains: false, split: false, stream: true, cast: false } : undefined);
         if (!await widenedBoundHolds(g, hw, p, solver, { stream: true }, wide.lowerBoundSeconds, `random ${k}${streamsUpdates(g, p) ? ' (streams)' : ''}`)) continue; // does not fit
         if (streamsUpdates(g, p)) checked++;
       }
@@ -93,7 +93,7 @@ describe('updates streamed to the GPU', () => {
     const run = startLp(plan.graph, hw, { solver });
     try {
       // it streams and otherwise stays in the family: its bound is the LP widened by streaming only
-      expect(wideningOf(plan.graph, plan.placement, (await run.firstVertex).saved)).toEqual({ chains: false, split: false, stream: true });
+      expect(wideningOf(plan.graph, plan.placement, (await run.firstVertex).saved)).toEqual({ chains: false, split: false, stream: true, cast: false });
       expect(plan.bound!.lowerBoundSeconds).toBe((await run.wideBound({ stream: true })).lowerBoundSeconds);
       expect(plan.bound!.widenedBy).toEqual(['stream']);
       expect(textReport(planStats(plan))).toContain('widened to plans with updates streamed to the GPU');
