@@ -31,8 +31,9 @@ export interface HighsResult {
 }
 
 // The worker: load highs once, then answer each { id, data, timeLimit,
-// iterationLimit?, options?, keep?, after? } with { id, status, objective, x,
-// iterations } or { id, error }. keep: remember the outcome for a follow-up. With after = { id, col, relTol, absTol,
+// iterationLimit?, options?, keep?, after? } with { id, started } as its run
+// begins (the main thread times it from there), then { id, status,
+// objective, x, iterations } or { id, error }. keep: remember the outcome for a follow-up. With after = { id, col, relTol, absTol,
 // iterationsFactor, iterationsPlus } the model is a follow-up of solve
 // after.id (posted before it, so solved after it): it runs only when that one
 // was optimal (else it answers status 'skipped'), with column col's upper
@@ -63,8 +64,21 @@ export interface HighsResult {
 // other WebAssembly compiled in the same process afterwards gets the same
 // compiler (tiercut has none). TIERCUT_WASM_TIERUP=1 leaves V8's default
 // (tier-up, not deterministic) for measurements.
+// A solve's time limit is kept by the main thread (LpWorker), not by HiGHS:
+// HiGHS's presolve gives its search for dependent equations a share of the
+// run's time_limit (1 %, at least 1 s, at most 1000 s) and stops it when it
+// expects to pass that, so under load the same LP was presolved differently
+// and ended at another vertex (gpt-1t's bound LP 3703 or 3678 simplex
+// iterations, its 98 %-GPU variant 4089 or 3687, from run to run beside two
+// busy processes; with time_limit 1e5, the same every time: docs/
+// BENCHMARKS.md, twentieth session). So HiGHS gets HIGHS_TIME_LIMIT_SECONDS,
+// and a solve still running at its own limit has its thread stopped: it
+// answers 'timeLimit' (as HiGHS's limit did), and what was queued behind it
+// goes to a fresh thread.
+const HIGHS_TIME_LIMIT_SECONDS = 1e5;
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
+const HIGHS_TIME_LIMIT = ${HIGHS_TIME_LIMIT_SECONDS};
 let highsReady;
 const load = (liftoffOnly) => (highsReady ??= (() => {
   const v8 = require('node:v8');
@@ -88,11 +102,12 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       iterationLimit = after.iterationsFactor * prev.iterations + after.iterationsPlus;
       if (after.iterationsMax !== undefined && iterationLimit > after.iterationsMax) { parentPort.postMessage({ id, status: 'skipped', objective: NaN, x: new Float64Array(0), iterations: 0 }); return; }
     }
+    parentPort.postMessage({ id, started: true });
     const readyAt = performance.timeOrigin + performance.now();
     const c = highs.constants.modelStatus;
     const model = highs.createModel(data);
     try {
-      model.options.set({ output_flag: false, time_limit: timeLimit });
+      model.options.set({ output_flag: false, time_limit: HIGHS_TIME_LIMIT });
       if (iterationLimit !== undefined) model.options.set({ simplex_iteration_limit: iterationLimit });
       if (options) model.options.set(options);
       // HiGHS's simplex can fail on a badly scaled model (it ends 'unknown' or
@@ -122,29 +137,98 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
 
 const tierUpForced = () => process.env.TIERCUT_WASM_TIERUP === '1';
 
+/** How a follow-up solve (LpWorker.solveAfter) is made from the solve it follows. */
+type SolveAfter = { col: number; relTol: number; absTol: number; iterationsFactor: number; iterationsPlus: number; iterationsMax?: number };
+
+/** A follow-up's model and iteration limit from the outcome of the solve it follows (as the solver thread makes them). */
+function followUpOf(data: HighsModelData, prev: { objective: number; iterations: number }, after: SolveAfter): { data: HighsModelData; iterationLimit: number } {
+  const colUpper = Float64Array.from(data.colUpper);
+  colUpper[after.col] = prev.objective * (1 + after.relTol) + after.absTol;
+  return { data: { ...data, colUpper }, iterationLimit: after.iterationsFactor * prev.iterations + after.iterationsPlus };
+}
+
 export class LpWorker {
-  private readonly worker: Worker;
+  private worker: Worker;
   private readonly pending = new Map<number, { resolve(r: HighsResult): void; reject(e: Error): void }>();
+  /** The messages of the pending solves, by id (posted again to a fresh thread when one is stopped). */
+  private readonly sent = new Map<number, { timeLimit: number; data: HighsModelData; after?: SolveAfter & { id: number } } & Record<string, unknown>>();
+  /** The time limit of the solve now running on the thread. */
+  private limit?: { id: number; timer: ReturnType<typeof setTimeout> };
   private nextId = 0;
   /** Outcomes of solves started with keep, by id (for solveAfter). */
   private readonly kept = new Map<number, HighsResult>();
+  private readonly workerData: Record<string, unknown>;
+  /** What load() asked for, so that a fresh thread loads highs the same way. */
+  private loaded?: boolean;
 
   /** deferLoad: highs is loaded on load() or the first solve, not at once (see WORKER_SOURCE). */
   constructor(opts: { deferLoad?: boolean } = {}) {
     const highsPath = createRequire(import.meta.url).resolve('highs');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { highsPath, liftoffOnly: true, tierUp: tierUpForced(), deferLoad: opts.deferLoad ?? false } });
-    this.worker.unref(); // a pending solve must not keep a finished process alive
-    this.worker.on('message', (m: { id: number; error?: string; rows?: number; nnz?: number } & HighsResult) => {
+    this.workerData = { highsPath, liftoffOnly: true, tierUp: tierUpForced(), deferLoad: opts.deferLoad ?? false };
+    this.worker = this.start();
+  }
+
+  private start(): Worker {
+    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: this.workerData });
+    w.unref(); // a pending solve must not keep a finished process alive
+    w.on('message', (m: { id: number; started?: boolean; error?: string; rows?: number; nnz?: number } & HighsResult) => {
       const p = this.pending.get(m.id);
       if (!p) return;
+      if (m.started) {
+        // its run begins: it has its time limit from now (the thread is stopped at it)
+        const seconds = this.sent.get(m.id)!.timeLimit;
+        const timer = setTimeout(() => this.stop(m.id), seconds * 1000);
+        timer.unref(); // (the thread keeps the process alive while a solve is pending)
+        this.limit = { id: m.id, timer };
+        return;
+      }
+      if (this.limit?.id === m.id) { clearTimeout(this.limit.timer); this.limit = undefined; }
       this.pending.delete(m.id);
+      this.sent.delete(m.id);
       if (m.readyAt !== undefined) mark(`HiGHS solve ${m.id} start`, m.readyAt);
       if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations, ${m.status}, ${m.rows} rows, ${m.nnz} nonzeros`);
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
       else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations, readyAt: m.readyAt, endAt: m.endAt });
     });
-    this.worker.on('error', (e) => this.failAll(e));
-    this.worker.on('exit', (code) => this.failAll(new Error(`internal: the LP solver thread exited (code ${code})`)));
+    w.on('error', (e) => this.failAll(e));
+    w.on('exit', (code) => this.failAll(new Error(`internal: the LP solver thread exited (code ${code})`)));
+    return w;
+  }
+
+  /**
+   * Solve `id` ran past its time limit (HiGHS cannot be interrupted from
+   * this thread): its thread is stopped, it answers 'timeLimit', and the
+   * solves queued behind it go, in order, to a fresh thread. A follow-up
+   * (solveAfter) of a solve the old thread finished goes as a plain solve,
+   * made here as the thread would make it; one of this solve is skipped.
+   */
+  private stop(id: number): void {
+    const msg = this.sent.get(id), p = this.pending.get(id);
+    this.limit = undefined;
+    if (!msg || !p) return;
+    const old = this.worker;
+    old.removeAllListeners();
+    void old.terminate();
+    this.pending.delete(id);
+    this.sent.delete(id);
+    mark(`HiGHS solve ${id} stopped at its time limit (${msg.timeLimit} s)`);
+    p.resolve({ status: 'timeLimit', objective: NaN, x: new Float64Array(msg.data.numCols), iterations: 0 });
+    this.worker = this.start();
+    if (this.loaded !== undefined) this.worker.postMessage({ load: true, liftoffOnly: !this.loaded });
+    for (const [k, m] of [...this.sent].sort((a, b) => a[0] - b[0])) {
+      const first = m.after ? (m.after.id === id ? { status: 'timeLimit' as const, objective: NaN, iterations: 0 } : this.kept.get(m.after.id)) : undefined;
+      if (!m.after || !first) { this.worker.postMessage({ id: k, ...m }); continue; }
+      const f = first.status === 'optimal' ? followUpOf(m.data, first, m.after) : undefined;
+      if (!f || (m.after.iterationsMax !== undefined && f.iterationLimit > m.after.iterationsMax)) {
+        this.pending.get(k)!.resolve({ status: 'skipped' as HighsStatus, objective: NaN, x: new Float64Array(0), iterations: 0 });
+        this.pending.delete(k);
+        this.sent.delete(k);
+        continue;
+      }
+      const { after: _, ...plain } = m;
+      this.worker.postMessage({ id: k, ...plain, data: f.data, iterationLimit: f.iterationLimit });
+    }
+    if (this.pending.size) this.worker.ref();
   }
 
   /**
@@ -155,13 +239,9 @@ export class LpWorker {
    * Undefined when first did not end optimal, or when that limit is above
    * iterationsMax (nothing was solved).
    */
-  solveAfter(first: number, data: HighsModelData, timeLimitSeconds: number, after: { col: number; relTol: number; absTol: number; iterationsFactor: number; iterationsPlus: number; iterationsMax?: number }, options?: Readonly<Record<string, number | string>>): Promise<HighsResult | undefined> {
+  solveAfter(first: number, data: HighsModelData, timeLimitSeconds: number, after: SolveAfter, options?: Readonly<Record<string, number | string>>): Promise<HighsResult | undefined> {
     // the follow-up's model and limit, as the solver thread makes them
-    const followUp = (prev: HighsResult) => {
-      const colUpper = Float64Array.from(data.colUpper);
-      colUpper[after.col] = prev.objective * (1 + after.relTol) + after.absTol;
-      return { data: { ...data, colUpper }, iterationLimit: after.iterationsFactor * prev.iterations + after.iterationsPlus };
-    };
+    const followUp = (prev: HighsResult) => followUpOf(data, prev, after);
     const known = this.kept.get(first);
     if (known) {
       // first is done (or was remembered): solve the follow-up as a plain solve (which may be remembered too)
@@ -186,7 +266,7 @@ export class LpWorker {
    * its hot functions up to optimised code (worth it for long solves), else
    * it keeps the baseline code (see WORKER_SOURCE). Returns at once.
    */
-  load(optimise: boolean): void { this.worker.postMessage({ load: true, liftoffOnly: !optimise }); }
+  load(optimise: boolean): void { this.loaded ??= optimise; this.worker.postMessage({ load: true, liftoffOnly: !optimise }); }
 
   /** The id the next solve will get (to name it in solveAfter). */
   get nextSolveId(): number { return this.nextId; }
@@ -213,16 +293,21 @@ export class LpWorker {
     });
   }
 
-  private post(msg: Record<string, unknown>): Promise<HighsResult> {
+  private post(msg: { timeLimit: number; data: HighsModelData; after?: SolveAfter & { id: number } } & Record<string, unknown>): Promise<HighsResult> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
+      this.sent.set(id, msg);
       this.worker.ref();
       this.worker.postMessage({ id, ...msg });
     }).finally(() => { if (this.pending.size === 0) this.worker.unref(); }) as Promise<HighsResult>;
   }
 
-  close(): void { void this.worker.terminate(); }
+  close(): void {
+    if (this.limit) clearTimeout(this.limit.timer);
+    this.limit = undefined;
+    void this.worker.terminate();
+  }
 
   private failAll(e: Error): void {
     for (const p of this.pending.values()) p.reject(e);
