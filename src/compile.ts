@@ -553,7 +553,7 @@ function lpTryKeptCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, 
  * casts to the h2d stream: llama2-13b on an H100 with 96 GB of CPU, its 111
  * such groups (of 150 whose state rests on the CPU; the other 39 keep p16 on
  * the CPU, cast once: made again on the GPU too, 1.88 s) 2.153 -> 1.755 s,
- * half of them 1.975. Everywhere else measured the h2d stream is the busier
+ * half of them 1.975. Everywhere else measured another stream is the busier
  * (no such group, or slower: gpt3-13b on an A100 with 64 GB of CPU 6.30 ->
  * 6.50-6.77 s). CAST_SHARES of those groups, the first read first; the first
  * that fits and beats the best is kept. Such a plan's bound is the bound LP's
