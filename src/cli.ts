@@ -20,7 +20,8 @@ import { parseSize } from './sizes.js';
 const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
                   [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--dpu [--dpu-warmup N]] [--freeze REGEX (ONNX initializers kept fixed)]
-                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] [--sp P] -o PLAN [--trace FILE.json]
+                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] [--sp P] [--lp-time-limit SECONDS]
+                  -o PLAN [--trace FILE.json]
   tiercut report PLAN [--json]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
                   [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]
@@ -144,12 +145,14 @@ function spFlag(args: Args): number | undefined {
 }
 
 async function cmdCompile(args: Args): Promise<void> {
-  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', '--trace', '--sp', ...MACHINE_FLAGS, ...OPT_FLAGS]);
+  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', '--trace', '--sp', '--lp-time-limit', ...MACHINE_FLAGS, ...OPT_FLAGS]);
   const model = args.positional[0];
   const out = args.flags.get('-o');
   const sp = spFlag(args);
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
-  const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}) });
+  const lpTimeLimitSeconds = num(args, '--lp-time-limit', { min: 0 });
+  if (lpTimeLimitSeconds === 0) throw diag.usage('--lp-time-limit: expected a number of seconds > 0, got 0');
+  const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}) });
   writePlan(out, plan);
   const traceFile = args.flags.get('--trace');
   if (traceFile !== undefined) {

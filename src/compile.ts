@@ -17,7 +17,7 @@ import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
-import { castOnce, inLpFamily, paramGroups, placementFrom, remakeOnGpu, roundSolution, startLp, wideningOf, wideningWays, type LpSolution, type ParamGroup, type Rounded, type Rounding, type Widening } from '../compiler/partition/lp.js';
+import { castOnce, inLpFamily, LP_TIME_LIMIT_SECONDS, paramGroups, placementFrom, remakeOnGpu, roundSolution, startLp, wideningOf, wideningWays, type LpSolution, type ParamGroup, type Rounded, type Rounding, type Widening } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -52,6 +52,8 @@ export interface CompileOptions {
   freeze?: RegExp;
   /** Sequence parallelism over this many ranks (1 or absent: none). */
   sp?: number;
+  /** The LP solver's time limit per solve, seconds (default LP_TIME_LIMIT_SECONDS; the optional solves get at most OPTIONAL_TIME_LIMIT_SECONDS). */
+  lpTimeLimitSeconds?: number;
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
@@ -756,13 +758,13 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
  */
-export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker } = {}): Promise<Placed> {
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // the LPs solve on worker threads while this thread searches a placement;
   // when the state cannot all stay on the GPU, the placement LPs' shares are
   // almost always wanted: they are queued at once, before the bound LP
-  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes });
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds });
   mark('LP build');
   try {
     if (persistentBytes <= hw.gpu.capacityBytes) {
@@ -866,7 +868,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       }
     } else {
       if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
-      if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); try again with fewer segments or a larger time limit`);
+      if (sol.status === 'timeLimit') throw diag.lpTimeLimit(`the LP that places this step ran past its time limit of ${opts.lpTimeLimitSeconds ?? LP_TIME_LIMIT_SECONDS} s without an optimal placement; raise --lp-time-limit (seconds, default ${LP_TIME_LIMIT_SECONDS})`);
+      if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); please report the model and profile`);
       chosen = lpPlan();
     }
     const bound = await boundOf(g, hw, lp, sol, chosen); // (it may set the placement's cutSeconds: read after)
@@ -1003,7 +1006,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       for (const w of [solver, second]) w?.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS);
     });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
-    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second });
+    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds });
     const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
     const model = { source: opts.model, preset, config };
     const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
@@ -1014,7 +1017,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     if (opts.dpuWarmupSteps === undefined) return plan;
     const steadyGraph = lowerDpu(graph);
     assertGraph(steadyGraph, 'dpu lowering');
-    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second });
+    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds });
     const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
     return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
   } finally {

@@ -41,6 +41,7 @@ export const diag = {
   badHardware: (file: string, msg: string) => new UserError('TC202', `${file}: ${msg}`),
   // placement (3xx)
   doesNotFit: make('TC301'),
+  lpTimeLimit: make('TC302'),         // the LP that places the step ran past its time limit (compile --lp-time-limit)
   // plans (4xx)
   planFormat: (file: string, msg: string) => new UserError('TC401', `${file}: ${msg}`),
   planInvalid: (file: string, msg: string) => new UserError('TC402', `${file}: ${msg}`),

@@ -32,7 +32,8 @@ export interface HighsResult {
 
 // The worker: load highs once, then answer each { id, data, timeLimit,
 // iterationLimit?, options?, keep?, after? } with { id, started } as its run
-// begins (the main thread times it from there), then { id, status,
+// begins (when, in ms since the epoch: the main thread times it from
+// there), then { id, status,
 // objective, x, iterations } or { id, error }. keep: remember the outcome for a follow-up. With after = { id, col, relTol, absTol,
 // iterationsFactor, iterationsPlus } the model is a follow-up of solve
 // after.id (posted before it, so solved after it): it runs only when that one
@@ -102,8 +103,8 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       iterationLimit = after.iterationsFactor * prev.iterations + after.iterationsPlus;
       if (after.iterationsMax !== undefined && iterationLimit > after.iterationsMax) { parentPort.postMessage({ id, status: 'skipped', objective: NaN, x: new Float64Array(0), iterations: 0 }); return; }
     }
-    parentPort.postMessage({ id, started: true });
     const readyAt = performance.timeOrigin + performance.now();
+    parentPort.postMessage({ id, started: readyAt });
     const c = highs.constants.modelStatus;
     const model = highs.createModel(data);
     try {
@@ -136,6 +137,9 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
 `;
 
 const tierUpForced = () => process.env.TIERCUT_WASM_TIERUP === '1';
+
+/** The outcome of a solve stopped at its time limit (as HiGHS's own limit gave it). */
+const timedOut = (numCols: number): HighsResult => ({ status: 'timeLimit', objective: NaN, x: new Float64Array(numCols), iterations: 0 });
 
 /** How a follow-up solve (LpWorker.solveAfter) is made from the solve it follows. */
 type SolveAfter = { col: number; relTol: number; absTol: number; iterationsFactor: number; iterationsPlus: number; iterationsMax?: number };
@@ -171,13 +175,14 @@ export class LpWorker {
   private start(): Worker {
     const w = new Worker(WORKER_SOURCE, { eval: true, workerData: this.workerData });
     w.unref(); // a pending solve must not keep a finished process alive
-    w.on('message', (m: { id: number; started?: boolean; error?: string; rows?: number; nnz?: number } & HighsResult) => {
+    w.on('message', (m: { id: number; started?: number; error?: string; rows?: number; nnz?: number } & HighsResult) => {
       const p = this.pending.get(m.id);
       if (!p) return;
-      if (m.started) {
-        // its run begins: it has its time limit from now (the thread is stopped at it)
-        const seconds = this.sent.get(m.id)!.timeLimit;
-        const timer = setTimeout(() => this.stop(m.id), seconds * 1000);
+      const seconds = this.sent.get(m.id)!.timeLimit;
+      if (m.started !== undefined) {
+        // its run began then: the thread is stopped at its time limit from then
+        // (this thread may hear of the start late, when it was busy)
+        const timer = setTimeout(() => this.stop(m.id), Math.max(0, m.started + seconds * 1000 - (performance.timeOrigin + performance.now())));
         timer.unref(); // (the thread keeps the process alive while a solve is pending)
         this.limit = { id: m.id, timer };
         return;
@@ -188,6 +193,8 @@ export class LpWorker {
       if (m.readyAt !== undefined) mark(`HiGHS solve ${m.id} start`, m.readyAt);
       if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations, ${m.status}, ${m.rows} rows, ${m.nnz} nonzeros`);
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
+      // (a run that ended past its limit, heard of before the timer fired, is one that ran out of time too)
+      else if (m.readyAt !== undefined && m.endAt !== undefined && m.endAt - m.readyAt > seconds * 1000) p.resolve(timedOut(m.x.length));
       else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations, readyAt: m.readyAt, endAt: m.endAt });
     });
     w.on('error', (e) => this.failAll(e));
@@ -212,7 +219,7 @@ export class LpWorker {
     this.pending.delete(id);
     this.sent.delete(id);
     mark(`HiGHS solve ${id} stopped at its time limit (${msg.timeLimit} s)`);
-    p.resolve({ status: 'timeLimit', objective: NaN, x: new Float64Array(msg.data.numCols), iterations: 0 });
+    p.resolve(timedOut(msg.data.numCols));
     this.worker = this.start();
     if (this.loaded !== undefined) this.worker.postMessage({ load: true, liftoffOnly: !this.loaded });
     for (const [k, m] of [...this.sent].sort((a, b) => a[0] - b[0])) {

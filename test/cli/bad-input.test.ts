@@ -108,6 +108,13 @@ describe('bad input', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '1000', '-o', join(dir, 'x.json')), /does not fit: .*short by/);
   });
 
+  it('an LP past its time limit says so and how to raise it (gpt2-124m with its state on NVMe, limit 1 ms); the limit is a number of seconds > 0', () => {
+    const args = ['compile', 'models/gpt.ts', '--preset', 'gpt2-124m', '--seq', '32', '--precision', 'fp16', '--gpu-mem', '1GB', '--cpu-mem', '600MB', '-o', join(dir, 'x.json')];
+    expectUserError(cli(...args, '--lp-time-limit', '0.001'), /the LP that places this step ran past its time limit of 0\.001 s without an optimal placement; raise --lp-time-limit \(seconds, default 120\) \[TC302\]/);
+    expectUserError(cli(...args, '--lp-time-limit', '0'), /--lp-time-limit: expected a number of seconds > 0/);
+    expectUserError(cli(...args, '--lp-time-limit', 'soon'), /--lp-time-limit: 'soon' is not a valid number/);
+  });
+
   it('a plan with a wrong formatVersion', () => {
     const f = mutated('version.plan.json', (p) => { p.formatVersion = 99; });
     expectUserError(cli('report', f), /version\.plan\.json: formatVersion 99 is not supported/);
