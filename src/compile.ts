@@ -551,35 +551,49 @@ function lpTryKeptCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, 
  * each cluster of reads from master32 resting on the CPU (cast there, the
  * half copy sent up), more candidates: those casts on the GPU instead, each
  * fetching master32 (4 bytes a parameter where p16 is 2; the cast itself is
- * ~1000 times faster there). The CPU, which also runs the updates, loses its
- * casts to the h2d stream: llama2-13b on an H100 with 96 GB of CPU, its 111
- * such groups (of 150 whose state rests on the CPU; the other 39 keep p16 on
- * the CPU, cast once: made again on the GPU too, 1.88 s) 2.153 -> 1.755 s,
- * half of them 1.975. Everywhere else measured another stream is the busier
- * (no such group, or slower: gpt3-13b on an A100 with 64 GB of CPU 6.30 ->
- * 6.50-6.77 s). CAST_SHARES of those groups, the first read first; the first
- * that fits and beats the best is kept. Such a plan's bound is the bound LP's
- * widened by cast (castsUp; `trying` starts its solve; docs/BENCHMARKS.md,
- * twentieth session).
+ * ~1000 times faster there), for the backward pass's reads only (the CPU,
+ * idle in the forward pass, still casts for it: Placement.forwardCastOnCpu)
+ * or for all. The CPU, which also runs the updates, loses its backward casts
+ * to the h2d stream: llama2-13b on an H100 with 96 GB of CPU, its 111 such
+ * groups (of 150 whose state rests on the CPU; the other 39 keep p16 on the
+ * CPU, cast once) 2.153 -> 1.534 s (all casts on the GPU: 1.755, the h2d
+ * stream then the step; half the groups 1.975); the 120B GPT of
+ * scale.test.ts (h200-141g, 1.5 TB of CPU) 27.33 -> 23.81 s. Elsewhere
+ * measured another stream is the busier (no such group, or slower: gpt3-13b
+ * on an A100 with 64 GB of CPU 6.30 -> 6.50-6.77 s). CAST_SHARES of those
+ * groups, the first read first, each both ways; the first share with one
+ * that fits and beats the best keeps the faster. Such a plan's bound is the
+ * bound LP's widened by cast (castsUp; `trying` starts its solve; started
+ * beside the other candidates instead, it slowed the 120B GPT's compile
+ * 134 -> 173 s: docs/BENCHMARKS.md, twentieth session).
  */
 const CAST_SHARES = [1, 0.5];
 
-function lpTryCasts(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
-  if (!acc.best || g.precision === 'fp32') return;
-  const p = acc.best.placement, remat = p.remat;
-  const busy = simulated(g, hw, acc.best).streamBusySeconds;
-  if (!remat || Object.values(busy).some((s) => s > busy.cpu)) return;
+/** The groups whose casts lpTryCasts moves (the first read first): none unless the CPU is b's busiest stream. */
+function castsOnCpu(g: Graph, hw: HardwareProfile, b: Built | undefined): ParamGroup[] {
+  if (!b || g.precision === 'fp32' || !b.placement.remat) return [];
+  const p = b.placement, remat = b.placement.remat, busy = simulated(g, hw, b).streamBusySeconds;
+  if (Object.values(busy).some((s) => s > busy.cpu)) return [];
   const readers = consumers(g), firstRead = (q: ParamGroup) => readers[q.p16].find((o) => g.ops[o].phase !== 'update') ?? g.ops.length;
-  const onCpu = paramGroups(g).filter((q) => q.cast >= 0 && remat[q.p16] && p.opTier[q.cast] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
+  return paramGroups(g).filter((q) => q.cast >= 0 && remat[q.p16] && p.opTier[q.cast] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
     .sort((a, b) => firstRead(a) - firstRead(b) || a.adam - b.adam);
+}
+
+function lpTryCasts(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+  const onCpu = castsOnCpu(g, hw, acc.best);
   if (onCpu.length === 0) return;
   trying();
-  const beat = simulated(g, hw, acc.best).stepSeconds;
+  const p = acc.best!.placement, beat = simulated(g, hw, acc.best!).stepSeconds;
   for (const share of CAST_SHARES) {
-    const opTier = [...p.opTier];
-    for (const q of onCpu.slice(0, Math.max(1, Math.round(share * onCpu.length)))) opTier[q.cast] = 'gpu';
-    const b = retimed(g, hw, build(g, hw, { ...p, opTier }), beat);
-    if (fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < beat) { acc.best = b; break; }
+    const opTier = [...p.opTier], forwardCastOnCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : g.ops.map(() => false);
+    for (const q of onCpu.slice(0, Math.max(1, Math.round(share * onCpu.length)))) { opTier[q.cast] = 'gpu'; forwardCastOnCpu[q.cast] = true; }
+    // the forward pass's casts left on the CPU, else all on the GPU: the faster that fits
+    let win: Built | undefined;
+    for (const q of [{ ...p, opTier, forwardCastOnCpu }, { ...p, opTier }]) {
+      const b = retimed(g, hw, build(g, hw, q), win ? simulated(g, hw, win).stepSeconds : beat);
+      if (fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < (win ? simulated(g, hw, win).stepSeconds : beat)) win = b;
+    }
+    if (win) { acc.best = win; break; }
   }
   mark('LP cast candidates');
 }

@@ -61,7 +61,8 @@
 //    counted at its update's run; per group a share of a remade p16 whose
 //    state rests on the CPU cast on the GPU (master32 copied up for each
 //    cluster of reads in place of p16, the cast's GPU time in place of the
-//    CPU's; master32's bytes on the GPU not counted);
+//    CPU's; master32's bytes on the GPU not counted), one share for the
+//    forward pass's clusters and one for the backward's;
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone
@@ -631,7 +632,9 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
   const remat = groups.map(() => -1); // per group: its remat_nvme column, -1 when none
-  const upCast = groups.map(() => -1); // per group: its castup column (cast: the share cast on the GPU from master32 copied up), -1 when none
+  const upCast = groups.map(() => -1); // per group: its castup column (cast: the share cast on the GPU from master32 copied up, backward clusters), -1 when none
+  const upCastFwd = groups.map(() => -1); // and its castupfwd column (the forward clusters')
+  const upCastLast = groups.map(() => -1); // and the column of its last cluster (precedenceRows' tail rows)
   // the bound LP: h2d of every parameter's first fetch, and the last forward op that reads a parameter first (precedenceRows)
   const forwardFetch = { terms: [] as Terms, c: 0, lastReader: -1, nr: [] as Terms };
   const gpuBefore: GpuItem[] = [];
@@ -677,11 +680,19 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const castGpu = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'gpu', hw) : 0;
     // cast: of the remade p16 whose state rests on the CPU (its pair share,
     // which onCpu is at least), a share cast on the GPU instead, master32
-    // copied up for each cluster of reads in place of p16
+    // copied up for each cluster of reads in place of p16: for the backward
+    // pass's clusters (up) and for the forward pass's (upFwd, each at most
+    // the pair share: a plan may cast a group's forward reads on the CPU,
+    // Placement.forwardCastOnCpu)
     const up = castWide && pair && onCpu >= 0 && q.cast >= 0 ? lp.col(`castup_${i}`) : -1;
-    if (up >= 0) lp.row([[up, 1], [pair![i][2][1], -1]], -Infinity, 0);
+    const upFwd = up >= 0 ? lp.col(`castupfwd_${i}`) : -1;
+    if (up >= 0) { lp.row([[up, 1], [pair![i][2][1], -1]], -Infinity, 0); lp.row([[upFwd, 1], [pair![i][2][1], -1]], -Infinity, 0); }
     upCast[i] = up;
+    upCastFwd[i] = upFwd;
     const upMore = up >= 0 ? h2d(masterBytes) - h2d(q.p16Bytes) : 0; // a copy of master32 in place of p16's
+    const clusterStarts = readClusters(g, cons[q.p16]);
+    const upAt = (at: number) => (g.ops[at].phase === 'forward' ? upFwd : up); // the column of the cluster that starts at op `at`
+    if (up >= 0 && clusterStarts.length) upCastLast[i] = upAt(clusterStarts[clusterStarts.length - 1]);
     // the cast at the step's start runs on the GPU for the state's GPU share
     // when p16 is not remade: at least x2[gpu] - x1[remat] (the product's
     // lower envelope; the placement LPs charge x2[gpu], as they placed before)
@@ -692,7 +703,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     if (rows === 'bound') {
       gpuBefore.push({ at: q.adam, col: upd[i], k: aG });
       if (onCpu >= 0 && castGpu > 0) for (const at of readClusters(g, cons[q.p16])) gpuBefore.push({ at, col: x1[i][2], k: castGpu }, { at, col: onCpu, k: -castGpu });
-      if (up >= 0 && castGpu > 0) for (const at of readClusters(g, cons[q.p16])) gpuBefore.push({ at, col: up, k: castGpu });
+      if (up >= 0 && castGpu > 0) for (const at of clusterStarts) gpuBefore.push({ at, col: upAt(at), k: castGpu });
     }
     // and on the CPU for the rest of the state (staged there from NVMe) when
     // p16 is not remade: at least 1 - x2[gpu] - x1[remat]. The bound LP only:
@@ -715,7 +726,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       if (k === 0 && readFirstInForward) {
         if (onCpu >= 0) forwardFetch.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         else { forwardFetch.terms.push([x1[i][0], -h2d(q.p16Bytes)]); forwardFetch.c += h2d(q.p16Bytes); }
-        if (up >= 0) forwardFetch.terms.push([up, upMore]);
+        if (up >= 0) forwardFetch.terms.push([upAt(clusterStarts[0]), upMore]);
         // a GPU-homed p16 updated off the GPU is cast at the step's start and copied up (ov) before its first reader
         forwardFetch.terms.push([ov[i], h2d(q.p16Bytes)]);
         // whatever p16's home, this step's p16 is cast from master32 (fp32: is the parameter), so the share of it on NVMe is read from there first
@@ -725,7 +736,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
         load.h2d.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         load.cpu.terms.push([onCpu, castCpu]);
         load.gpu.terms.push([x1[i][2], castGpu], [onCpu, -castGpu]);
-        if (up >= 0) { load.h2d.terms.push([up, upMore]); load.cpu.terms.push([up, -castCpu]); load.gpu.terms.push([up, castGpu]); }
+        if (up >= 0) { const c = upAt(clusterStarts[k]); load.h2d.terms.push([c, upMore]); load.cpu.terms.push([c, -castCpu]); load.gpu.terms.push([c, castGpu]); }
       } else {
         load.h2d.terms.push([x1[i][0], -h2d(q.p16Bytes)]); load.h2d.c += h2d(q.p16Bytes);
         if (half) load.cpu.terms.push([x1[i][2], castCpu]); else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
@@ -772,7 +783,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (const [c, v] of terms) secondary[c] += v;
     if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
   }
-  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
+  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed };
   if (rows === 'bound') boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
@@ -793,7 +804,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
       // (a streamed update: the adam on the GPU, the state resting on the CPU)
       if (streamed) fix(streamed[i], streamedUpdate(p, q) ? 1 : 0);
       // (a p16 cast on the GPU from master32 resting on the CPU)
-      if (upCast[i] >= 0) fix(upCast[i], castOnGpu(p, q) ? 1 : 0);
+      if (upCast[i] >= 0) { fix(upCast[i], castOnGpu(p, q) ? 1 : 0); fix(upCastFwd[i], castOnGpu(p, q) && !p.forwardCastOnCpu?.[q.cast] ? 1 : 0); }
     });
     saved.forEach((t, j) => {
       const again_ = p.remat?.[t] ? 1 : 0;
@@ -1015,7 +1026,7 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  * h100 0.171 -> 0.182 s, 13b/h200 0.366 -> 0.368; docs/BENCHMARKS.md,
  * sixteenth session).
  */
-function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], upd: number[], streamed: number[] | undefined, upCast: number[], masterNvme: number[],
+function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], upd: number[], streamed: number[] | undefined, upCastLast: number[], masterNvme: number[],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number },
   fetchThenUpdate: boolean, writesAfterFetch: boolean, gpuBefore: GpuItem[]): (x: Float64Array) => boolean {
@@ -1083,11 +1094,12 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     if (tail < 0) return;
     const up = link.h2d(q.p16Bytes);
     const cast = q.cast >= 0 ? opSeconds(g, g.ops[q.cast], 'cpu', hw) : 0;
-    // (cast: the share cast on the GPU instead, its master32 copied up, no
-    // less than p16's copy, left as that; castOff: the shares whose p16 is
-    // not cast on the CPU, the state's GPU share and that one)
+    // (cast: the share cast on the GPU instead for the last cluster of reads,
+    // its master32 copied up, no less than p16's copy, left as that; castOff:
+    // the shares whose p16 is not cast on the CPU for it, the state's GPU
+    // share and that one)
     let castOff = gpuShare;
-    if (upCast[i] >= 0) { castOff = lp.col(`castoff_${i}`); lp.row([[castOff, 1], [gpuShare, -1], [upCast[i], -1]], 0, 0); }
+    if (upCastLast[i] >= 0) { castOff = lp.col(`castoff_${i}`); lp.row([[castOff, 1], [gpuShare, -1], [upCastLast[i], -1]], 0, 0); }
     tailed.h2d.push({ h: tail, c: up, col: gpuShare, k: -up });
     if (half) tailed.cpu.push({ h: tail, c: cast, col: castOff, k: -cast });
     const masterBytes = g.tensors[q.state[0]].sizeBytes; // fp16: master32 feeds the cast; fp32: the parameter itself

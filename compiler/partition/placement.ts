@@ -13,4 +13,11 @@ export interface Placement {
   readonly cutSeconds: number;
   /** Per tensor (when present): true = no home; made again by its producer each time it is needed (rematerialised). */
   readonly remat?: readonly boolean[];
+  /**
+   * Per op (when present): true for a cast on the GPU (opTier 'gpu') of a p16
+   * made again from master32 resting on the CPU whose runs for the forward
+   * pass's reads run on the CPU instead (idle then), those for the backward
+   * pass's on the GPU (master32 copied up).
+   */
+  readonly forwardCastOnCpu?: readonly boolean[];
 }

@@ -76,6 +76,7 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         opTier: { type: 'array', items: { type: 'string', enum: ['gpu', 'cpu'] } }, home: { type: 'array', items: tier },
         method: { type: 'string', enum: ['all-gpu', 'mincut', 'lp'] },
         remat: { type: 'array', items: { type: 'boolean' }, description: 'per tensor: no home, made again by its producer for each use' },
+        forwardCastOnCpu: { type: 'array', items: { type: 'boolean' }, description: "per op: a cast on the GPU whose runs for the forward pass's reads run on the CPU" },
       },
     },
     dpu: {

@@ -28,6 +28,9 @@
 //    the backward pass); a cast whose output is rematerialised runs only
 //    there, not also at its own place (the step start); one run serves every
 //    rematerialised output of the op that is read within REFETCH_GAP ops;
+//    on its op's tier, but on the CPU for a forward reader where the
+//    placement says so (Placement.forwardCastOnCpu: a cast on the GPU from
+//    master32 on the CPU, made by the CPU while it is idle in the forward);
 //    the CPU casts for the GPU ops up to the CPU's next op are drafted before
 //    a CPU update (the CPU stream runs in draft order: they do not wait for
 //    the update);
@@ -226,7 +229,8 @@ export function buildProgram(g: Graph, p: Placement): Program {
   /** Runs x's producer again on its own tier; returns the buffer now holding x (valid until passed on). */
   function rerun(x: number): number {
     const op = g.ops[producerOf[x]];
-    const tier = p.opTier[op.id];
+    // (a cast on the GPU whose forward runs the CPU makes: Placement.forwardCastOnCpu)
+    const tier = p.forwardCastOnCpu?.[op.id] && g.ops[current]?.phase === 'forward' ? 'cpu' : p.opTier[op.id];
     const ins = op.inputs.map((t) => fetch(t, tier));
     const outs = op.outputs.map((t) => newBuffer(t, tier, false, false));
     const i = emit({ stream: computeStream(tier), kind: 'run', op: op.id, inputs: ins, outputs: outs, waits: [] });

@@ -62,7 +62,8 @@ export interface Simulation {
 }
 
 export function instructionSeconds(g: Graph, p: Placement, buffers: readonly PlanBuffer[], x: PlanInstruction, hw: HardwareProfile): number {
-  if (x.kind === 'run') return opSeconds(g, g.ops[x.op], p.opTier[x.op], hw);
+  // (a run costs where it runs: its stream; a cast's forward runs may be on the CPU, Placement.forwardCastOnCpu)
+  if (x.kind === 'run') return opSeconds(g, g.ops[x.op], x.stream === 'cpu' ? 'cpu' : 'gpu', hw);
   if (x.kind === 'copy') { const s = buffers[x.inputs[0]], d = buffers[x.outputs[0]]; return copySeconds(s.sizeBytes, s.tier, d.tier, hw); }
   return 0;
 }

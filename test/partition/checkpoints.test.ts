@@ -106,15 +106,16 @@ describe('checkpointed', () => {
     }
   }, 120_000);
 
-  it('llama2-13b on an H100 with 96 GB of CPU: no state on NVMe, its casts on the GPU, and a predicted step under 1.9 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU)', async () => {
+  it('llama2-13b on an H100 with 96 GB of CPU: no state on NVMe, its backward pass's casts on the GPU, and a predicted step under 1.6 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU, 1.76 s with the forward pass's on the GPU too)', async () => {
     const plan = await compile({ model: 'models/llama.ts', preset: 'llama2-13b', hw: 'h100-80g', cpuMemBytes: 96e9, precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     const state = paramGroups(plan.graph).flatMap((q) => q.state);
     expect(state.filter((t) => plan.placement.home[t] === 'nvme')).toEqual([]);
     console.log(`llama2-13b on 96 GB: step ${plan.predicted.stepSeconds.toFixed(3)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(3)} s over ${plan.bound!.widenedBy?.join(', ')}`);
-    expect(plan.predicted.stepSeconds).toBeLessThan(1.9);
-    // (CPU-bound, it makes p16 on the GPU from master32 copied up: lpTryCasts)
+    expect(plan.predicted.stepSeconds).toBeLessThan(1.6);
+    // (CPU-bound, it makes p16 on the GPU from master32 copied up for the backward pass, on the idle CPU for the forward: lpTryCasts)
     expect(castsUp(plan.graph, plan.placement)).toBe(true);
+    expect(plan.placement.forwardCastOnCpu?.some(Boolean)).toBe(true);
     expect(plan.bound!.widenedBy).toContain('cast');
     expect(textReport(planStats(plan))).toContain('p16 cast on the GPU from master32 copied up');
     expect(validateSchema(JSON.parse(JSON.stringify(plan)))).toEqual([]); // (a plan file naming cast reads back)

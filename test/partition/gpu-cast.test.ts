@@ -24,33 +24,48 @@ import type { Graph } from '../../compiler/ir/types.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import { seeded, tinyHalfModels, widenedBoundHolds } from '../helpers.js';
 
-/** p with the casts of the groups `onGpu` picks moved to the GPU where the group's p16 is made again from master32 on the CPU. */
-function castOnGpu(g: Graph, p: Placement, onGpu: (i: number) => boolean): Placement {
-  const opTier = [...p.opTier];
+/**
+ * p with the casts of the groups `onGpu` picks moved to the GPU where the
+ * group's p16 is made again from master32 on the CPU, those `forwardOnCpu`
+ * picks of them with their forward runs left on the CPU.
+ */
+function castOnGpu(g: Graph, p: Placement, onGpu: (i: number) => boolean, forwardOnCpu: (i: number) => boolean = () => false): Placement {
+  const opTier = [...p.opTier], forwardCastOnCpu = g.ops.map(() => false);
   paramGroups(g).forEach((q, i) => {
-    if (onGpu(i) && q.cast >= 0 && p.remat?.[q.p16] && q.state.every((t) => p.home[t] === 'cpu')) opTier[q.cast] = 'gpu';
+    if (!onGpu(i) || q.cast < 0 || !p.remat?.[q.p16] || !q.state.every((t) => p.home[t] === 'cpu')) return;
+    opTier[q.cast] = 'gpu';
+    forwardCastOnCpu[q.cast] = forwardOnCpu(i);
   });
-  return { ...p, opTier };
+  return { ...p, opTier, ...(forwardCastOnCpu.some(Boolean) ? { forwardCastOnCpu } : {}) };
 }
 
 describe('casts on the GPU from master32 copied up', () => {
-  it('the runtime trains placements that cast on the GPU bit-identically to the all-GPU plan (gpt fp16, llama bf16), master32 copied up for each cast and no half copy sent up', async () => {
+  it('the runtime trains placements that cast on the GPU bit-identically to the all-GPU plan (gpt fp16, llama bf16), master32 copied up for each cast on the GPU and no half copy sent up but from a forward cast left on the CPU', async () => {
     for (const { source, g, hw, model, reference, losses } of await tinyHalfModels()) {
       // every group's state on the CPU, p16 made again for each use; every other group's casts on the GPU
       const groups = paramGroups(g);
       const base = placementFrom(g, groups, groups.map((): Tier => 'nvme'), groups.map((): Tier => 'cpu'), new Set(), 0);
-      const p = castOnGpu(g, base, (i) => i % 2 === 0);
+      // (and of those, every other one's forward runs on the CPU: Placement.forwardCastOnCpu)
+      const p = castOnGpu(g, base, (i) => i % 2 === 0, (i) => i % 4 === 0);
       expect(castsUp(g, p)).toBe(true);
       expect(castsUp(g, base)).toBe(false);
       const plan = planFor(g, hw, p, model, ADAM_DEFAULTS);
       const tensorOf = (b: number) => plan.buffers[b].tensor;
-      let checked = 0;
+      let checked = 0, onCpu = 0;
       groups.forEach((q, i) => {
         if (q.cast < 0 || p.opTier[q.cast] !== 'gpu') return;
-        const runs = plan.instructions.filter((x) => x.kind === 'run' && x.op === q.cast);
-        expect(runs.length, `${source} ${g.tensors[q.p16].name}`).toBeGreaterThan(0);
+        const readerOf = (run: { id: number; outputs: readonly number[] }) => plan.instructions.find((x) => x.kind === 'run' && x.id > run.id && x.inputs.some((b) => tensorOf(b) === q.p16))!;
+        for (const run of plan.instructions.filter((x) => x.kind === 'run' && x.op === q.cast && x.stream === 'cpu')) {
+          // a forward run on the CPU: its p16 goes up, for a forward reader
+          expect(p.forwardCastOnCpu?.[q.cast], `${source} ${g.tensors[q.p16].name}`).toBe(true);
+          expect(g.ops[readerOf(run).op].phase).toBe('forward');
+          onCpu++;
+        }
+        const runs = plan.instructions.filter((x) => x.kind === 'run' && x.op === q.cast && x.stream === 'gpu');
+        // (one whose reads make one cluster, all in the forward pass, may have none with its forward runs on the CPU)
+        if (!p.forwardCastOnCpu?.[q.cast]) expect(runs.length, `${source} ${g.tensors[q.p16].name}`).toBeGreaterThan(0);
         for (const run of runs) {
-          expect(run.stream).toBe('gpu');
+          if (p.forwardCastOnCpu?.[q.cast]) expect(g.ops[readerOf(run).op].phase).toBe('backward');
           // its input is master32 on the GPU, copied up (h2d) before it runs
           const input = run.inputs.find((b) => tensorOf(b) === q.state[0]);
           expect(input !== undefined && plan.buffers[input].tier === 'gpu').toBe(true);
@@ -58,10 +73,11 @@ describe('casts on the GPU from master32 copied up', () => {
           expect(up && run.waits.includes(up.id), `${source} ${g.tensors[q.state[0]].name}`).toBe(true);
           checked++;
         }
-        // and p16 itself never crosses the link: it is made where it is read
-        expect(plan.instructions.some((x) => x.kind === 'copy' && (tensorOf(x.inputs[0]) === q.p16 || tensorOf(x.outputs[0]) === q.p16))).toBe(false);
+        // and p16 itself crosses the link only from a forward cast on the CPU
+        if (!p.forwardCastOnCpu?.[q.cast]) expect(plan.instructions.some((x) => x.kind === 'copy' && (tensorOf(x.inputs[0]) === q.p16 || tensorOf(x.outputs[0]) === q.p16))).toBe(false);
       });
       expect(checked).toBeGreaterThan(0);
+      expect(onCpu).toBeGreaterThan(0);
       expect(await losses(plan), source).toEqual(reference);
     }
   }, 120_000);
@@ -89,7 +105,7 @@ describe('casts on the GPU from master32 copied up', () => {
         const stateTier = r.stateTier.map((): Tier => (next() < 0.85 ? 'cpu' : 'gpu'));
         const p16Tier = r.p16Tier.map((t, i): Tier => (stateTier[i] === 'cpu' && next() < 0.8 ? 'nvme' : t));
         const base = placementFrom(g, wide.groups, p16Tier, stateTier, new Set(r.offload), 0, new Set(r.recompute));
-        const p = castOnGpu(g, base, () => next() < 0.6);
+        const p = castOnGpu(g, base, () => next() < 0.6, () => next() < 0.5);
         expect(wideningOf(g, p, wide.saved)).toEqual(castsUp(g, p) ? { chains: false, split: false, stream: false, cast: true } : undefined);
         if (!await widenedBoundHolds(g, hw, p, solver, { cast: true }, wide.lowerBoundSeconds, `random ${k}${castsUp(g, p) ? ' (casts on the GPU)' : ''}`)) continue; // does not fit
         if (castsUp(g, p)) checked++;
