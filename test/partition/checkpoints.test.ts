@@ -106,7 +106,7 @@ describe('checkpointed', () => {
     }
   }, 120_000);
 
-  it('llama2-13b on an H100 with 96 GB of CPU: no state on NVMe, its backward pass's casts on the GPU, and a predicted step under 1.6 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU, 1.76 s with the forward pass's on the GPU too)', async () => {
+  it('llama2-13b on an H100 with 96 GB of CPU: no state on NVMe, its backward pass\'s casts on the GPU, and a predicted step under 1.6 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU, 1.76 s with the forward pass\'s on the GPU too)', async () => {
     const plan = await compile({ model: 'models/llama.ts', preset: 'llama2-13b', hw: 'h100-80g', cpuMemBytes: 96e9, precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     const state = paramGroups(plan.graph).flatMap((q) => q.state);
