@@ -4,8 +4,9 @@
 //
 // Takes LP models in HiGHS's ModelData form (lp-model.ts toHighs) and solver
 // options; gives the model status, the objective and the column values. One
-// worker per LpWorker; models are solved one at a time in the order given;
-// close() ends the thread. The worker is plain JavaScript (a string evaluated
+// worker per LpWorker; models are solved one at a time in the order given,
+// each within its time limit (kept here: a run past it has its thread
+// replaced, see HIGHS_TIME_LIMIT_SECONDS); close() ends the thread. The worker is plain JavaScript (a string evaluated
 // by node:worker_threads) because it must run under both the compiled package
 // and the test runner, which loads TypeScript sources; it loads the same
 // `highs` package the main thread resolves.
