@@ -224,9 +224,10 @@ export class LpWorker {
     this.worker = this.start();
     if (this.loaded !== undefined) this.worker.postMessage({ load: true, liftoffOnly: !this.loaded });
     for (const [k, m] of [...this.sent].sort((a, b) => a[0] - b[0])) {
-      const first = m.after ? (m.after.id === id ? { status: 'timeLimit' as const, objective: NaN, iterations: 0 } : this.kept.get(m.after.id)) : undefined;
-      if (!m.after || !first) { this.worker.postMessage({ id: k, ...m }); continue; }
-      const f = first.status === 'optimal' ? followUpOf(m.data, first, m.after) : undefined;
+      // (a follow-up whose first is queued too goes as it was: its first goes ahead of it)
+      const first = m.after && m.after.id !== id ? this.kept.get(m.after.id) : undefined;
+      if (!m.after || (m.after.id !== id && !first)) { this.worker.postMessage({ id: k, ...m }); continue; }
+      const f = first?.status === 'optimal' ? followUpOf(m.data, first, m.after) : undefined;
       if (!f || (m.after.iterationsMax !== undefined && f.iterationLimit > m.after.iterationsMax)) {
         this.pending.get(k)!.resolve({ status: 'skipped' as HighsStatus, objective: NaN, x: new Float64Array(0), iterations: 0 });
         this.pending.delete(k);
