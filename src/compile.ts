@@ -775,8 +775,9 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
  * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit;
  * updates streamed to the GPU: lpTryStream; kept activations made again
- * through chains: lpTryKeptCheckpoints; casts on the GPU from master32
- * copied up: lpTryCasts),
+ * through chains: lpTryKeptCheckpoints; the split and kept-checkpoint
+ * candidates again from each checkpoint candidate another beat; casts on
+ * the GPU from master32 copied up: lpTryCasts),
  * or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
