@@ -18,6 +18,7 @@ import { allGpu, partitionMinCut } from '../compiler/partition/mincut.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import { checkpointed } from '../compiler/partition/checkpoints.js';
 import { castOnce, inLpFamily, LP_TIME_LIMIT_SECONDS, paramGroups, placementFrom, remakeOnGpu, roundSolution, startLp, wideningOf, wideningWays, type LpSolution, type ParamGroup, type Rounded, type Rounding, type Widening } from '../compiler/partition/lp.js';
+import { PLAN_CAPACITY_SHARE } from '../compiler/partition/lp-memory.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
@@ -748,10 +749,23 @@ function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Bu
       const k = from === 'gpu' ? 0 : 1;
       let moved = 0;
       const moveState = (i: number) => { if (r.stateTier[i] === from) { r.stateTier[i] = to; moved += groups[i].stateBytes; } };
+      const moveP16 = () => { for (const i of byShare(k, sol.p16Share)) { if (moved >= over) return; if (r.p16Tier[i] === from && !(from === 'gpu' && keepParams) && (to !== 'nvme' || groups[i].remakeable || groups[i].cast < 0)) { r.p16Tier[i] = to; moved += groups[i].p16Bytes; } } };
+      // where NVMe has no room for what the CPU sheds (moved there, it would
+      // overflow NVMe and end the repair): CPU-homed p16 first (made again
+      // from master32 instead, it takes no NVMe bytes), then state up into
+      // the GPU's free bytes, the groups with the largest GPU share first
+      if (to === 'nvme' && over > hw.nvme.capacityBytes - arena.nvme) {
+        if (g.precision !== 'fp32') moveP16();
+        let room = (hw.gpu.capacityBytes - arena.gpu) * PLAN_CAPACITY_SHARE;
+        for (const i of byShare(0, sol.stateShare).reverse()) {
+          if (moved >= over) return moved;
+          if (r.stateTier[i] === 'cpu' && !sol.small[i] && groups[i].stateBytes <= room) { r.stateTier[i] = 'gpu'; room -= groups[i].stateBytes; moved += groups[i].stateBytes; }
+        }
+      }
       // the LP's small groups last: moving them frees little and adds copies
       for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (!sol.small[i]) moveState(i); }
       for (const id of sol.saved) { if (moved >= over || from !== 'gpu') break; if (!r.offload.has(id) && !r.recompute.has(id)) { r.offload.add(id); moved += g.tensors[id].sizeBytes; } }
-      for (const i of byShare(k, sol.p16Share)) { if (moved >= over) return moved; if (r.p16Tier[i] === from && !(from === 'gpu' && keepParams) && (to !== 'nvme' || groups[i].remakeable || groups[i].cast < 0)) { r.p16Tier[i] = to; moved += groups[i].p16Bytes; } }
+      moveP16();
       for (const i of byShare(k, sol.stateShare)) { if (moved >= over) return moved; if (sol.small[i]) moveState(i); }
       return moved;
     };
