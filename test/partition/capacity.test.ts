@@ -62,5 +62,5 @@ describe('fit deepens a preset only to the compiler\'s tested scale', () => {
     expect(await ops('tiny', found.layerLimit!)).toBeLessThanOrEqual(maxOps);
     expect(await ops('tiny', found.layerLimit! + 1)).toBeGreaterThan(maxOps);
     expect(found.tried.every((t) => (t.config?.layers ?? 0) <= found.layerLimit!)).toBe(true);
-  }, 180_000);
+  }, 400_000); // (163-180 s in the suite on 2 cores)
 });
