@@ -704,7 +704,6 @@ function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Buil
     if (makespan >= simulated(g, hw, best).stepSeconds) return 'slow';
     return assignInTime(prog, capacities(hw), order, s.start, s.end);
   };
-  const placements = [quiet({ start: ideal.start, end: ideal.end }), quiet({ seconds, follows }), ...GATED_GPU_SHARES.map((s) => gated(s, false))];
   const near = () => simulated(g, hw, best).stepSeconds <= ideal.stepSeconds * (1 + RETIME_MIN_GAIN); // near the floor: nothing left to gain
   // the candidate kept when its arenas place and it is faster; what they overflow, if they do ('slow': not placed)
   const keep = (arenas: Arenas | { overflows: Tier } | 'slow'): Tier | 'slow' | undefined => {
@@ -713,12 +712,23 @@ function retimed(g: Graph, hw: HardwareProfile, b: Built, beat = Infinity): Buil
     if (simulated(g, hw, c).stepSeconds < simulated(g, hw, best).stepSeconds) best = c;
     return undefined;
   };
-  for (const place of placements) { keep(place()); if (near()) break; }
+  for (const place of [quiet({ start: ideal.start, end: ideal.end }), quiet({ seconds, follows })]) { keep(place()); if (near()) break; }
+  // the plain gate at each share; once its arenas overflow the CPU or NVMe,
+  // neither a smaller GPU share nor the reserving gate is tried (a GPU budget
+  // is not what makes host bytes fit: bench/compile/plans.mjs's 31 plans are
+  // the same without them, and gpt3-175b's bound-LP candidate, whose gate
+  // overflows the CPU, retimes in 0.8-1.0 s against 1.8-1.9)
+  let hostOverflows = false;
+  for (const share of GATED_GPU_SHARES) {
+    if (near()) break;
+    const over = keep(gated(share, false)());
+    if (over === 'cpu' || over === 'nvme') { hostOverflows = true; break; }
+  }
   // reserving: the whole GPU, else the largest share down to the plain gate's
   // smallest that places (bisection over the GPU's budget: only while the GPU
   // is what overflows; a smaller share's schedule is no shorter, so one too
   // slow sends it up)
-  if (!near() && keep(gated(1, true)()) === 'gpu') {
+  if (!hostOverflows && !near() && keep(gated(1, true)()) === 'gpu') {
     let lo = GATED_GPU_SHARES[GATED_GPU_SHARES.length - 1], hi = 1;
     for (let k = 0; k < RESERVING_BISECTIONS && !near(); k++) {
       const mid = (lo + hi) / 2;
