@@ -139,6 +139,36 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
 
 const tierUpForced = () => process.env.TIERCUT_WASM_TIERUP === '1';
 
+/**
+ * V8 keeps HiGHS's compiled code (one module, shared by every thread of the
+ * process that loads highs) only while a thread that loaded it lives: a
+ * solver thread made after the last one closed compiled it all again, 1.5-2
+ * s of CPU per compile in a process that compiles many (tiercut fit, the test
+ * suite; gpt2-1.5b compiled three times in one process: 12.7-13.0 s of CPU
+ * each after the first with this thread, 16.1-17.6 s without; docs/
+ * BENCHMARKS.md, twenty-second session). So the first LpWorker to load highs
+ * optimised (load(true): the large models') also starts this thread, which
+ * loads it so too and then only waits, unref'd (it keeps no process alive).
+ * Not for the baseline compiler: a module kept from small models' compiles
+ * ran the large ones' solves at that tier (gpt2-1.5b 14.7 s after two tiny
+ * models, 11.4 s without). A small model's compile in a process that keeps
+ * the optimised code runs that (any function not yet compiled, optimised
+ * too); HiGHS's answers do not depend on which compiler made the code
+ * (WebAssembly's arithmetic is the same under both; the run-to-run
+ * differences once seen came from HiGHS's time budget, see WORKER_SOURCE),
+ * only how fast they come: bench/compile/plans.mjs's 31 plans, solved cold in
+ * one process, the same as each alone.
+ */
+let keeper: Worker | undefined;
+
+function keepCompiledCode(workerData: Record<string, unknown>): void {
+  if (keeper) return;
+  keeper = new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerData, deferLoad: false, liftoffOnly: false } });
+  keeper.unref();
+  keeper.on('error', () => { keeper = undefined; });
+  keeper.on('exit', () => { keeper = undefined; });
+}
+
 /** The outcome of a solve stopped at its time limit (as HiGHS's own limit gave it). */
 const timedOut = (numCols: number): HighsResult => ({ status: 'timeLimit', objective: NaN, x: new Float64Array(numCols), iterations: 0 });
 
@@ -275,7 +305,11 @@ export class LpWorker {
    * its hot functions up to optimised code (worth it for long solves), else
    * it keeps the baseline code (see WORKER_SOURCE). Returns at once.
    */
-  load(optimise: boolean): void { this.loaded ??= optimise; this.worker.postMessage({ load: true, liftoffOnly: !optimise }); }
+  load(optimise: boolean): void {
+    this.loaded ??= optimise;
+    this.worker.postMessage({ load: true, liftoffOnly: !optimise });
+    if (optimise) keepCompiledCode(this.workerData);
+  }
 
   /** The id the next solve will get (to name it in solveAfter). */
   get nextSolveId(): number { return this.nextId; }
