@@ -144,9 +144,10 @@ const tierUpForced = () => process.env.TIERCUT_WASM_TIERUP === '1';
  * process that loads highs) only while a thread that loaded it lives: a
  * solver thread made after the last one closed compiled it all again, 1.5-2
  * s of CPU per compile in a process that compiles many (tiercut fit, the test
- * suite; gpt2-1.5b compiled three times in one process: 12.7-13.0 s of CPU
- * each after the first with this thread, 16.1-17.6 s without; docs/
- * BENCHMARKS.md, twenty-second session). So the first LpWorker to load highs
+ * suite; gpt2-1.5b compiled three times in one process, bench/compile/
+ * repeat.mjs: 10.6-13.2 s of CPU each after the first with this thread,
+ * 16.4-18.1 s without; docs/BENCHMARKS.md, twenty-second session). So the
+ * first LpWorker to load highs
  * optimised (load(true): the large models') also starts this thread, which
  * loads it so too and then only waits, unref'd (it keeps no process alive).
  * Not for the baseline compiler: a module kept from small models' compiles
