@@ -810,6 +810,10 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+  // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
+  // alone must fit there; refused before any LP is built (fit's probes of
+  // models too deep for it each built and solved one to learn so)
+  if (opts.keepParamsOnGpu && g.tensors.reduce((s, t) => s + (t.role === 'param16' ? t.sizeBytes : 0), 0) > hw.gpu.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, true));
   // the LPs solve on worker threads while this thread searches a placement;
   // when the state cannot all stay on the GPU, the placement LPs' shares are
   // almost always wanted: they are queued at once, before the bound LP

@@ -18,7 +18,7 @@ import { UserError } from './diagnostics.js';
 
 export interface FitOptions extends Omit<CompileOptions, 'preset' | 'config'> { minTflops?: number }
 
-interface Trial { preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string; tflops?: number; stepSeconds?: number; modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number }
+interface Trial { preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string; tflops?: number; stepSeconds?: number; modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number; gpuFreeBytes?: number; p16Bytes?: number }
 
 /** How far fit deepens a preset: its training graph at most this many times the ops of the family's largest preset's (gpt: 4 x 7189, ~512 layers; the 120B GPT of scale.test.ts, 381 layers of gpt3-13b, has 21357). */
 export const FIT_MAX_OPS_FACTOR = 4;
@@ -38,7 +38,9 @@ async function attempt(opts: FitOptions, preset: string, config?: Record<string,
     const tflops = planTflops(plan);
     const freeBytes = (['gpu', 'cpu', 'nvme'] as const).reduce((sum, t) => sum + plan.tiers[t].capacityBytes - plan.tiers[t].peakBytes, 0);
     const stateBytes = plan.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
-    const base = { preset, config, params: plan.graph.paramCount, tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes };
+    const gpuFreeBytes = plan.tiers.gpu.capacityBytes - plan.tiers.gpu.peakBytes;
+    const p16Bytes = plan.graph.tensors.reduce((sum, t) => sum + (t.role === 'param16' ? t.sizeBytes : 0), 0);
+    const base = { preset, config, params: plan.graph.paramCount, tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
     if (opts.minTflops !== undefined && tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
     return { ...base, feasible: true };
   } catch (e) {
@@ -81,9 +83,16 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
       if (t.feasible) { lo = n; best = t; } else hi = n;
       return t.feasible;
     };
-    // guess: the free bytes of the best plan over the state bytes of one more layer
+    // guess: the free bytes of the best plan over the state bytes of one more
+    // layer; with parameters kept on the GPU, no more than its GPU's free
+    // bytes over one layer's half copies (gpt on a V100 at ZeRO-Offload's
+    // setting: 46 layers of gpt3-13b, where the state's bytes alone guessed
+    // 513 and thirteen probes came down from there)
     const layerBytes = deeper.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0) - best.stateBytes!;
-    const guess = layerBytes > 0 ? layers + Math.floor(best.freeBytes! / layerBytes) : lo + 1;
+    const layerP16 = deeper.graph.tensors.reduce((sum, t) => sum + (t.role === 'param16' ? t.sizeBytes : 0), 0) - best.p16Bytes!;
+    let room = layerBytes > 0 ? Math.floor(best.freeBytes! / layerBytes) : 1;
+    if (opts.keepParamsOnGpu && layerP16 > 0) room = Math.min(room, Math.floor(best.gpuFreeBytes! / layerP16));
+    const guess = layers + room;
     if (hi - lo > 1) {
       const first = Math.min(hi - 1, Math.max(lo + 1, guess));
       // gallop away from the guess until the answer is bracketed, then bisect

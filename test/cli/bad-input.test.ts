@@ -104,6 +104,10 @@ describe('bad input', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'gpt2-1.5b', '--seq', '64', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '8GB', '--cpu-mem', '1GB', '--nvme', '1GB', '-o', join(dir, 'x.json')), /does not fit: the model state needs .* is short by at least [\d.]+ [KMG]iB/);
   });
 
+  it('parameters kept on the GPU that it cannot hold: refused, by how many bytes', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'gpt2-1.5b', '--seq', '64', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '2GB', '--keep-params-on-gpu', '-o', join(dir, 'x.json')), /does not fit: the model state needs .* parameters kept on the GPU, .* is short by at least [\d.]+ [KMG]iB/);
+  });
+
   it('a model that cannot fit says by how much', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '1000', '-o', join(dir, 'x.json')), /does not fit: .*short by/);
   });
