@@ -123,7 +123,7 @@ async function cmdFit(args: Args): Promise<void> {
   const r = await fit({ ...compileOptions(args, model, 'fp16'), minTflops: num(args, '--min-tflops', { min: 0 }) });
   if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
   const label = (preset: string, config?: Record<string, number>) => `${preset}${Object.entries(config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
-  for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.tflops.toFixed(2)} TFLOPS` : ''}${t.why ? `  (${t.why})` : ''}\n`);
+  for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
   process.stdout.write(r.model ? `largest feasible: ${label(r.model.preset, r.model.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n` : 'no preset of this model fits\n');
   if (r.layerLimit !== undefined) process.stdout.write(`(fit deepens a preset to at most ${r.layerLimit} layers here: ${FIT_MAX_OPS_FACTOR}x the ops of this family's largest preset; a deeper model may fit too)\n`);
 }

@@ -55,6 +55,13 @@ export interface CompileOptions {
   sp?: number;
   /** The LP solver's time limit per solve, seconds (default LP_TIME_LIMIT_SECONDS; the optional solves get at most OPTIONAL_TIME_LIMIT_SECONDS). */
   lpTimeLimitSeconds?: number;
+  /**
+   * A feasibility probe (fit's trials): the first placement that fits, not the
+   * fastest; no bound. It fits exactly when the full compile's does (the full
+   * compile's later candidates are all made from a first one that fits; see
+   * place), and its step is no shorter.
+   */
+  probe?: boolean;
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
@@ -788,7 +795,7 @@ function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded): Bu
   throw diag.doesNotFit(`does not fit: no placement over gpu ${fmtBytes(hw.gpu.capacityBytes)}, cpu ${fmtBytes(hw.cpu.capacityBytes)}, nvme ${fmtBytes(hw.nvme.capacityBytes)} holds this step; raise a capacity or lower --batch/--seq`);
 }
 
-export interface Placed { placement: Placement; lp: LpSolution; /** the placement's program and arenas, when place built them */ built?: Built }
+export interface Placed { placement: Placement; /** the plan's bound (none for a probe) */ lp?: LpSolution; /** the placement's program and arenas, when place built them */ built?: Built }
 
 /**
  * Placement: everything on the GPU when it fits; else the min-cut when two
@@ -807,7 +814,7 @@ export interface Placed { placement: Placement; lp: LpSolution; /** the placemen
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
  */
-export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number } = {}): Promise<Placed> {
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: boolean } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
@@ -827,7 +834,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // (offloading the update can beat it by a few per cent: gpt2-124m/v100
       // 72.1 against 75.1 ms)
       const whole = build(g, hw, allGpu(g));
-      if (fitsTiers(whole.arenas.arenaBytes, hw)) return { placement: whole.placement, lp: await lp.kept(whole.placement), built: whole };
+      if (fitsTiers(whole.arenas.arenaBytes, hw)) return { placement: whole.placement, lp: opts.probe ? undefined : await lp.kept(whole.placement), built: whole };
     }
     const cutC = minCutPrepared(g, hw);
     const cutOk = cutC && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cutC.placement.home[t.id] === 'gpu'));
@@ -837,21 +844,26 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // plans below, which run the CPU's work beside the GPU's
     if (cutC && cutOk && cutC.placement.lambdaSecondsPerByte === 0 && inLpFamily(g, cutC.placement)) {
       const cut = cutBuilt(hw, cutC);
-      return { placement: cut.placement, lp: await boundOf(g, hw, lp, await lp.bound, cut), built: cut };
+      return { placement: cut.placement, lp: opts.probe ? undefined : await boundOf(g, hw, lp, await lp.bound, cut), built: cut };
     }
     // the placement LPs' shares come before the bound (refineAtOnce queues
     // them first): round, schedule and simulate them while the bound LP
     // solves; they are kept only when the bound LP has a solution too
     // (each LP's roundings as soon as its shares come, while the next solves)
     const acc: LpCandidates = { seen: new Set() };
-    void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
     const earlyEach = lp.earlyEach();
-    lp.headroom(); // queued on the second solver thread, behind its placement LP
-    lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP
+    if (!opts.probe) {
+      void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
+      lp.headroom(); // queued on the second solver thread, behind its placement LP
+      lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP
+    }
     for (const shares of await earlyEach) {
       const s = await shares;
       mark('LP placement solved (awaited)');
       if (s) lpTry(g, hw, s, acc);
+      // a probe (fit's): the first placement LP's rounding that fits, no
+      // candidate that would only be faster, no bound
+      if (opts.probe && acc.best) return { placement: acc.best.placement, built: acc.best };
     }
     // and the bound LP's shares, kept to its bytes per tier, once it is solved
     // (its rows see the forward pass's fetches and offloads: gpt3-13b/h200
@@ -1069,7 +1081,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       for (const w of [solver, second]) w?.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS);
     });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
-    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds });
+    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
     const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
     const model = { source: opts.model, preset, config };
     const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
@@ -1080,7 +1092,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     if (opts.dpuWarmupSteps === undefined) return plan;
     const steadyGraph = lowerDpu(graph);
     assertGraph(steadyGraph, 'dpu lowering');
-    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds });
+    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
     const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
     return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
   } finally {

@@ -5,7 +5,9 @@
 // feasible preset is deepened by bisection on its layer count, up to the next
 // preset's size. The first layer count tried is a guess from the capacity the
 // best plan leaves free (divided by the state bytes of one layer); from there
-// the search gallops outwards and bisects, so a fit compiles a handful of models.
+// the search gallops outwards and bisects, so a fit compiles a handful of models,
+// each as a probe (compile's first plan that fits: whether it fits, for less
+// time), and the answer once more in full for its predicted step.
 // The deepening stops at FIT_MAX_OPS_FACTOR times the ops of the family's
 // largest preset: the compiler's tested scale. A narrow preset would otherwise
 // be deepened to thousands of layers (gpt tiny, the largest preset fitting 50 MB
@@ -14,11 +16,18 @@
 import { modelPresets } from '../compiler/import/dsl.js';
 import { planTflops } from '../compiler/report/stats.js';
 import { compile, trainingGraph, type CompileOptions } from './compile.js';
-import { UserError } from './diagnostics.js';
+import { diag, UserError } from './diagnostics.js';
 
 export interface FitOptions extends Omit<CompileOptions, 'preset' | 'config'> { minTflops?: number }
 
-interface Trial { preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string; tflops?: number; stepSeconds?: number; modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number; gpuFreeBytes?: number; p16Bytes?: number }
+interface Trial {
+  preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string;
+  /** the plan's predicted TFLOPS and step; a probe's (the first plan that fits) are at most the full compile's TFLOPS and at least its step */
+  tflops?: number; stepSeconds?: number;
+  /** compiled as a probe (CompileOptions.probe) */
+  probe?: boolean;
+  modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number; gpuFreeBytes?: number; p16Bytes?: number;
+}
 
 /** How far fit deepens a preset: its training graph at most this many times the ops of the family's largest preset's (gpt: 4 x 7189, ~512 layers; the 120B GPT of scale.test.ts, 381 layers of gpt3-13b, has 21357). */
 export const FIT_MAX_OPS_FACTOR = 4;
@@ -32,15 +41,27 @@ export interface FitResult {
   tried: Trial[];
 }
 
-async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>): Promise<Trial> {
+/**
+ * One model compiled: first as a probe (the first plan that fits: whether it
+ * fits is the full compile's answer, for a fraction of its time); again in
+ * full when `full`, or when the probe's TFLOPS are under minTflops (the full
+ * plan may be faster).
+ */
+async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>, full = false): Promise<Trial> {
+  const t = await compiled(opts, preset, config, !full);
+  if (!t.feasible || !t.probe || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return t;
+  return compiled(opts, preset, config, false);
+}
+
+async function compiled(opts: FitOptions, preset: string, config: Record<string, number> | undefined, probe: boolean): Promise<Trial> {
   try {
-    const plan = await compile({ ...opts, preset, config });
+    const plan = await compile({ ...opts, preset, config, probe });
     const tflops = planTflops(plan);
     const freeBytes = (['gpu', 'cpu', 'nvme'] as const).reduce((sum, t) => sum + plan.tiers[t].capacityBytes - plan.tiers[t].peakBytes, 0);
     const stateBytes = plan.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
     const gpuFreeBytes = plan.tiers.gpu.capacityBytes - plan.tiers.gpu.peakBytes;
     const p16Bytes = plan.graph.tensors.reduce((sum, t) => sum + (t.role === 'param16' ? t.sizeBytes : 0), 0);
-    const base = { preset, config, params: plan.graph.paramCount, tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
+    const base = { preset, config, params: plan.graph.paramCount, ...(probe ? { probe } : {}), tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
     if (opts.minTflops !== undefined && tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
     return { ...base, feasible: true };
   } catch (e) {
@@ -103,6 +124,13 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
     if (lo === limit && limit + 1 < natural) layerLimit = limit;
   }
   if (!best) return { params: 0, model: null, predicted: null, tried };
+  // the answer's own plan, compiled in full (its step and TFLOPS as `compile` gives them)
+  if (best.probe) {
+    const probed = best;
+    best = await attempt(opts, probed.preset, probed.config, true);
+    tried.push(best);
+    if (!best.feasible) throw diag.doesNotFit(`fit: ${probed.preset}${probed.config ? ` ${JSON.stringify(probed.config)}` : ''} fits as a probe but not compiled in full: ${best.why}; please report the model and profile`);
+  }
   return {
     params: best.params,
     ...(layerLimit !== undefined ? { layerLimit } : {}),

@@ -1,7 +1,7 @@
 // The LP cache (compiler/partition/lp-cache.ts): a solve of the same model with
 // the same limits and options is answered from the per-user cache with exactly
-// the solver's outcome; a different model, limit or option is not; a
-// non-optimal outcome is not kept; TIERCUT_LP_CACHE=0 neither reads nor writes.
+// the solver's outcome; a different model, limit or option is not; an outcome
+// neither optimal nor infeasible is not kept; TIERCUT_LP_CACHE=0 neither reads nor writes.
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,10 +49,18 @@ describe('LP cache', () => {
       expect((await w.solve(model(10), 31)).readyAt).toBeDefined();
       expect((await w.solve(model(10), 30, undefined, { simplex_scale_strategy: 4 })).readyAt).toBeDefined();
       expect(entries().length).toBe(4);
-      // infeasible (x + y >= 1 with both <= 0.25): not kept
+      // infeasible (x + y >= 1 with both <= 0.25): kept, and answered as the solver did
       const bad = await w.solve(model(0.25), 30);
       expect(bad.status).toBe('infeasible');
-      expect(entries().length).toBe(4);
+      expect(entries().length).toBe(5);
+      const badAgain = await w.solve(model(0.25), 30);
+      expect(badAgain.readyAt).toBeUndefined();
+      expect(badAgain.status).toBe('infeasible');
+      expect(badAgain.iterations).toBe(bad.iterations);
+      // stopped by its iteration limit: not kept
+      const stopped = await w.solve(model(10), 30, 0, { presolve: 'off' });
+      expect(stopped.status).toBe('other');
+      expect(entries().length).toBe(5);
     } finally {
       w.close();
     }
