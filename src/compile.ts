@@ -56,12 +56,14 @@ export interface CompileOptions {
   /** The LP solver's time limit per solve, seconds (default LP_TIME_LIMIT_SECONDS; the optional solves get at most OPTIONAL_TIME_LIMIT_SECONDS). */
   lpTimeLimitSeconds?: number;
   /**
-   * A feasibility probe (fit's trials): the first placement that fits, not the
-   * fastest; no bound. It fits exactly when the full compile's does (the full
-   * compile's later candidates are all made from a first one that fits; see
-   * place), and its step is no shorter.
+   * fit's compiles, with no bound (plan.bound absent, no bound LP widened):
+   * 'fits', the first placement that fits (fit's trials: it fits exactly when
+   * the full compile's does, as the full compile's later candidates are all
+   * made from a first one that fits; see place), its step no shorter than the
+   * full compile's; 'step', the full compile's placement and step (fit's
+   * answer).
    */
-  probe?: boolean;
+  probe?: 'fits' | 'step';
 }
 
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
@@ -814,7 +816,7 @@ export interface Placed { placement: Placement; /** the plan's bound (none for a
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
  */
-export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: boolean } = {}): Promise<Placed> {
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step' } = {}): Promise<Placed> {
   const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
@@ -852,7 +854,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // (each LP's roundings as soon as its shares come, while the next solves)
     const acc: LpCandidates = { seen: new Set() };
     const earlyEach = lp.earlyEach();
-    if (!opts.probe) {
+    if (opts.probe !== 'fits') {
       void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
       lp.headroom(); // queued on the second solver thread, behind its placement LP
       lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP
@@ -861,9 +863,9 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       const s = await shares;
       mark('LP placement solved (awaited)');
       if (s) lpTry(g, hw, s, acc);
-      // a probe (fit's): the first placement LP's rounding that fits, no
-      // candidate that would only be faster, no bound
-      if (opts.probe && acc.best) return { placement: acc.best.placement, built: acc.best };
+      // a probe of whether it fits: the first placement LP's rounding that
+      // fits, no candidate that would only be faster
+      if (opts.probe === 'fits' && acc.best) return { placement: acc.best.placement, built: acc.best };
     }
     // and the bound LP's shares, kept to its bytes per tier, once it is solved
     // (its rows see the forward pass's fetches and offloads: gpt3-13b/h200
@@ -887,10 +889,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // meanwhile)
       const saved = boundSol.saved;
       const wider = (own: Widening) => () => {
+        if (opts.probe) return;
         const w = { ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own };
         if (wideningWays(w).length) void lp.wideBound(w);
       };
-      lpTryCheckpoints(g, hw, acc, (w) => void lp.wideBound(w));
+      lpTryCheckpoints(g, hw, acc, (w) => { if (!opts.probe) void lp.wideBound(w); });
       lpTryChainHead(g, hw, acc);
       lpTrySplit(g, hw, acc, wider({ split: true }));
       // (and the best's own, where neither guess was it: gpt3-6.7b on a V100
@@ -947,7 +950,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); please report the model and profile`);
       chosen = lpPlan();
     }
-    const bound = await boundOf(g, hw, lp, sol, chosen); // (it may set the placement's cutSeconds: read after)
+    const bound = opts.probe ? undefined : await boundOf(g, hw, lp, sol, chosen); // (it may set the placement's cutSeconds: read after)
     return { placement: chosen.placement, lp: bound, built: chosen };
   } finally {
     lp.close();

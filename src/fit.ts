@@ -7,7 +7,8 @@
 // best plan leaves free (divided by the state bytes of one layer); from there
 // the search gallops outwards and bisects, so a fit compiles a handful of models,
 // each as a probe (compile's first plan that fits: whether it fits, for less
-// time), and the answer once more in full for its predicted step.
+// time), and the answer once more with every candidate for its predicted step
+// (compile's plan, without the bound: fit does not report it).
 // The deepening stops at FIT_MAX_OPS_FACTOR times the ops of the family's
 // largest preset: the compiler's tested scale. A narrow preset would otherwise
 // be deepened to thousands of layers (gpt tiny, the largest preset fitting 50 MB
@@ -24,7 +25,7 @@ interface Trial {
   preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string;
   /** the plan's predicted TFLOPS and step; a probe's (the first plan that fits) are at most the full compile's TFLOPS and at least its step */
   tflops?: number; stepSeconds?: number;
-  /** compiled as a probe (CompileOptions.probe) */
+  /** compiled as a probe of whether it fits (CompileOptions.probe 'fits') */
   probe?: boolean;
   modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number; gpuFreeBytes?: number; p16Bytes?: number;
 }
@@ -48,12 +49,12 @@ export interface FitResult {
  * plan may be faster).
  */
 async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>, full = false): Promise<Trial> {
-  const t = await compiled(opts, preset, config, !full);
+  const t = await compiled(opts, preset, config, full ? 'step' : 'fits');
   if (!t.feasible || !t.probe || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return t;
-  return compiled(opts, preset, config, false);
+  return compiled(opts, preset, config, 'step');
 }
 
-async function compiled(opts: FitOptions, preset: string, config: Record<string, number> | undefined, probe: boolean): Promise<Trial> {
+async function compiled(opts: FitOptions, preset: string, config: Record<string, number> | undefined, probe: 'fits' | 'step'): Promise<Trial> {
   try {
     const plan = await compile({ ...opts, preset, config, probe });
     const tflops = planTflops(plan);
@@ -61,7 +62,7 @@ async function compiled(opts: FitOptions, preset: string, config: Record<string,
     const stateBytes = plan.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
     const gpuFreeBytes = plan.tiers.gpu.capacityBytes - plan.tiers.gpu.peakBytes;
     const p16Bytes = plan.graph.tensors.reduce((sum, t) => sum + (t.role === 'param16' ? t.sizeBytes : 0), 0);
-    const base = { preset, config, params: plan.graph.paramCount, ...(probe ? { probe } : {}), tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
+    const base = { preset, config, params: plan.graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
     if (opts.minTflops !== undefined && tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
     return { ...base, feasible: true };
   } catch (e) {
@@ -124,7 +125,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
     if (lo === limit && limit + 1 < natural) layerLimit = limit;
   }
   if (!best) return { params: 0, model: null, predicted: null, tried };
-  // the answer's own plan, compiled in full (its step and TFLOPS as `compile` gives them)
+  // the answer's own plan, with every candidate (its step and TFLOPS as `compile` gives them)
   if (best.probe) {
     const probed = best;
     best = await attempt(opts, probed.preset, probed.config, true);

@@ -30,6 +30,9 @@ describe('capacity bound: fit holds >= 95 % of (capacities - working set) / 12 B
       expect(found.model).not.toBeNull();
       const plan = await compile({ ...opts, preset: found.model!.preset, config: found.model!.overrides });
       expect(plan.graph.paramCount).toBe(found.params);
+      // (fit's trials are probes; its answer is compile's own plan)
+      expect(found.tried.some((t) => t.probe)).toBe(true);
+      expect(plan.predicted.stepSeconds).toBe(found.predicted!.stepSeconds);
       const hw = loadProfile(machine.hw, machine);
       const capacity = hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes;
       let state = 0;
