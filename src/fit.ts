@@ -43,10 +43,10 @@ export interface FitResult {
 }
 
 /**
- * One model compiled: first as a probe (the first plan that fits: whether it
- * fits is the full compile's answer, for a fraction of its time); again in
- * full when `full`, or when the probe's TFLOPS are under minTflops (the full
- * plan may be faster).
+ * One model compiled as a probe (the first plan that fits: whether it fits is
+ * the full compile's answer, for a fraction of its time), and again with every
+ * candidate where the probe's TFLOPS are under minTflops (the fastest plan may
+ * reach them); with `full`, with every candidate at once.
  */
 async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>, full = false): Promise<Trial> {
   const t = await compiled(opts, preset, config, full ? 'step' : 'fits');

@@ -328,8 +328,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // simplex failed or ran out of iterations on several GPT presets). Posted
   // at once with refineAtOnce (before the bound LP, so that the caller works
   // on their shares while the bound solves), else when asked for (behind the
-  // bound LP)
-  // behind the bound LP). With `checkFirst`, each is first solved with no
+  // bound LP). With `checkFirst`, each is first solved with no
   // objective, and only where that finds it feasible, solved (and refined) as
   // above: the finer segments' LPs come only where the coarse ones are
   // infeasible, near the edge of what fits, and there HiGHS's dual simplex
