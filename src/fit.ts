@@ -25,7 +25,7 @@ interface Trial {
   preset: string; config?: Record<string, number>; params: number; feasible: boolean; why?: string;
   /** the plan's predicted TFLOPS and step; a probe's (the first plan that fits) are at most the full compile's TFLOPS and at least its step */
   tflops?: number; stepSeconds?: number;
-  /** compiled as a probe of whether it fits (CompileOptions.probe 'fits') */
+  /** compiled as a probe of whether it fits (CompileOptions.probe 'fits'), fitting or not */
   probe?: boolean;
   modelConfig?: Record<string, unknown>; freeBytes?: number; stateBytes?: number; gpuFreeBytes?: number; p16Bytes?: number;
 }
@@ -68,7 +68,7 @@ async function compiled(opts: FitOptions, preset: string, config: Record<string,
   } catch (e) {
     if (!(e instanceof UserError)) throw e;
     const { graph } = await trainingGraph({ ...opts, preset, config });
-    return { preset, config, params: graph.paramCount, feasible: false, why: e.message };
+    return { preset, config, params: graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), feasible: false, why: e.message };
   }
 }
 
