@@ -6,7 +6,7 @@ import { copySeconds, opSeconds, type Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
 import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
-import { consumers, producers } from '../compiler/ir/graph.js';
+import { consumers, producers, tensorBytes } from '../compiler/ir/graph.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
@@ -157,7 +157,7 @@ interface CutCandidate { placement: Placement; prog: Program; order: Float64Arra
  */
 function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined {
   // two tiers cannot work when the state alone overflows them
-  const state = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
+  const state = tensorBytes(g, 'persistent');
   if (state > hw.gpu.capacityBytes + hw.cpu.capacityBytes) return undefined;
   const gpuPeak = (p: Placement) => tierPeakEstimate(g, p, 'gpu');
   let target = hw.gpu.capacityBytes;
@@ -817,12 +817,12 @@ export interface Placed { placement: Placement; /** the plan's bound (none for a
  * kept one's program, arenas and simulation come back with it.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step' } = {}): Promise<Placed> {
-  const persistentBytes = g.tensors.reduce((s, t) => s + (t.persistent ? t.sizeBytes : 0), 0);
+  const persistentBytes = tensorBytes(g, 'persistent');
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
   // alone must fit there; refused before any LP is built (fit's probes of
   // models too deep for it each built and solved one to learn so)
-  if (opts.keepParamsOnGpu && g.tensors.reduce((s, t) => s + (t.role === 'param16' ? t.sizeBytes : 0), 0) > hw.gpu.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, true));
+  if (opts.keepParamsOnGpu && tensorBytes(g, 'param16') > hw.gpu.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, true));
   // the LPs solve on worker threads while this thread searches a placement;
   // when the state cannot all stay on the GPU, the placement LPs' shares are
   // almost always wanted: they are queued at once, before the bound LP

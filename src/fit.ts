@@ -15,6 +15,7 @@
 // of GPU, towards 8565 layers: one compile ran past 10 minutes and 9 GB).
 
 import { modelPresets } from '../compiler/import/dsl.js';
+import { tensorBytes } from '../compiler/ir/graph.js';
 import { planTflops } from '../compiler/report/stats.js';
 import { compile, trainingGraph, type CompileOptions } from './compile.js';
 import { diag, UserError } from './diagnostics.js';
@@ -46,11 +47,11 @@ export interface FitResult {
  * One model compiled as a probe (the first plan that fits: whether it fits is
  * the full compile's answer, for a fraction of its time), and again with every
  * candidate where the probe's TFLOPS are under minTflops (the fastest plan may
- * reach them); with `full`, with every candidate at once.
+ * reach them).
  */
-async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>, full = false): Promise<Trial> {
-  const t = await compiled(opts, preset, config, full ? 'step' : 'fits');
-  if (!t.feasible || !t.probe || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return t;
+async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>): Promise<Trial> {
+  const t = await compiled(opts, preset, config, 'fits');
+  if (!t.feasible || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return t;
   return compiled(opts, preset, config, 'step');
 }
 
@@ -59,9 +60,9 @@ async function compiled(opts: FitOptions, preset: string, config: Record<string,
     const plan = await compile({ ...opts, preset, config, probe });
     const tflops = planTflops(plan);
     const freeBytes = (['gpu', 'cpu', 'nvme'] as const).reduce((sum, t) => sum + plan.tiers[t].capacityBytes - plan.tiers[t].peakBytes, 0);
-    const stateBytes = plan.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
+    const stateBytes = tensorBytes(plan.graph, 'persistent');
     const gpuFreeBytes = plan.tiers.gpu.capacityBytes - plan.tiers.gpu.peakBytes;
-    const p16Bytes = plan.graph.tensors.reduce((sum, t) => sum + (t.role === 'param16' ? t.sizeBytes : 0), 0);
+    const p16Bytes = tensorBytes(plan.graph, 'param16');
     const base = { preset, config, params: plan.graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
     if (opts.minTflops !== undefined && tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
     return { ...base, feasible: true };
@@ -110,8 +111,8 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
     // bytes over one layer's half copies (gpt on a V100 at ZeRO-Offload's
     // setting: 46 layers of gpt3-13b, where the state's bytes alone guessed
     // 513 and thirteen probes came down from there)
-    const layerBytes = deeper.graph.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0) - best.stateBytes!;
-    const layerP16 = deeper.graph.tensors.reduce((sum, t) => sum + (t.role === 'param16' ? t.sizeBytes : 0), 0) - best.p16Bytes!;
+    const layerBytes = tensorBytes(deeper.graph, 'persistent') - best.stateBytes!;
+    const layerP16 = tensorBytes(deeper.graph, 'param16') - best.p16Bytes!;
     let room = layerBytes > 0 ? Math.floor(best.freeBytes! / layerBytes) : 1;
     if (opts.keepParamsOnGpu && layerP16 > 0) room = Math.min(room, Math.floor(best.gpuFreeBytes! / layerP16));
     const guess = layers + room;
@@ -128,7 +129,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   // the answer's own plan, with every candidate (its step and TFLOPS as `compile` gives them)
   if (best.probe) {
     const probed = best;
-    best = await attempt(opts, probed.preset, probed.config, true);
+    best = await compiled(opts, probed.preset, probed.config, 'step');
     tried.push(best);
     if (!best.feasible) throw diag.doesNotFit(`fit: ${probed.preset}${probed.config ? ` ${JSON.stringify(probed.config)}` : ''} fits as a probe but not compiled in full: ${best.why}; please report the model and profile`);
   }

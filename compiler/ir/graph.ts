@@ -2,7 +2,8 @@
 // infers output shapes from the op catalog, computes flops and bytes touched,
 // and freezes the result into a plain readonly Graph.
 //
-// Also the index helpers every pass shares (producer/consumers per tensor) and
+// Also the index helpers every pass shares (producer/consumers per tensor, bytes
+// by kind of tensor) and
 // an iterative topological order (no recursion: graphs reach 10^5 ops).
 
 import { inferOutputs, opFlops, ShapeError } from './ops.js';
@@ -85,6 +86,13 @@ export class GraphBuilder {
     for (const t of this.tensors) if (t.role === 'param16' && !t.frozen) paramCount += numel(t.shape);
     return { name: this.name, tensors: this.tensors, ops: this.ops, loss, precision, paramCount };
   }
+}
+
+/** Bytes of the tensors that persist across steps (the model state), or of those of one role (e.g. 'param16': the half copies). */
+export function tensorBytes(g: Graph, which: 'persistent' | Role): number {
+  let sum = 0;
+  for (const t of g.tensors) if (which === 'persistent' ? t.persistent : t.role === which) sum += t.sizeBytes;
+  return sum;
 }
 
 /** producer[t] = op id writing tensor t (the last writer for in-place state), or -1. */

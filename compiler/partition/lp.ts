@@ -86,7 +86,7 @@
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
-import { consumers, producers } from '../ir/graph.js';
+import { consumers, producers, tensorBytes } from '../ir/graph.js';
 import { LpWorker, type HighsModelData, type HighsResult } from './highs-worker.js';
 import { LinearProgram } from './lp-model.js';
 import { boundMemoryRows, planMemoryRows, PLAN_CAPACITY_SHARE, readClusters } from './lp-memory.js';
@@ -636,7 +636,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   // the NVMe rows below only when the state must use NVMe (more than GPU and
   // CPU hold); elsewhere they are left out (a relaxation: the bound stays one)
   // and the LP stays as small as it was
-  const persistent = g.tensors.reduce((sum, t) => sum + (t.persistent ? t.sizeBytes : 0), 0);
+  const persistent = tensorBytes(g, 'persistent');
   const nvmeNeeded = hw.nvme.capacityBytes > 0 && persistent > (hw.gpu.capacityBytes + hw.cpu.capacityBytes) * share;
   const h2d = (b: number) => copySeconds(b, 'cpu', 'gpu', hw), d2h = (b: number) => copySeconds(b, 'gpu', 'cpu', hw);
   const nr = (b: number) => copySeconds(b, 'nvme', 'cpu', hw), nw = (b: number) => copySeconds(b, 'cpu', 'nvme', hw);
