@@ -235,7 +235,8 @@ interface Placed { offset: Float64Array; extra: Map<number, number[]>; arenaByte
 function arenas(prog: Program, { offset, extra, arenaBytes }: Placed, ring?: Ring): Arenas {
   // (each field named, as ProgramBuffer has them: one literal shape, cheaper than a spread)
   const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ id: b.id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes, allocAt: b.allocAt, freeAt: b.freeAt, offsetBytes: offset[b.id] }));
-  const instructions = prog.instructions.map((x) => { const more = extra.get(x.id); return more === undefined ? x : { ...x, waits: [...new Set([...x.waits, ...more])].sort((a, b) => a - b) }; });
+  const instructions = prog.instructions.slice();
+  for (const [i, more] of extra) { const x = instructions[i]; instructions[i] = { ...x, waits: [...new Set([...x.waits, ...more])].sort((a, b) => a - b) }; }
   return { buffers, instructions, arenaBytes, ring: ring !== undefined, ringBytes: ring?.size ?? 0 };
 }
 
@@ -276,13 +277,26 @@ function packPersistent(prog: Program, alignOf: Float64Array, order: Float64Arra
   return { lists, lasts };
 }
 
+/** Per instruction, its stream as a small integer (compared once per reused byte range: cheaper than the names). */
+function streamIds(prog: Program): Int32Array {
+  const ids = new Map<string, number>(), out = new Int32Array(prog.instructions.length);
+  prog.instructions.forEach((x, i) => {
+    let k = ids.get(x.stream);
+    if (k === undefined) ids.set(x.stream, (k = ids.size));
+    out[i] = k;
+  });
+  return out;
+}
+
 /** Buffer `id` takes [lo, lo + span): its offset, its tier's peak, and a wait of its first writer for every last occupant's free on another stream. */
-function occupy(prog: Program, p: Placed, last: LastOccupant, id: number, lo: number, span: number): void {
+function occupy(prog: Program, p: Placed, stream: Int32Array, last: LastOccupant, id: number, lo: number, span: number): void {
   const b = prog.buffers[id];
   p.offset[id] = lo;
-  p.arenaBytes[b.tier] = Math.max(p.arenaBytes[b.tier], lo + b.sizeBytes);
-  for (const w of last.take(lo, lo + span)) {
-    if (b.allocAt >= 0 && prog.instructions[w].stream !== prog.instructions[b.allocAt].stream) {
+  if (lo + b.sizeBytes > p.arenaBytes[b.tier]) p.arenaBytes[b.tier] = lo + b.sizeBytes;
+  const taken = last.take(lo, lo + span);
+  if (b.allocAt < 0) return;
+  for (const w of taken) {
+    if (stream[w] !== stream[b.allocAt]) {
       const more = p.extra.get(b.allocAt);
       if (more) more.push(w); else p.extra.set(b.allocAt, [w]);
     }
@@ -306,15 +320,16 @@ function placeByTime(prog: Program, alignOf: Float64Array, order: Float64Array |
   const extra = new Map<number, number[]>();
   const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
+  const placed: Placed = { offset, extra, arenaBytes }, stream = streamIds(prog);
   for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
     const b = prog.buffers[id], tier = b.tier, list = lists[tier], last = lasts[tier];
     if (kind === 0) { const lo = offset[id]; list.free(lo, lo + span(b)); last.set(lo, lo + span(b), at); continue; }
     const allowed = (x: number) => last.latest(x, x + span(b)) < Math.max(at, 0);
     let lo = list.allocBefore(span(b), alignOf[id], budget[tier], allowed);
     if (lo < 0) lo = list.allocBefore(span(b), alignOf[id], Infinity, allowed); // no room: above the budget (the placement is not kept)
-    occupy(prog, { offset, extra, arenaBytes }, last, id, lo, span(b));
+    occupy(prog, placed, stream, last, id, lo, span(b));
   }
-  return { offset, extra, arenaBytes };
+  return placed;
 }
 
 /**
@@ -368,12 +383,13 @@ function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array |
     }
   }
   // the waits: replay the lifetimes in time order, each first write taking its bytes' last occupants
+  const placed: Placed = { offset, extra, arenaBytes }, stream = streamIds(prog);
   for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
     const b = prog.buffers[id], lo = offset[id];
     if (kind === 0) lasts[b.tier].set(lo, lo + span(b), at);
-    else occupy(prog, { offset, extra, arenaBytes }, lasts[b.tier], id, lo, span(b));
+    else occupy(prog, placed, stream, lasts[b.tier], id, lo, span(b));
   }
-  return { offset, extra, arenaBytes };
+  return placed;
 }
 
 /** CPU bytes [lo, lo + size) for the buffers NVMe reads fill (placeAll's ring). */
@@ -413,7 +429,8 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
   const estimate = timed && 'seconds' in timed ? timed : undefined;
   const begin = timed && 'start' in timed ? timed.start : new Float64Array(timed ? n : 0);
   const end = timed && 'end' in timed ? timed.end : new Float64Array(timed ? n : 0);
-  const streamEnd = new Map<string, number>();
+  const stream = streamIds(prog), streamEnd = new Float64Array(n);
+  const placed: Placed = { offset, extra, arenaBytes };
   // the ring: each buffer an NVMe read fills takes the bytes after the one
   // before it, from the ring's bottom again when it would pass the top; one
   // that would overlap a buffer still live there goes to the free list
@@ -438,27 +455,27 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
     if (lo >= 0) { /* in the ring */ }
     else if (far?.[b.id] && budget) lo = list.allocFar(span(b), alignOf[b.id], budget[tier], (at) => last.latest(at, at + span(b)));
     else if (quiet && budget && b.allocAt >= 0) {
-      const mine = prog.instructions[b.allocAt].stream;
-      const other = (w: number) => prog.instructions[w].stream !== mine;
+      const mine = stream[b.allocAt];
+      const other = (w: number) => stream[w] !== mine;
       // the score: < 0 when reusing the range adds no wait, else how long (timed) or how recent (by program position) its latest free is
       lo = timed
         ? list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => { const e = last.mostWhere(at, at + span(b), other, end); return e <= ready ? -1 : e - ready; })
         : list.allocQuiet(span(b), alignOf[b.id], budget[tier], (at) => last.latestWhere(at, at + span(b), other));
     } else lo = list.alloc(span(b), alignOf[b.id]);
-    occupy(prog, { offset, extra, arenaBytes }, last, b.id, lo, span(b));
+    occupy(prog, placed, stream, last, b.id, lo, span(b));
   };
   for (let j = allocAt[0]; j < allocAt[1]; j++) allocate(allocs[j], 0);
   for (let i = 0; i < n; i++) {
     const x = prog.instructions[i];
     let ready = timed && !estimate ? begin[i] : 0;
     const follows = estimate ? estimate.follows[i] : -1;
-    if (estimate) { ready = streamEnd.get(x.stream) ?? 0; for (const w of x.waits) ready = Math.max(ready, w === follows ? begin[w] : end[w]); }
+    if (estimate) { ready = streamEnd[stream[i]]; for (const w of x.waits) ready = Math.max(ready, w === follows ? begin[w] : end[w]); }
     for (let j = allocAt[i + 1]; j < allocAt[i + 2]; j++) allocate(allocs[j], ready);
     if (estimate) {
       for (const w of extra.get(i) ?? []) ready = Math.max(ready, end[w]);
       begin[i] = ready;
       end[i] = Math.max(ready + estimate.seconds(i), follows >= 0 ? end[follows] : 0);
-      streamEnd.set(x.stream, end[i]);
+      streamEnd[stream[i]] = end[i];
     }
     for (let j = freeAt[i]; j < freeAt[i + 1]; j++) {
       const id = frees[j], d = prog.buffers[id], lo = offset[id], hi = lo + span(d);
