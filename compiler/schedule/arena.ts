@@ -134,7 +134,7 @@ const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', '
  *  with `timing`, the quiet placements judge reuse by when frees end (ReuseTiming). */
 export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming, useRing = true): Arenas {
   const alignOf = alignments(prog);
-  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, ring?: Ring) => placeAll(prog, alignOf, order, far, budget, quiet, timing, ring);
+  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, ring?: Ring, keepIf?: Readonly<Record<Tier, number>>) => placeAll(prog, alignOf, order, far, budget, quiet, timing, ring, keepIf);
   const compact = place();
   if (!capacity || !fits(compact, capacity)) return arenas(prog, compact);
   const far = prefetchBuffers(prog);
@@ -154,8 +154,8 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
       for (const share of [1, 0.5]) {
         const budget = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, compact.arenaBytes[t] + share * room(t)])) as Record<Tier, number>;
         if (r) budget.cpu = Math.min(budget.cpu, r.lo);
-        const spread = place(far, budget, quiet, r);
-        if (fits(spread, capacity) && (!r || (!spread.ringMissed && spread.mainTop <= r.lo))) return arenas(prog, spread, r);
+        const spread = place(far, budget, quiet, r, capacity);
+        if (!spread.stopped) return arenas(prog, spread, r);
       }
     }
   }
@@ -397,8 +397,15 @@ interface Ring { lo: number; size: number }
 /** A ring above every address: the placement's mainTop is then what the CPU's other buffers take without the ring's. */
 const UNBOUNDED_RING: Ring = { lo: 2 ** 52, size: 2 ** 52 };
 
-/** One placement. Buffers are allocated in program order (each at its first write, after every free before it), all tiers in one pass; with `ring`, the CPU buffers NVMe reads fill go there. */
-function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming, ring?: Ring): Placed & { /** the top of the CPU's buffers outside the ring */ mainTop: number; ringMissed: boolean } {
+/**
+ * One placement. Buffers are allocated in program order (each at its first
+ * write, after every free before it), all tiers in one pass; with `ring`, the
+ * CPU buffers NVMe reads fill go there. With `keepIf` (the capacities), it
+ * stops as soon as it cannot be kept (`stopped`): a tier above its capacity,
+ * or with a ring, a buffer the ring could not take or the CPU's other buffers
+ * above its bottom (each only grows as the placement goes on).
+ */
+function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming, ring?: Ring, keepIf?: Readonly<Record<Tier, number>>): Placed & { /** the top of the CPU's buffers outside the ring */ mainTop: number; ringMissed: boolean; stopped: boolean } {
   const offset = new Float64Array(prog.buffers.length);
   const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   const extra = new Map<number, number[]>();
@@ -464,8 +471,10 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
     } else lo = list.alloc(span(b), alignOf[b.id]);
     occupy(prog, placed, stream, last, b.id, lo, span(b));
   };
+  const kept = () => arenaBytes.gpu <= keepIf!.gpu && arenaBytes.cpu <= keepIf!.cpu && arenaBytes.nvme <= keepIf!.nvme && (!ring || (!ringMissed && lists.cpu.top <= ring.lo));
   for (let j = allocAt[0]; j < allocAt[1]; j++) allocate(allocs[j], 0);
   for (let i = 0; i < n; i++) {
+    if (keepIf && !kept()) return { offset, extra, arenaBytes, mainTop: lists.cpu.top, ringMissed, stopped: true };
     const x = prog.instructions[i];
     let ready = timed && !estimate ? begin[i] : 0;
     const follows = estimate ? estimate.follows[i] : -1;
@@ -484,5 +493,5 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
       lasts[d.tier].set(lo, hi, i);
     }
   }
-  return { offset, extra, arenaBytes, mainTop: lists.cpu.top, ringMissed };
+  return { offset, extra, arenaBytes, mainTop: lists.cpu.top, ringMissed, stopped: keepIf !== undefined && !kept() };
 }
