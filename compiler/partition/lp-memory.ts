@@ -44,7 +44,7 @@ import type { ParamGroup } from './lp.js';
  * the LP's vertex, and with it the plans rounded from it). Whatever else a
  * schedule holds (prefetched copies, staging, fragmentation) only adds: a
  * plan that fits satisfies every row. The rounding meets the rest by repair
- * (src/compile.ts).
+ * (built.ts lpBuilt).
  */
 export interface MemoryColumns {
   allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];

@@ -32,7 +32,7 @@
 // rise above its bottom, the ring is not used (Arenas.ring says whether it
 // is; where the CPU is tight the others then wait for more cross-stream
 // frees, so compile also places small programs without it and keeps the
-// faster: src/compile.ts RING_CHOICE_MAX_INSTRUCTIONS). Without it they are placed
+// faster: partition/built.ts RING_CHOICE_MAX_INSTRUCTIONS). Without it they are placed
 // "far": fresh bytes above the arena while the budget allows, else the free
 // range whose last occupant was freed longest ago (intervals.ts allocFar), so
 // that reads run ahead and go to the store together. The budget is the compact
@@ -54,7 +54,7 @@
 // Timed quiet placement (with a ReuseTiming, below): the same, but a range may
 // be reused without waiting when its frees end, in a schedule of the program,
 // before its writer is ready, and otherwise the range that delays its writer
-// least is taken; compile simulates it beside the plain one (src/compile.ts
+// least is taken; compile simulates it beside the plain one (partition/built.ts
 // retimed).
 // Placement in time order (assignInTime, given a schedule of the program,
 // e.g. schedule/gated.ts's, which lets prefetches run ahead only as far as

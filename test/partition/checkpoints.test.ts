@@ -5,7 +5,7 @@
 // trains bit-identically to the all-GPU plan), and on the case that showed it
 // (llama2-13b on an H100 with 96 GB of CPU: 4.46 s with the activations
 // offloaded and 25 groups' state on NVMe); and the kept activations made
-// again so, their GPU bytes given to NVMe state (src/compile.ts
+// again so, their GPU bytes given to NVMe state (compiler/partition/candidates.ts
 // lpTryKeptCheckpoints: llama2-7b on 24 GB of GPU and 32 GB of CPU, 11.97 s
 // before).
 import { describe, expect, it } from 'vitest';

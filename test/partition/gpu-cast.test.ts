@@ -1,4 +1,4 @@
-// Casts on the GPU from master32 copied up (src/compile.ts lpTryCasts): where
+// Casts on the GPU from master32 copied up (compiler/partition/candidates.ts lpTryCasts): where
 // the CPU is a plan's busiest stream and it makes p16 again for each cluster
 // of reads from master32 resting on the CPU, those casts run on the GPU
 // instead, each reading master32 fetched for it (4 bytes a parameter where

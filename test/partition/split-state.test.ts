@@ -1,4 +1,4 @@
-// State split by tensor (src/compile.ts lpTrySplit): where a plan holds state
+// State split by tensor (compiler/partition/candidates.ts lpTrySplit): where a plan holds state
 // on NVMe, each such group's master32 moved into CPU memory and, for room,
 // other groups' moments (m, v) onto NVMe, so that the forward pass makes p16
 // with no NVMe read and the write-backs start sooner. Such a plan is outside

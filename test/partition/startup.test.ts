@@ -1,7 +1,7 @@
 // The step's first GPU op (a GPT's embedding) reads its parameter's half copy
 // first thing: with that parameter's state on the CPU the copy is cast there
 // and copied up while the GPU waits (gpt3-13b/h200: 10.3 ms). compile tries the
-// best candidate with that group's state on the GPU too (src/compile.ts
+// best candidate with that group's state on the GPU too (compiler/partition/candidates.ts
 // lpTryStartup) and keeps it where it is faster.
 import { describe, expect, it } from 'vitest';
 import { paramGroups } from '../../compiler/partition/lp.js';

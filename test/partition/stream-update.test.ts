@@ -1,4 +1,4 @@
-// Updates streamed to the GPU (src/compile.ts lpTryStream): where a plan ends
+// Updates streamed to the GPU (compiler/partition/candidates.ts lpTryStream): where a plan ends
 // on the CPU's chain of updates, the groups whose gradients come last are
 // updated on the GPU all the same, their state (resting on the CPU) copied up
 // and home after the update (program.ts), so the

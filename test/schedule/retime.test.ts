@@ -1,5 +1,5 @@
 // Reuse judged by when frees end (compiler/schedule/arena.ts ReuseTiming;
-// src/compile.ts retimed): a quiet placement out of fresh bytes reuses the
+// compiler/partition/built.ts retimed): a quiet placement out of fresh bytes reuses the
 // range whose free has ended by the time its writer is ready, not the one
 // whose free stands earliest in the program; compile keeps such a placement
 // only when it simulates faster, and the plan still verifies.

@@ -1,0 +1,456 @@
+// Candidate placements beyond the LP roundings: each family takes the best
+// plan so far (LpCandidates, built.ts), changes it in one way the LPs' family
+// does not hold or rounds poorly, builds and retimes the changed placements,
+// and keeps one where it simulates faster:
+//  - lpTryStartup: the first forward op's parameter state on the GPU;
+//  - lpTryChainHead: the head of the CPU's chain of updates on the GPU;
+//  - lpTryStream: CPU updates streamed to the GPU (state copied up and home);
+//  - lpTrySplit: a group's state split by tensor (master32 in CPU memory,
+//    the moments on NVMe);
+//  - lpTryCheckpoints, lpTryKeptCheckpoints: activations recomputed through
+//    chains (checkpoints.ts) instead of offloaded or kept;
+//  - lpTryCasts: p16 cast on the GPU from master32 copied up.
+// A family whose plans leave the LPs' family calls `trying` first, so that
+// the bound widened by that way (lp.ts wideBound) solves while its candidates
+// are built. Keeps true: acc.best only gets faster, and every candidate kept
+// fits the capacities (built.ts). Cost: a few builds and retimings a family.
+
+import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
+import type { HardwareProfile } from '../cost/profiles.js';
+import type { Graph } from '../ir/types.js';
+import { consumers, producers } from '../ir/graph.js';
+import { checkpointed } from './checkpoints.js';
+import { paramGroups, type ParamGroup, type Widening } from './lp.js';
+import type { Placement } from './placement.js';
+import { compactArenaBytes, readBuffersPeak } from '../schedule/arena.js';
+import { mark } from '../../src/timing.js';
+import { build, fitsTiers, lpTryRounded, retimed, simulated, type Built, type LpCandidates } from './built.js';
+
+/**
+ * The step's first GPU op waits for its parameter's half copy when that
+ * parameter's state is off the GPU: cast on the CPU and copied up before
+ * anything else can start (gpt3-13b/h200: the embedding starts at 10.3 ms,
+ * 13b/v100 at 43 ms), and in a CPU-bound step every CPU update waits with it
+ * (the LPs' rows count that copy before its reader and the updates after their
+ * gradients, not the two in one chain). Two more candidates:
+ * the best with that group's state (and its p16) on the GPU, cast there; the
+ * repair makes room as for any rounding (the least committed groups go to the
+ * CPU); kept when one simulates faster.
+ */
+export function lpTryStartup(g: Graph, hw: HardwareProfile, acc: LpCandidates, keepParamsOnGpu: boolean): void {
+  if (!acc.bestFrom) return;
+  const { sol, r } = acc.bestFrom;
+  const groups = sol.groups;
+  const byP16 = new Map(groups.map((q, i) => [q.p16, i]));
+  const first = g.ops.find((op) => op.phase === 'forward' && op.inputs.some((t) => byP16.has(t)));
+  if (!first) return;
+  const i = byP16.get(first.inputs.find((t) => byP16.has(t))!)!;
+  if (r.stateTier[i] === 'gpu') return;
+  // (fresh arrays and sets: the repair changes the rounding it is given; the
+  // group's shares say GPU, so that the repair, which moves the least committed
+  // groups first, does not move it back)
+  const gpu = (shares: Float64Array[]) => shares.map((v, k) => (k === i ? Float64Array.of(1, 0, 0) : v));
+  const pinned = { ...sol, stateShare: gpu(sol.stateShare), p16Share: gpu(sol.p16Share) };
+  // its p16 resident on the GPU, or made again there for each use (no bytes
+  // held between uses: the GPU takes less from the other groups; not where
+  // parameters are kept on the GPU, the ZeRO-Offload setting): either wins
+  // somewhere (gpt3-13b/a100 1.6544 against 1.6579 s, 13b/h200 0.3737 against 0.3664)
+  for (const p16 of groups[i].remakeable && !keepParamsOnGpu ? ['gpu', 'nvme'] as const : ['gpu'] as const) {
+    lpTryRounded(g, hw, pinned, {
+      stateTier: r.stateTier.map((t, k) => (k === i ? 'gpu' : t)), p16Tier: r.p16Tier.map((t, k) => (k === i ? p16 : t)),
+      offload: new Set(r.offload), recompute: new Set(r.recompute),
+    }, acc);
+  }
+  mark('LP startup candidates');
+}
+
+/**
+ * Where the best plan so far updates state on the CPU, its step is often the
+ * CPU's chain: the GPU up to the first gradient of a group the CPU updates,
+ * then the CPU's updates back to back to the end (gpt3-6.7b/h100: 51 ms, then
+ * 125 ms; docs/BENCHMARKS.md, thirteenth session). More candidates, each the
+ * best so far with the head of that chain — the CPU-updated group whose
+ * gradient comes first — updated on the GPU (its state there): the chain then
+ * starts at the next group's gradient with that update less. Where the GPU
+ * overflows, the repair moves the least committed groups (by the LP's GPU
+ * share) to the CPU, as for any rounding. Kept when it simulates faster; up to
+ * CHAIN_HEAD_ROUNDS candidates, a group whose move does not pay passed over
+ * for the next until CHAIN_HEAD_MISSES have not; none once the CPU is mostly
+ * idle after the head's update (cpuChainFrom).
+ */
+const CHAIN_HEAD_ROUNDS = 8;
+const CHAIN_HEAD_MISSES = 2;
+
+export function lpTryChainHead(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  const passed = new Set<number>();
+  const made = producers(g);
+  let misses = 0;
+  for (let round = 0; round < CHAIN_HEAD_ROUNDS && misses < CHAIN_HEAD_MISSES && acc.bestFrom; round++) {
+    const { sol, r } = acc.bestFrom;
+    let head = -1;
+    sol.groups.forEach((q, i) => { if (r.stateTier[i] === 'cpu' && !passed.has(i) && (head < 0 || made[q.grad] < made[sol.groups[head].grad])) head = i; });
+    if (head < 0) break;
+    const best = acc.best!;
+    if (!cpuChainFrom(g, hw, best, sol.groups[head].adam)) break;
+    // (its shares say GPU, so that the repair, which moves the least committed groups first, does not move it back)
+    const pinned = { ...sol, stateShare: sol.stateShare.map((v, k) => (k === head ? Float64Array.of(1, 0, 0) : v)) };
+    lpTryRounded(g, hw, pinned, { stateTier: r.stateTier.map((t, k) => (k === head ? 'gpu' : t)), p16Tier: [...r.p16Tier], offload: new Set(r.offload), recompute: new Set(r.recompute) }, acc);
+    if (acc.best === best) { passed.add(head); misses++; }
+  }
+  mark('LP chain-head candidates');
+}
+
+/**
+ * Whether b's CPU is busy at least CHAIN_HEAD_MIN_BUSY of the time from
+ * `adam`'s run on it to the step's end. Below that the step's tail is set by
+ * something else (NVMe, the GPU) and moving the update cannot pay: so it was
+ * on every case of bench/compile below 0.2 (gpt3-175b 0.16, where each such
+ * candidate cost 0.4-0.6 s of scheduling), while the moves that paid ran from
+ * 0.22 (gpt3-13b on an A100 with 64 GB of CPU) to 1 (gpt3-6.7b/h100).
+ */
+const CHAIN_HEAD_MIN_BUSY = 0.2;
+
+function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): boolean {
+  const sim = simulated(g, hw, b), ins = b.prog.instructions;
+  const at = ins.findIndex((x) => x.kind === 'run' && x.op === adam && x.stream === 'cpu');
+  if (at < 0) return false;
+  const from = sim.start[at];
+  let busy = 0;
+  for (const x of ins) if (x.stream === 'cpu' && sim.start[x.id] >= from) busy += sim.end[x.id] - sim.start[x.id];
+  return busy >= (sim.stepSeconds - from) * CHAIN_HEAD_MIN_BUSY;
+}
+
+/**
+ * Where the best plan so far ends on the CPU's chain of updates (cpuChainFrom),
+ * the GPU and both copy streams idle while the CPU updates group after group.
+ * More candidates: the CPU groups whose gradients come last updated on the
+ * GPU all the same (streamed: the state copied up, updated there once its
+ * gradient exists and copied home; the gradient stays on the GPU), as Colossal-
+ * AI's Gemini updates on the GPU the optimizer chunks its free memory holds.
+ * Per byte of state a streamed update costs the copies' time where the CPU's
+ * costs its update's, so the copy streams can take about a share f = C / (C +
+ * P) of the CPU's state (C: the CPU's update seconds, P: the slower copy's
+ * plus the GPU's update); the copies also carry the backward pass's fetches,
+ * so the candidates stream the groups whose gradients come last for
+ * STREAM_SHARES of f, then one group more and one fewer than the fastest of
+ * those; the fastest kept when it beats the best.
+ */
+const STREAM_SHARES = [0.25, 0.5, 0.75, 1];
+
+/** The groups p updates on the CPU with all their state there, the last gradient first (lpTryStream, lpTrySplit). */
+function cpuUpdated(g: Graph, groups: readonly ParamGroup[], p: Placement): ParamGroup[] {
+  const made = producers(g);
+  return groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
+    .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+}
+
+export function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+  if (!acc.best) return;
+  const p = acc.best.placement, onCpu = cpuUpdated(g, paramGroups(g), p);
+  if (onCpu.length === 0 || !cpuChainFrom(g, hw, acc.best, onCpu[onCpu.length - 1].adam)) return;
+  trying();
+  let C = 0, P = 0;
+  for (const q of onCpu) {
+    C += opSeconds(g, g.ops[q.adam], 'cpu', hw);
+    P += Math.max(copySeconds(q.stateBytes, 'cpu', 'gpu', hw), copySeconds(q.stateBytes, 'gpu', 'cpu', hw)) + opSeconds(g, g.ops[q.adam], 'gpu', hw);
+  }
+  const total = onCpu.reduce((sum, q) => sum + q.stateBytes, 0), f = C / (C + P);
+  // the first k groups streamed
+  const tried = new Map<number, Built>();
+  const tryK = (k: number) => {
+    if (k < 1 || k > onCpu.length || tried.has(k)) return;
+    const home = [...p.home], opTier = [...p.opTier];
+    for (const q of onCpu.slice(0, k)) { opTier[q.adam] = 'gpu'; home[q.grad] = 'gpu'; }
+    const b = retimed(g, hw, build(g, hw, { ...p, home, opTier }), simulated(g, hw, acc.best!).stepSeconds);
+    tried.set(k, b);
+  };
+  const groupsFor = (bytes: number) => { let k = 0, sum = 0; while (k < onCpu.length && sum < bytes) sum += onCpu[k++].stateBytes; return k; };
+  for (const share of STREAM_SHARES) tryK(groupsFor(share * f * total));
+  const fastest = () => [...tried].filter(([, b]) => fitsTiers(b.arenas.arenaBytes, hw)).sort(([ka, a], [kb, b]) => simulated(g, hw, a).stepSeconds - simulated(g, hw, b).stepSeconds || ka - kb)[0];
+  const first = fastest();
+  if (first) { tryK(first[0] - 1); tryK(first[0] + 1); }
+  const win = fastest();
+  if (win && simulated(g, hw, win[1]).stepSeconds < simulated(g, hw, acc.best).stepSeconds) acc.best = win[1];
+  mark('LP stream candidates');
+}
+
+/**
+ * A group's state moved onto the GPU and updated there (a placement's arrays,
+ * changed in place): its gradient stays there, its cast runs there, and its
+ * p16 is made again there for each use where `remade` (as placementFrom
+ * does), else resident there.
+ */
+function updatedOnGpu(q: ParamGroup, home: Tier[], opTier: Tier[], remat: boolean[], remade: boolean): void {
+  for (const t of q.state) home[t] = 'gpu';
+  home[q.grad] = 'gpu'; opTier[q.adam] = 'gpu';
+  if (q.cast >= 0) opTier[q.cast] = 'gpu';
+  remat[q.p16] = remade; home[q.p16] = remade ? 'cpu' : 'gpu';
+}
+
+/**
+ * Where the split candidate wins, its ring (arena.ts) keeps 3 times the peak
+ * of the read buffers alive at once (program order), else 4, and gives the
+ * rest of its bytes to the state (fewer moments on NVMe). Each GB off NVMe
+ * saves about its write-back, until the reads wait for room: gpt3-175b
+ * (a100-80g, 1 TB CPU), a ring of 59.8 GB against a peak of 4.8; with the
+ * state 35 / 40 / 45 / 50 GB more in the CPU, a ring 5.1 / 4.1 / 2.9 / 1.6
+ * times the peak, 287.0 / 285.8 / 284.3 / 302.2 s against 295.8. A ring of 2
+ * times as well changed none of bench:compile's plans and cost gpt3-175b
+ * 0.3 s (docs/BENCHMARKS.md, sixteenth session).
+ */
+const RING_SPARE_KEEP = [3, 4] as const;
+
+/**
+ * With it, the share of the GPU's room (its capacity less the compact arena's
+ * peak: the arenas spread into it for prefetch) that the state of CPU groups
+ * whose gradients come first fills (their updates move to the GPU, and the
+ * CPU bytes they free take moments back from NVMe). Tried with the ring's
+ * spare first, then without, at each ring size; the first that wins is kept.
+ * gpt3-175b: room 17.1 GB, 280.45 s at 0.5 and 0.7 (two groups), 282.75 at
+ * 0.25, against 284.28 with the ring's spare alone; the groups whose
+ * gradients come last instead: 282.58. gpt tiny fp16 on 400 kB of GPU and
+ * 150 kB of CPU: 0.309 -> 0.178 ms (docs/BENCHMARKS.md, sixteenth session).
+ */
+const SPLIT_GPU_ROOM_SHARE = 0.5;
+
+/**
+ * Where the best plan holds state on NVMe (fp16/bf16), every step's forward
+ * pass makes those groups' p16 from master32 read from NVMe, and every
+ * write-back of updated state waits for those reads: gpt3-175b's step was 56 s
+ * of NVMe reads, then 280 s of write-backs (docs/BENCHMARKS.md, fourteenth
+ * session). One more candidate splits the state: each NVMe group's master32
+ * moved into CPU memory, and for room the moments (m, v) of CPU-state groups
+ * moved to NVMe, those whose gradients come last first, until they cover the
+ * masters' bytes. The bytes on NVMe and the traffic of the updates stay about
+ * as they were; the forward pass reads nothing from NVMe, so the write-backs
+ * start sooner (gpt3-175b 336.4 -> 302.2 s). Kept when its arenas fit (no
+ * repair) and it simulates faster; such a plan's bound is the bound LP's
+ * widened by split (splitsState; `trying` starts its solve). Where it wins,
+ * two more: fewer moments on NVMe where its ring is far larger than its reads need
+ * (RING_SPARE_KEEP), then CPU groups onto the GPU's spare room
+ * (SPLIT_GPU_ROOM_SHARE): gpt3-175b 295.8 -> 280.5 s.
+ */
+export function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+  if (!acc.best || g.precision === 'fp32') return;
+  const p = acc.best.placement, groups = paramGroups(g);
+  const masters = groups.reduce((sum, q) => sum + (p.home[q.state[0]] === 'nvme' ? g.tensors[q.state[0]].sizeBytes : 0), 0);
+  if (masters === 0) return;
+  const onCpu = cpuUpdated(g, groups, p);
+  // every NVMe master32 into the CPU; the state of CPU groups whose gradients
+  // come first onto the GPU (updated there) for `gpuBytes`, their CPU bytes
+  // taken from `room`; and moments out to NVMe until they cover `room` bytes
+  const split = (room: number, gpuBytes = 0): Placement => {
+    const home = p.home.map((t, id) => (t === 'nvme' && g.tensors[id].role === 'master32' ? 'cpu' : t));
+    const opTier = [...p.opTier], remat = p.remat ? [...p.remat] : g.tensors.map(() => false);
+    const up = new Set<ParamGroup>();
+    for (let k = onCpu.length - 1; k >= 0 && gpuBytes > 0; k--) {
+      const q = onCpu[k];
+      updatedOnGpu(q, home, opTier, remat, q.remakeable);
+      gpuBytes -= q.stateBytes; room -= q.stateBytes; up.add(q);
+    }
+    for (const q of onCpu) {
+      if (room <= 0) break;
+      if (up.has(q)) continue;
+      for (const t of q.state.slice(1)) { home[t] = 'nvme'; room -= g.tensors[t].sizeBytes; }
+    }
+    return { ...p, home, opTier, ...(remat.some(Boolean) ? { remat } : {}) };
+  };
+  trying();
+  const beat = simulated(g, hw, acc.best).stepSeconds;
+  const wins = (b: Built) => fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < simulated(g, hw, acc.best!).stepSeconds;
+  // its arenas placed again (retimed) only where it does not win as it is:
+  // gpt tiny fp16 on NVMe wins only so (0.2049 -> 0.1755 ms); gpt3-175b's won
+  // as it was and gained nothing from it for 1.2-1.8 s of its 10 s target
+  // (gpt2-124m fp16 on 1 GB would gain 0.5609 -> 0.5421 s)
+  let b = build(g, hw, split(masters));
+  if (!wins(b)) b = retimed(g, hw, b, beat);
+  if (wins(b)) {
+    acc.best = b;
+    // where the ring (arena.ts) is far larger than the reads in flight need,
+    // fewer moments on NVMe (the ring's spare bytes hold state instead), and
+    // where the GPU's compact arena leaves room (its arenas spread into it
+    // for prefetch), CPU groups' state onto the GPU for part of it
+    const peak = readBuffersPeak(b.prog), ringBytes = b.arenas.ringBytes;
+    const gpuBytes = Math.max(0, hw.gpu.capacityBytes - compactArenaBytes(b.prog, b.order).gpu) * SPLIT_GPU_ROOM_SHARE;
+    // (both, then the ring's alone, at each ring size; the first that wins)
+    const tries = RING_SPARE_KEEP.flatMap((times) => [gpuBytes, 0].map((up) => [Math.max(0, ringBytes - times * peak), up]));
+    const seen = new Set<string>();
+    for (const [spare, up] of tries) {
+      if ((spare === 0 && up === 0) || seen.has(`${spare} ${up}`)) continue;
+      seen.add(`${spare} ${up}`);
+      const more = build(g, hw, split(masters - spare, up));
+      if (wins(more)) { acc.best = more; break; }
+    }
+  }
+  mark('LP split candidate');
+}
+
+/**
+ * Where the best plan so far holds state on NVMe and keeps activations on the
+ * GPU from the forward pass to their reuse: more candidates with those kept
+ * activations made again in the backward pass through chains (checkpoints.ts,
+ * CHECKPOINT_CHAINS, as lpTryCheckpoints does for offloaded ones) and the GPU
+ * bytes they held given to state: the NVMe groups whose gradients come last
+ * moved onto the GPU (updated there), for all the bytes freed, or half where
+ * that overflows (KEPT_CHAIN_SHARES), and the CPU bytes a split group's
+ * master32 so frees given to the NVMe moments of the groups left (else the
+ * CPU's ring takes them); the fastest kept when its arenas fit and it beats
+ * the best. Where the GPU idles beside the NVMe's traffic the recompute costs
+ * little and each GB off NVMe saves its reads and write-back: llama2-7b on an
+ * A100 with 24 GB of GPU and 32 GB of CPU 11.97 -> 8.64 s, gpt3-13b on a V100
+ * with 128 GB of CPU 9.00 -> 8.65, on an A100 with 64 GB 6.62 -> 6.30,
+ * gpt3-6.7b on a V100 with 48 GB 5.79 -> 5.60, gpt3-175b 280.45 -> 279.29.
+ * The NVMe groups whose gradients come first stay: their write-backs start
+ * the NVMe's chain (moved first instead: gpt3-6.7b 5.91 s). Tried last: tried
+ * before the stream candidates, a plan of these that won moved what they
+ * built from (gpt2-124m fp16 on 1 GB of GPU and 600 MB of CPU 0.4244 ->
+ * 0.4283 s). Such a plan's bound is over chains (`trying`; docs/
+ * BENCHMARKS.md, nineteenth session).
+ */
+const KEPT_CHAIN_SHARES = [1, 0.5];
+
+export function lpTryKeptCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, trying: () => void): void {
+  if (!acc.best) return;
+  const p = acc.best.placement, made = producers(g);
+  const onNvme = paramGroups(g).filter((q) => q.state.some((t) => p.home[t] === 'nvme')).sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  const remat = p.remat ?? g.tensors.map(() => false);
+  const kept = saved.filter((t) => p.home[t] === 'gpu' && !remat[t]);
+  if (onNvme.length === 0 || kept.length === 0) return;
+  trying();
+  const beat = simulated(g, hw, acc.best).stepSeconds;
+  const recomputed = new Set(g.tensors.filter((t) => remat[t.id] && t.role === 'activation').map((t) => t.id));
+  let win: Built | undefined;
+  for (const { maxDepth, viaIntermediates } of CHECKPOINT_CHAINS) {
+    // (only the kept ones: an offloaded one made again would free CPU bytes the CPU's ring, not state, then takes)
+    const { recompute } = checkpointed(g, saved, { stateTier: [], p16Tier: [], offload: new Set(kept), recompute: recomputed }, maxDepth, viaIntermediates);
+    const freed = kept.reduce((sum, t) => sum + (recompute.has(t) ? g.tensors[t].sizeBytes : 0), 0);
+    if (freed === 0) continue;
+    for (const share of KEPT_CHAIN_SHARES) {
+      const home = [...p.home], opTier = [...p.opTier], again = [...remat];
+      for (const t of recompute) again[t] = true;
+      let room = freed * share, cpuRoom = 0;
+      const moved = new Set<ParamGroup>();
+      for (const q of onNvme) {
+        if (q.stateBytes > room) continue;
+        moved.add(q);
+        // (a split group's master32 leaves CPU room)
+        for (const t of q.state) if (home[t] === 'cpu') cpuRoom += g.tensors[t].sizeBytes;
+        // (its p16 resident on the GPU where parameters stay there)
+        updatedOnGpu(q, home, opTier, again, q.remakeable && !keepParamsOnGpu);
+        room -= q.stateBytes;
+      }
+      // and the CPU room so freed to the NVMe state left, rather than to the CPU's ring
+      for (const q of onNvme) {
+        if (moved.has(q)) continue;
+        const back = q.state.filter((t) => home[t] === 'nvme'), bytes = back.reduce((sum, t) => sum + g.tensors[t].sizeBytes, 0);
+        if (bytes > cpuRoom) continue;
+        for (const t of back) home[t] = 'cpu';
+        cpuRoom -= bytes;
+      }
+      // (retimed only where it does not win as it is; the next share only where this one overflows)
+      const wins = (b: Built) => fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < simulated(g, hw, win ?? acc.best!).stepSeconds;
+      let b = build(g, hw, { ...p, home, opTier, remat: again });
+      if (!wins(b) && fitsTiers(b.arenas.arenaBytes, hw)) b = retimed(g, hw, b, beat);
+      if (wins(b)) win = b;
+      if (fitsTiers(b.arenas.arenaBytes, hw)) break;
+    }
+  }
+  if (win) acc.best = win;
+  mark('LP kept-checkpoint candidates');
+}
+
+/**
+ * Where the CPU is the best plan's busiest stream and it makes p16 again for
+ * each cluster of reads from master32 resting on the CPU (cast there, the
+ * half copy sent up), more candidates: those casts on the GPU instead, each
+ * fetching master32 (4 bytes a parameter where p16 is 2; the cast itself is
+ * ~1000 times faster there), for the backward pass's reads only (the CPU,
+ * idle in the forward pass, still casts for it: Placement.forwardCastOnCpu)
+ * or for all. The CPU, which also runs the updates, loses its backward casts
+ * to the h2d stream: llama2-13b on an H100 with 96 GB of CPU, its 111 such
+ * groups (of 150 whose state rests on the CPU; the other 39 keep p16 on the
+ * CPU, cast once) 2.153 -> 1.534 s (all casts on the GPU: 1.755, the h2d
+ * stream then the step; half the groups 1.975); the 120B GPT of
+ * scale.test.ts (h200-141g, 1.5 TB of CPU) 27.33 -> 23.81 s. Elsewhere
+ * measured another stream is the busier (no such group, or slower: gpt3-13b
+ * on an A100 with 64 GB of CPU 6.30 -> 6.50-6.77 s). CAST_SHARES of those
+ * groups, the first read first, each both ways; the first share with one
+ * that fits and beats the best keeps the faster. Such a plan's bound is the
+ * bound LP's widened by cast (castsUp; `trying` starts its solve; started
+ * beside the other candidates instead, it slowed the 120B GPT's compile
+ * 134 -> 173 s: docs/BENCHMARKS.md, twentieth session).
+ */
+const CAST_SHARES = [1, 0.5];
+
+/** The groups whose casts lpTryCasts moves (the first read first): none unless the CPU is b's busiest stream. */
+function castsOnCpu(g: Graph, hw: HardwareProfile, b: Built | undefined): ParamGroup[] {
+  if (!b || g.precision === 'fp32' || !b.placement.remat) return [];
+  const p = b.placement, remat = b.placement.remat, busy = simulated(g, hw, b).streamBusySeconds;
+  if (Object.values(busy).some((s) => s > busy.cpu)) return [];
+  const readers = consumers(g), firstRead = (q: ParamGroup) => readers[q.p16].find((o) => g.ops[o].phase !== 'update') ?? g.ops.length;
+  return paramGroups(g).filter((q) => q.cast >= 0 && remat[q.p16] && p.opTier[q.cast] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
+    .sort((a, b) => firstRead(a) - firstRead(b) || a.adam - b.adam);
+}
+
+export function lpTryCasts(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+  const onCpu = castsOnCpu(g, hw, acc.best);
+  if (onCpu.length === 0) return;
+  trying();
+  const p = acc.best!.placement, beat = simulated(g, hw, acc.best!).stepSeconds;
+  for (const share of CAST_SHARES) {
+    const opTier = [...p.opTier], forwardCastOnCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : g.ops.map(() => false);
+    for (const q of onCpu.slice(0, Math.max(1, Math.round(share * onCpu.length)))) { opTier[q.cast] = 'gpu'; forwardCastOnCpu[q.cast] = true; }
+    // the forward pass's casts left on the CPU, else all on the GPU: the faster that fits
+    let win: Built | undefined;
+    for (const q of [{ ...p, opTier, forwardCastOnCpu }, { ...p, opTier }]) {
+      const b = retimed(g, hw, build(g, hw, q), win ? simulated(g, hw, win).stepSeconds : beat);
+      if (fitsTiers(b.arenas.arenaBytes, hw) && simulated(g, hw, b).stepSeconds < (win ? simulated(g, hw, win).stepSeconds : beat)) win = b;
+    }
+    if (win) { acc.best = win; break; }
+  }
+  mark('LP cast candidates');
+}
+
+/**
+ * Where the best plan so far holds optimizer state on NVMe and activations
+ * offloaded into the CPU: two more candidates with those activations made
+ * again in the backward pass through chains of recomputation
+ * (partition/checkpoints.ts), and NVMe state moved into the CPU room they
+ * held (the groups with the largest CPU share first; the repair moves state
+ * back to NVMe where the CPU overflows). The LPs' one-level recompute cannot
+ * find these: llama2-13b on an H100 with 96 GB of CPU 4.46 -> 2.19 s (its
+ * 25 NVMe groups all in the CPU), gpt3-175b on an A100 with 1 TB 351.2 ->
+ * 336.4 s. Chains of saved activations only, up to 8 deep (llama2-13b's
+ * win), and chains also through the activations the LP does not save, up to
+ * 4 deep (gpt3-175b, gpt3-13b on an A100 with 64 GB, llama2-7b's: a GPT's
+ * attention and MLP inputs are a matmul's output plus a bias); deeper chains
+ * recompute more and won nowhere (docs/BENCHMARKS.md, ninth session).
+ */
+const CHECKPOINT_CHAINS = [{ maxDepth: 8, viaIntermediates: false }, { maxDepth: 4, viaIntermediates: true }];
+
+export function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: (w: Widening) => void): void {
+  if (!acc.bestFrom) return;
+  const { sol, r } = acc.bestFrom;
+  if (r.offload.size === 0 || !r.stateTier.includes('nvme')) return;
+  let started = false;
+  const built: Built[] = [];
+  for (const { maxDepth, viaIntermediates } of CHECKPOINT_CHAINS) {
+    const { offload, recompute, freedBytes } = checkpointed(g, sol.saved, r, maxDepth, viaIntermediates);
+    if (freedBytes === 0) continue;
+    const stateTier = [...r.stateTier];
+    let room = freedBytes;
+    for (const i of sol.groups.map((_, i) => i).sort((a, b) => sol.stateShare[b][1] - sol.stateShare[a][1] || a - b)) {
+      if (room <= 0) break;
+      if (stateTier[i] === 'nvme') { stateTier[i] = 'cpu'; room -= sol.groups[i].stateBytes; }
+    }
+    // (the bound of such a plan: over chains, and over split state too where
+    // state stays on NVMe, as the split candidate then follows and mostly
+    // wins: gpt3-175b; else chains alone: llama2-13b on 96 GB)
+    if (!started) trying({ chains: true, split: g.precision !== 'fp32' && stateTier.includes('nvme') });
+    started = true;
+    const b = lpTryRounded(g, hw, sol, { stateTier, p16Tier: [...r.p16Tier], offload, recompute }, acc);
+    if (b) built.push(b);
+  }
+  acc.chainSeeds = built.filter((b) => b !== acc.best && fitsTiers(b.arenas.arenaBytes, hw));
+  mark('LP checkpoint candidates');
+}

@@ -1,0 +1,288 @@
+// Placement search: Graph + HardwareProfile -> the placement of one training
+// step, its scheduled program (Built) and its lower bound.
+//
+// Takes a training graph and a profile (and whether parameters stay on the
+// GPU, the solver threads, a time limit, whether this is a probe). Gives
+// (place) everything on the GPU when it fits; else the min-cut when two tiers
+// suffice and no capacity binds; else the fastest by simulation of the LP's
+// roundings and of candidates.ts's families (and of the min-cut, when it
+// fits too); with the bound LP's optimum, widened by the ways the plan leaves
+// the LPs' family (boundOf). A model that cannot fit is a UserError saying
+// what does not fit and by how many bytes; an LP that ends without an
+// optimum, one saying so (its time limit, or its status). Keeps true: the placement returned fits every tier (its arenas
+// are placed); its bound holds for it (the LPs' family, or widened to cover
+// it). Cost: the LP solves (HiGHS, on solver threads) beside a few dozen
+// builds on this thread.
+
+import type { HardwareProfile } from '../cost/profiles.js';
+import type { Graph } from '../ir/types.js';
+import { tensorBytes } from '../ir/graph.js';
+import { allGpu, partitionMinCut } from './mincut.js';
+import { formatBytes as fmtBytes } from '../../src/sizes.js';
+import { inLpFamily, LP_TIME_LIMIT_SECONDS, startLp, wideningOf, wideningWays, type LpSolution, type Widening } from './lp.js';
+import { LpWorker } from './highs-worker.js';
+import type { Placement } from './placement.js';
+import { assignOffsets, compactArenaBytes } from '../schedule/arena.js';
+import { stateOrder } from '../schedule/state-order.js';
+import { buildProgram, liveBytesPeak, type Program } from '../schedule/program.js';
+import { tierPeakEstimate } from '../schedule/liveness.js';
+import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js';
+import { diag, UserError } from '../../src/diagnostics.js';
+import { mark } from '../../src/timing.js';
+import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, type Built, type LpCandidates } from './built.js';
+import { lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTrySplit, lpTryStartup, lpTryStream } from './candidates.js';
+
+/** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
+export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
+  return minCutPrepared(g, hw)?.placement;
+}
+
+/** The min-cut's placement with its program, before the arenas (cutBuilt makes them). */
+interface CutCandidate { placement: Placement; prog: Program; order: Float64Array }
+
+/**
+ * The min-cut placement and its program. Fragmentation can push the arena
+ * above the live-bytes peak the search fits: then the target is tightened by
+ * the overflow and the search runs again. Whether (and by how much) the arena
+ * overflows is the compact placement's (compactArenaBytes: assignOffsets
+ * returns it whenever it does not fit), so the other arena placements wait
+ * for cutBuilt. Undefined when the state overflows GPU + CPU, the search
+ * finds nothing that fits or the CPU arena overflows.
+ */
+function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined {
+  // two tiers cannot work when the state alone overflows them
+  const state = tensorBytes(g, 'persistent');
+  if (state > hw.gpu.capacityBytes + hw.cpu.capacityBytes) return undefined;
+  const gpuPeak = (p: Placement) => tierPeakEstimate(g, p, 'gpu');
+  let target = hw.gpu.capacityBytes;
+  for (let attempt = 0; attempt < 4; attempt++) {
+    let p: Placement;
+    try { p = partitionMinCut(g, hw, { gpuPeakBytes: gpuPeak, capacityBytes: target }); } catch { return undefined; }
+    mark('min-cut search');
+    const prog = buildProgram(g, p);
+    const order = stateOrder(g, prog);
+    const arena = compactArenaBytes(prog, order);
+    mark('min-cut program');
+    if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? { placement: p, prog, order } : undefined;
+    target -= arena.gpu - hw.gpu.capacityBytes;
+  }
+  return undefined;
+}
+
+/** The min-cut candidate with its arenas (the same as build's). */
+function cutBuilt(hw: HardwareProfile, c: CutCandidate): Built {
+  const b = { placement: c.placement, arenas: assignOffsets(c.prog, capacities(hw), c.order), prog: c.prog, order: c.order };
+  mark('min-cut schedule');
+  return b;
+}
+
+
+export interface Placed { placement: Placement; /** the plan's bound (none for a probe) */ lp?: LpSolution; /** the placement's program and arenas, when place built them */ built?: Built }
+
+/**
+ * Placement: everything on the GPU when it fits; else the min-cut when two
+ * tiers suffice, no capacity binds (the cut's price is zero) and the cut
+ * computes on the GPU (exact then); else the LP over three tiers (its
+ * candidates, then the best of them with the first forward op's parameter
+ * state on the GPU: lpTryStartup; with activations recomputed through chains:
+ * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
+ * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit;
+ * updates streamed to the GPU: lpTryStream; kept activations made again
+ * through chains: lpTryKeptCheckpoints; the split and kept-checkpoint
+ * candidates again from each checkpoint candidate another beat; casts on
+ * the GPU from master32 copied up: lpTryCasts),
+ * or, when the cut also fits, whichever of
+ * the two the simulator finds faster. The LP runs in every case: its optimum
+ * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
+ * kept one's program, arenas and simulation come back with it.
+ */
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step' } = {}): Promise<Placed> {
+  const persistentBytes = tensorBytes(g, 'persistent');
+  if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+  // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
+  // alone must fit there; refused before any LP is built (fit's probes of
+  // models too deep for it each built and solved one to learn so)
+  if (opts.keepParamsOnGpu && tensorBytes(g, 'param16') > hw.gpu.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, true));
+  // the LPs solve on worker threads while this thread searches a placement;
+  // when the state cannot all stay on the GPU, the placement LPs' shares are
+  // almost always wanted: they are queued at once, before the bound LP
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds });
+  mark('LP build');
+  try {
+    if (persistentBytes <= hw.gpu.capacityBytes) {
+      // a model that fits stays on the GPU with no traffic (issue 5): its
+      // bound is over those plans (the bound LP with its choices fixed to
+      // this placement's); the bound over every placement goes beside it
+      // (offloading the update can beat it by a few per cent: gpt2-124m/v100
+      // 72.1 against 75.1 ms)
+      const whole = build(g, hw, allGpu(g));
+      if (fitsTiers(whole.arenas.arenaBytes, hw)) return { placement: whole.placement, lp: opts.probe ? undefined : await lp.kept(whole.placement), built: whole };
+    }
+    const cutC = minCutPrepared(g, hw);
+    const cutOk = cutC && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cutC.placement.home[t.id] === 'gpu'));
+    // no capacity binds (the cut's price is zero): the cut is exact for two
+    // tiers, where it computes on the GPU; one that runs ops on the CPU (a
+    // profile whose emulated GPU is no faster) is weighed against the LP's
+    // plans below, which run the CPU's work beside the GPU's
+    if (cutC && cutOk && cutC.placement.lambdaSecondsPerByte === 0 && inLpFamily(g, cutC.placement)) {
+      const cut = cutBuilt(hw, cutC);
+      return { placement: cut.placement, lp: opts.probe ? undefined : await boundOf(g, hw, lp, await lp.bound, cut), built: cut };
+    }
+    // the placement LPs' shares come before the bound (refineAtOnce queues
+    // them first): round, schedule and simulate them while the bound LP
+    // solves; they are kept only when the bound LP has a solution too
+    // (each LP's roundings as soon as its shares come, while the next solves)
+    const acc: LpCandidates = { seen: new Set() };
+    const earlyEach = lp.earlyEach();
+    if (opts.probe !== 'fits') {
+      void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
+      lp.headroom(); // queued on the second solver thread, behind its placement LP
+      lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP
+    }
+    for (const shares of await earlyEach) {
+      const s = await shares;
+      mark('LP placement solved (awaited)');
+      if (s) lpTry(g, hw, s, acc);
+      // a probe of whether it fits: the first placement LP's rounding that
+      // fits, no candidate that would only be faster
+      if (opts.probe === 'fits' && acc.best) return { placement: acc.best.placement, built: acc.best };
+    }
+    // and the bound LP's shares, kept to its bytes per tier, once it is solved
+    // (its rows see the forward pass's fetches and offloads: gpt3-13b/h200
+    // 0.558 -> 0.419 s, gpt2-1.5b on 16 GB 0.290 -> 0.259 with castOnce)
+    if (acc.best) {
+      const boundSol = await lp.firstVertex;
+      if (boundSol.status === 'optimal') lpTry(g, hw, boundSol, acc);
+      mark('LP bound candidate');
+      // and the bound LP's over 98 % of the GPU (its rounding leaves the schedule room to prefetch)
+      const roomy = await lp.headroom();
+      if (roomy.status === 'optimal') lpTry(g, hw, roomy, acc);
+      // and the bound LP's vertex with the least total load (its first stage's
+      // vertex is any of its optima: either rounds better in some cells;
+      // tried last, so that it does not change the others' retiming)
+      const lean = await lp.boundLeanest();
+      if (lean) lpTry(g, hw, lean, acc);
+      mark('LP bound-row candidates');
+      lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
+      // (such a plan's bound is the bound LP's widened by the ways it leaves
+      // the family, those of the best it is made from and its own: solved
+      // meanwhile)
+      const saved = boundSol.saved;
+      const wider = (own: Widening) => () => {
+        if (opts.probe) return;
+        const w = { ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own };
+        if (wideningWays(w).length) void lp.wideBound(w);
+      };
+      lpTryCheckpoints(g, hw, acc, (w) => { if (!opts.probe) void lp.wideBound(w); });
+      lpTryChainHead(g, hw, acc);
+      lpTrySplit(g, hw, acc, wider({ split: true }));
+      // (and the best's own, where neither guess was it: gpt3-6.7b on a V100
+      // with 48 GB of CPU, whose checkpoint plan keeps NVMe state but does not split)
+      wider({})();
+      lpTryStream(g, hw, acc, wider({ stream: true }));
+      lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
+      // and both from each checkpoint candidate another beat: the cheaper
+      // chain may leave the later ones less to gain (llama2-7b on 24 + 32 GB:
+      // 8.96 s from the winner's, 8.64 from the other's)
+      for (const seed of acc.chainSeeds ?? []) {
+        const best: Built = acc.best!;
+        acc.best = seed;
+        lpTrySplit(g, hw, acc, wider({ split: true }));
+        lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
+        if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) acc.best = best;
+      }
+      lpTryCasts(g, hw, acc, wider({ cast: true }));
+    }
+    const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
+    if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
+    const sols = await lp.placements();
+    const sol = sols[0];
+    mark('LP solved (awaited)');
+    // the placement's cutSeconds is the bound (placementFrom); the shares' placement was made before it was known
+    const lpPlan = (): Built => {
+      if (sol.rows === 'bound') return lpBest(g, hw, sols);
+      if (!alt) throw altError;
+      alt.placement = { ...alt.placement, cutSeconds: sol.lowerBoundSeconds };
+      return alt;
+    };
+    let chosen: Built;
+    if (cutC && cutOk) {
+      // a capacity binds: the priced cut is a heuristic there; keep the LP's
+      // placement when it simulates faster. The cut's step is at least its
+      // busiest compute stream's work (computeFloorSeconds): when that is
+      // above the LP's simulated step, the cut cannot win, and its arenas and
+      // simulation are not made (the same choice, for less work)
+      let lpB: Built | undefined;
+      if (sol.status === 'optimal') {
+        try { lpB = lpPlan(); } catch (e) { if (!(e instanceof UserError)) throw e; } // the LP's rounding did not fit: the cut stands
+      }
+      if (lpB && computeFloorSeconds(g, cutC.placement, hw) > simulated(g, hw, lpB).stepSeconds) {
+        mark('min-cut left out (its compute alone is slower)');
+        chosen = lpB;
+      } else {
+        const cut = retimed(g, hw, cutBuilt(hw, cutC), lpB && simulated(g, hw, lpB).stepSeconds);
+        mark('min-cut simulate');
+        chosen = lpB && simulated(g, hw, lpB).stepSeconds < simulated(g, hw, cut).stepSeconds ? lpB : cut;
+      }
+    } else {
+      if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+      if (sol.status === 'timeLimit') throw diag.lpTimeLimit(`the LP that places this step ran past its time limit of ${opts.lpTimeLimitSeconds ?? LP_TIME_LIMIT_SECONDS} s without an optimal placement; raise --lp-time-limit (seconds, default ${LP_TIME_LIMIT_SECONDS})`);
+      if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); please report the model and profile`);
+      chosen = lpPlan();
+    }
+    const bound = opts.probe ? undefined : await boundOf(g, hw, lp, sol, chosen); // (it may set the placement's cutSeconds: read after)
+    return { placement: chosen.placement, lp: bound, built: chosen };
+  } finally {
+    lp.close();
+  }
+}
+
+/**
+ * The bound reported with a plan: the bound LP's, which holds for the plans
+ * that recompute one level deep and rest each group's state in one place (the
+ * LPs' family); for one that recomputes through chains (checkpoints.ts),
+ * splits a group's state (lpTrySplit), streams updates to the GPU
+ * (lpTryStream) or casts on the GPU from master32 copied up (lpTryCasts),
+ * the bound LP's widened by just those ways (wideningOf,
+ * named in the plan's bound.widenedBy), lower (gpt3-175b: 317.9 -> 305.2 s
+ * over chains, tenth session; a split plan of it simulated at 302.2 s, under
+ * the bound LP's 305.2: docs/BENCHMARKS.md, fourteenth session); none when
+ * that LP has no optimum. For a plan that runs ops on the CPU (the
+ * min-cut's, where the profile's GPU is emulated on this CPU and no faster),
+ * which neither LP's family holds, the floor over every placement
+ * (opCostFloorSeconds): the bound LP's optimum had been reported for it, and
+ * once lay above its step.
+ */
+async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof startLp>, sol: LpSolution, b: Built): Promise<LpSolution> {
+  if (!inLpFamily(g, b.placement)) {
+    // (whether or not the LP had an optimum: the cut may run a model on the
+    // CPU whose working set no GPU-computing plan fits)
+    const floor = opCostFloorSeconds(g, hw);
+    b.placement = { ...b.placement, cutSeconds: floor };
+    return { ...sol, lowerBoundSeconds: floor, opCostFloor: true };
+  }
+  if (sol.status !== 'optimal') return sol;
+  const w = wideningOf(g, b.placement, (await lp.firstVertex).saved);
+  if (!w) return sol;
+  const wide = await lp.wideBound(w);
+  if (wide.status !== 'optimal') return { ...sol, status: wide.status };
+  b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
+  return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size, widenedBy: wideningWays(w) };
+}
+
+function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): string {
+  let state = 0, p16 = 0;
+  for (const t of g.tensors) {
+    if (t.role === 'master32' || t.role === 'adamM' || t.role === 'adamV') state += t.sizeBytes;
+    if (t.role === 'param16') p16 += t.sizeBytes;
+  }
+  const total = hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes;
+  const need = state + p16;
+  // the GPU's own minimum: every op on it, with all state and saved activations elsewhere
+  const lean: Placement = { ...allGpu(g), home: g.tensors.map((t) => (t.persistent || t.role === 'activation' || t.role === 'param16' || t.role === 'grad16' ? 'cpu' : 'gpu')) };
+  const gpuMin = liveBytesPeak(buildProgram(g, lean)).gpu;
+  if (gpuMin > hw.gpu.capacityBytes) return `does not fit: the GPU needs at least ${fmtBytes(gpuMin)} for the working set of one op at a time, capacity is ${fmtBytes(hw.gpu.capacityBytes)} (short by ${fmtBytes(gpuMin - hw.gpu.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`;
+  const short = keepParams ? p16 - hw.gpu.capacityBytes : need - total;
+  const head = `does not fit: the model state needs ${fmtBytes(need)} (${fmtBytes(p16)} parameters${keepParams ? ' kept on the GPU' : ''}, ${fmtBytes(state)} optimizer state) plus working memory; gpu ${fmtBytes(hw.gpu.capacityBytes)} + cpu ${fmtBytes(hw.cpu.capacityBytes)} + nvme ${fmtBytes(hw.nvme.capacityBytes)}`;
+  return short > 0 ? `${head} is short by at least ${fmtBytes(short)}` : `${head} hold the state but not the working memory beside it at its peak (activations, fetched parameters, staging); raise a capacity or lower --batch/--seq`;
+}
