@@ -134,8 +134,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // (each LP's roundings as soon as its shares come, while the next solves)
     const acc: LpCandidates = { seen: new Set() };
     const earlyEach = lp.earlyEach();
+    if (!opts.probe) void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
     if (opts.probe !== 'fits') {
-      void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
       lp.headroom(); // queued on the second solver thread, behind its placement LP
       lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP
     }
@@ -195,7 +195,12 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
-    const sols = await lp.placements();
+    // (a probe reports no bound: the placement LPs' shares stand as solved,
+    // and the bound's second solve, which only sets the bound they carry, is
+    // neither started nor awaited; a 97-layer BERT tiny's, 26 s, had been
+    // the last thing fit's answer waited for)
+    const shares = opts.probe ? await lp.early() : [];
+    const sols = shares.length ? shares : await lp.placements();
     const sol = sols[0];
     mark('LP solved (awaited)');
     // the placement's cutSeconds is the bound (placementFrom); the shares' placement was made before it was known
