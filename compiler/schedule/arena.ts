@@ -76,7 +76,7 @@
 // B·L), L = buffers alive at once (placeBySize: O(B^2) per tier); up to eleven placements with capacities.
 
 import type { Tier } from '../cost/cost.js';
-import type { PlanBuffer, PlanInstruction } from '../plan/types.js';
+import { STREAMS, type PlanBuffer, type PlanInstruction } from '../plan/types.js';
 import { FreeList, LastOccupant } from './intervals.js';
 import { liveBytesPeak, type Program } from './program.js';
 
@@ -277,16 +277,8 @@ function packPersistent(prog: Program, alignOf: Float64Array, order: Float64Arra
   return { lists, lasts };
 }
 
-/** Per instruction, its stream as a small integer (compared once per reused byte range: cheaper than the names). */
-function streamIds(prog: Program): Int32Array {
-  const ids = new Map<string, number>(), out = new Int32Array(prog.instructions.length);
-  prog.instructions.forEach((x, i) => {
-    let k = ids.get(x.stream);
-    if (k === undefined) ids.set(x.stream, (k = ids.size));
-    out[i] = k;
-  });
-  return out;
-}
+/** Per instruction, its stream's index in STREAMS (compared once per reused byte range: cheaper than the names). */
+const streamIds = (prog: Program): Int32Array => Int32Array.from(prog.instructions, (x) => STREAMS.indexOf(x.stream));
 
 /** Buffer `id` takes [lo, lo + span): its offset, its tier's peak, and a wait of its first writer for every last occupant's free on another stream. */
 function occupy(prog: Program, p: Placed, stream: Int32Array, last: LastOccupant, id: number, lo: number, span: number): void {
@@ -436,7 +428,7 @@ function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | un
   const estimate = timed && 'seconds' in timed ? timed : undefined;
   const begin = timed && 'start' in timed ? timed.start : new Float64Array(timed ? n : 0);
   const end = timed && 'end' in timed ? timed.end : new Float64Array(timed ? n : 0);
-  const stream = streamIds(prog), streamEnd = new Float64Array(n);
+  const stream = streamIds(prog), streamEnd = new Float64Array(STREAMS.length);
   const placed: Placed = { offset, extra, arenaBytes };
   // the ring: each buffer an NVMe read fills takes the bytes after the one
   // before it, from the ring's bottom again when it would pass the top; one

@@ -4,10 +4,9 @@
 // caller scores below zero, i.e. whose reuse adds no wait, then as "far") and
 // a "last occupant" map (for each freed byte range,
 // the free instruction of the buffer that held it last). Sorted arrays, held
-// as parallel typed arrays (no object per interval: the arena places ~10^4
-// buffers up to a dozen times per candidate, and an array per range was a
-// third of its time in garbage collection); the number of intervals stays
-// near the number of live buffers.
+// in typed arrays (no object per interval: the arena places ~10^4 buffers up
+// to a dozen times per candidate); the number of intervals stays near the
+// number of live buffers.
 
 /** Rows of `w` numbers in one Float64Array (row i at [w i, w i + w)) with a count: splice keeps them in place order. */
 class Rows {
