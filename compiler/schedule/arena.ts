@@ -100,6 +100,56 @@ function alignments(prog: Program): Float64Array {
   return a;
 }
 
+/**
+ * What every placement of a program starts from, whatever its budget, ring or
+ * timing: each buffer's alignment, each instruction's stream (its index in
+ * STREAMS: compared once per reused byte range), the moving buffers by first
+ * write and by free (placeAll's slots), and the persistent buffers packed in
+ * a state order. Made once per program (and again where a placement brings
+ * another state order) and kept while the program lives: gpt3-175b's compile
+ * places each of its ~12 programs 5-16 times (docs/BENCHMARKS.md,
+ * twenty-fifth session).
+ */
+interface Layout {
+  alignOf: Float64Array;
+  stream: Int32Array;
+  /** moving buffers by first write (slot 0: before the step; slot i + 1: at instruction i), each slot in id order: slot k is allocs[allocAt[k] .. allocAt[k + 1]) */
+  allocAt: Int32Array; allocs: Int32Array;
+  /** and by free (slot i: at instruction i): frees[freeAt[i] .. freeAt[i + 1]) */
+  freeAt: Int32Array; frees: Int32Array;
+  /** the persistent buffers packed from offset 0 per tier, in `order` (packPersistent) */
+  packed: { order: Float64Array | undefined; offset: Float64Array; top: Record<Tier, number>; peak: Record<Tier, number> };
+}
+
+const layouts = new WeakMap<Program, Layout>();
+
+function layoutOf(prog: Program, order: Float64Array | undefined): Layout {
+  let l = layouts.get(prog);
+  if (!l) {
+    const alignOf = alignments(prog);
+    const n = prog.instructions.length;
+    const stream = new Int32Array(n);
+    for (let i = 0; i < n; i++) stream[i] = STREAMS.indexOf(prog.instructions[i].stream);
+    const allocAt = new Int32Array(n + 2), allocs = new Int32Array(prog.buffers.length), freeAt = new Int32Array(n + 1), frees = new Int32Array(prog.buffers.length);
+    const moving = (b: Program['buffers'][number]) => !(b.allocAt < 0 && b.freeAt < 0);
+    for (const b of prog.buffers) {
+      if (!moving(b)) continue;
+      allocAt[Math.max(b.allocAt, -1) + 2]++;
+      if (b.freeAt >= 0) freeAt[b.freeAt + 1]++;
+    }
+    for (let k = 0; k <= n; k++) { allocAt[k + 1] += allocAt[k]; if (k < n) freeAt[k + 1] += freeAt[k]; }
+    const a = allocAt.slice(0, n + 1), f = freeAt.slice(0, n);
+    for (const b of prog.buffers) {
+      if (!moving(b)) continue;
+      allocs[a[Math.max(b.allocAt, -1) + 1]++] = b.id;
+      if (b.freeAt >= 0) frees[f[b.freeAt]++] = b.id;
+    }
+    l = { alignOf, stream, allocAt, allocs, freeAt, frees, packed: packPersistent(prog, alignOf, order) };
+    layouts.set(prog, l);
+  } else if (l.packed.order !== order) l.packed = packPersistent(prog, l.alignOf, order);
+  return l;
+}
+
 export interface Arenas {
   readonly buffers: readonly PlanBuffer[];
   readonly instructions: readonly PlanInstruction[];
@@ -133,8 +183,8 @@ const fits = (a: Placed, capacity: Readonly<Record<Tier, number>>) => (['gpu', '
  *  with `order` (per buffer, state-order.ts), persistent nvme buffers are packed in that order (see above);
  *  with `timing`, the quiet placements judge reuse by when frees end (ReuseTiming). */
 export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, number>>, order?: Float64Array, timing?: ReuseTiming, useRing = true): Arenas {
-  const alignOf = alignments(prog);
-  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, ring?: Ring, keepIf?: Readonly<Record<Tier, number>>) => placeAll(prog, alignOf, order, far, budget, quiet, timing, ring, keepIf);
+  const l = layoutOf(prog, order);
+  const place = (far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, ring?: Ring, keepIf?: Readonly<Record<Tier, number>>) => placeAll(prog, l, far, budget, quiet, timing, ring, keepIf);
   const compact = place();
   if (!capacity || !fits(compact, capacity)) return arenas(prog, compact);
   const far = prefetchBuffers(prog);
@@ -173,10 +223,10 @@ export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, numb
   // no placement takes less than the bytes alive at once in the schedule
   const live = over(liveInTime(prog, start, end));
   if (live) return { overflows: live };
-  const alignOf = alignments(prog);
-  const byTime = placeByTime(prog, alignOf, order, capacity, start, end);
+  const l = layoutOf(prog, order);
+  const byTime = placeByTime(prog, l, capacity, start, end);
   if (!over(byTime.arenaBytes)) return arenas(prog, byTime);
-  const bySize = placeBySize(prog, alignOf, order, start, end);
+  const bySize = placeBySize(prog, l, start, end);
   const tier = over(bySize.arenaBytes);
   return tier ? { overflows: tier } : arenas(prog, bySize);
 }
@@ -218,7 +268,7 @@ function liveInTime(prog: Program, start: Float64Array, end: Float64Array): Reco
  * overflow a tier.
  */
 export function compactArenaBytes(prog: Program, order?: Float64Array): Record<Tier, number> {
-  return placeAll(prog, alignments(prog), order).arenaBytes;
+  return placeAll(prog, layoutOf(prog, order)).arenaBytes;
 }
 
 /** Persistent buffers of a tier in packing order: on nvme with an order, the ordered ones by key, then the rest; else by id. */
@@ -262,23 +312,26 @@ export type ReuseTiming =
   | { readonly start: Float64Array; readonly end: Float64Array }
   | { readonly seconds: (instruction: number) => number; readonly follows: Int32Array };
 
-/** Persistent buffers packed from offset 0 per tier: each tier's free list and last-occupant map, and the peaks. */
-function packPersistent(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, offset: Float64Array, arenaBytes: Record<Tier, number>) {
-  const lists = {} as Record<Tier, FreeList>, lasts = {} as Record<Tier, LastOccupant>;
+/** Persistent buffers packed from offset 0 per tier, in state order on nvme (persistentOrder): their offsets, each tier's top and peak. */
+function packPersistent(prog: Program, alignOf: Float64Array, order: Float64Array | undefined): Layout['packed'] {
+  const offset = new Float64Array(prog.buffers.length);
+  const top = { gpu: 0, cpu: 0, nvme: 0 }, peak = { gpu: 0, cpu: 0, nvme: 0 };
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
-    let top = 0, peak = 0;
     for (const b of persistentOrder(prog.buffers.filter((x) => x.tier === tier), tier, order)) {
-      offset[b.id] = roundUp(top, alignOf[b.id]);
-      peak = offset[b.id] + b.sizeBytes;
-      top = roundUp(offset[b.id] + roundUp(b.sizeBytes, alignOf[b.id]), ALIGN_BYTES);
+      offset[b.id] = roundUp(top[tier], alignOf[b.id]);
+      peak[tier] = offset[b.id] + b.sizeBytes;
+      top[tier] = roundUp(offset[b.id] + roundUp(b.sizeBytes, alignOf[b.id]), ALIGN_BYTES);
     }
-    lists[tier] = new FreeList(top); lasts[tier] = new LastOccupant(); arenaBytes[tier] = peak;
   }
-  return { lists, lasts };
+  return { order, offset, top, peak };
 }
 
-/** Per instruction, its stream's index in STREAMS (compared once per reused byte range: cheaper than the names). */
-const streamIds = (prog: Program): Int32Array => Int32Array.from(prog.instructions, (x) => STREAMS.indexOf(x.stream));
+/** A placement's start: the persistent buffers' offsets and peaks, each tier's free list above them and an empty last-occupant map. */
+function startPlacement(l: Layout) {
+  const lists = {} as Record<Tier, FreeList>, lasts = {} as Record<Tier, LastOccupant>;
+  for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) { lists[tier] = new FreeList(l.packed.top[tier]); lasts[tier] = new LastOccupant(); }
+  return { offset: l.packed.offset.slice(), arenaBytes: { ...l.packed.peak }, lists, lasts };
+}
 
 /** Buffer `id` takes [lo, lo + span): its offset, its tier's peak, and a wait of its first writer for every last occupant's free on another stream. */
 function occupy(prog: Program, p: Placed, stream: Int32Array, last: LastOccupant, id: number, lo: number, span: number): void {
@@ -306,13 +359,12 @@ function occupy(prog: Program, p: Placed, stream: Int32Array, last: LastOccupant
  * best fit among those, else fresh bytes within `budget`, else fresh bytes
  * above it (the placement then does not fit and is not kept).
  */
-function placeByTime(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, budget: Readonly<Record<Tier, number>>, start: Float64Array, end: Float64Array): Placed {
-  const offset = new Float64Array(prog.buffers.length);
-  const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+function placeByTime(prog: Program, l: Layout, budget: Readonly<Record<Tier, number>>, start: Float64Array, end: Float64Array): Placed {
+  const { alignOf, stream } = l;
+  const { offset, arenaBytes, lists, lasts } = startPlacement(l);
   const extra = new Map<number, number[]>();
-  const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
-  const placed: Placed = { offset, extra, arenaBytes }, stream = streamIds(prog);
+  const placed: Placed = { offset, extra, arenaBytes };
   for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
     const b = prog.buffers[id], tier = b.tier, list = lists[tier], last = lasts[tier];
     if (kind === 0) { const lo = offset[id]; list.free(lo, lo + span(b)); last.set(lo, lo + span(b), at); continue; }
@@ -338,11 +390,10 @@ function placeByTime(prog: Program, alignOf: Float64Array, order: Float64Array |
  * lifetimes tighter (the planner of TensorFlow Lite's "greedy by size").
  * Cost: O(B^2) in the non-persistent buffers of a tier.
  */
-function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, start: Float64Array, end: Float64Array): Placed {
-  const offset = new Float64Array(prog.buffers.length);
-  const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64Array): Placed {
+  const { alignOf, stream } = l;
+  const { offset, arenaBytes, lists, lasts } = startPlacement(l);
   const extra = new Map<number, number[]>();
-  const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
   const from = (b: Program['buffers'][number]) => (b.allocAt < 0 ? -Infinity : start[b.allocAt]);
   const to = (b: Program['buffers'][number]) => (b.freeAt < 0 ? Infinity : end[b.freeAt]);
@@ -375,7 +426,7 @@ function placeBySize(prog: Program, alignOf: Float64Array, order: Float64Array |
     }
   }
   // the waits: replay the lifetimes in time order, each first write taking its bytes' last occupants
-  const placed: Placed = { offset, extra, arenaBytes }, stream = streamIds(prog);
+  const placed: Placed = { offset, extra, arenaBytes };
   for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
     const b = prog.buffers[id], lo = offset[id];
     if (kind === 0) lasts[b.tier].set(lo, lo + span(b), at);
@@ -397,38 +448,18 @@ const UNBOUNDED_RING: Ring = { lo: 2 ** 52, size: 2 ** 52 };
  * or with a ring, a buffer the ring could not take or the CPU's other buffers
  * above its bottom (each only grows as the placement goes on).
  */
-function placeAll(prog: Program, alignOf: Float64Array, order: Float64Array | undefined, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming, ring?: Ring, keepIf?: Readonly<Record<Tier, number>>): Placed & { /** the top of the CPU's buffers outside the ring */ mainTop: number; ringMissed: boolean; stopped: boolean } {
-  const offset = new Float64Array(prog.buffers.length);
-  const arenaBytes: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
+function placeAll(prog: Program, l: Layout, far?: Uint8Array, budget?: Readonly<Record<Tier, number>>, quiet = false, timing?: ReuseTiming, ring?: Ring, keepIf?: Readonly<Record<Tier, number>>): Placed & { /** the top of the CPU's buffers outside the ring */ mainTop: number; ringMissed: boolean; stopped: boolean } {
+  const { alignOf, stream, allocAt, allocs, freeAt, frees } = l;
+  const { offset, arenaBytes, lists, lasts } = startPlacement(l);
   const extra = new Map<number, number[]>();
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
-  const { lists, lasts } = packPersistent(prog, alignOf, order, offset, arenaBytes);
-  // moving buffers by first write (slot 0: before the step; slot i + 1: at
-  // instruction i) and by free (slot i), each in id order: the buffers of slot
-  // k are list[at[k] .. at[k + 1]) (counted, then filled)
   const n = prog.instructions.length;
-  const allocAt = new Int32Array(n + 2), allocs = new Int32Array(prog.buffers.length), freeAt = new Int32Array(n + 1), frees = new Int32Array(prog.buffers.length);
-  const moving = (b: Program['buffers'][number]) => !(b.allocAt < 0 && b.freeAt < 0);
-  for (const b of prog.buffers) {
-    if (!moving(b)) continue;
-    allocAt[Math.max(b.allocAt, -1) + 2]++;
-    if (b.freeAt >= 0) freeAt[b.freeAt + 1]++;
-  }
-  for (let k = 0; k <= n; k++) { allocAt[k + 1] += allocAt[k]; if (k < n) freeAt[k + 1] += freeAt[k]; }
-  {
-    const a = allocAt.slice(0, n + 1), f = freeAt.slice(0, n);
-    for (const b of prog.buffers) {
-      if (!moving(b)) continue;
-      allocs[a[Math.max(b.allocAt, -1) + 1]++] = b.id;
-      if (b.freeAt >= 0) frees[f[b.freeAt]++] = b.id;
-    }
-  }
   // with timing: when each instruction starts (or is ready, before the waits its own buffers add) and ends
   const timed = quiet && budget ? timing : undefined;
   const estimate = timed && 'seconds' in timed ? timed : undefined;
   const begin = timed && 'start' in timed ? timed.start : new Float64Array(timed ? n : 0);
   const end = timed && 'end' in timed ? timed.end : new Float64Array(timed ? n : 0);
-  const stream = streamIds(prog), streamEnd = new Float64Array(STREAMS.length);
+  const streamEnd = new Float64Array(STREAMS.length);
   const placed: Placed = { offset, extra, arenaBytes };
   // the ring: each buffer an NVMe read fills takes the bytes after the one
   // before it, from the ring's bottom again when it would pass the top; one
