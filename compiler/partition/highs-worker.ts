@@ -27,6 +27,8 @@ export interface HighsModelData {
 
 export interface HighsResult {
   status: HighsStatus; objective: number; x: Float64Array; /** simplex iterations it took */ iterations: number;
+  /** status 'other' because it reached its iteration limit (deterministic: remembered as an optimum is, lp-cache.ts) */
+  iterationLimited?: boolean;
   /** when the worker began and ended this solve (ms since the epoch, performance.timeOrigin-based; for TIERCUT_TIMING) */
   readyAt?: number; endAt?: number;
 }
@@ -127,7 +129,7 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       const iterations = Number(model.info.get('simplex_iteration_count'));
       if (keep) done.set(id, { status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, iterations });
       const endAt = performance.timeOrigin + performance.now();
-      parentPort.postMessage({ id, status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations, readyAt, endAt, rows: data.numRows, nnz: data.matrix.values.length }, [x.buffer]);
+      parentPort.postMessage({ id, status, iterationLimited: code === c.iterationLimit, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations, readyAt, endAt, rows: data.numRows, nnz: data.matrix.values.length }, [x.buffer]);
     } finally {
       model.dispose();
     }
@@ -227,7 +229,7 @@ export class LpWorker {
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
       // (a run that ended past its limit, heard of before the timer fired, is one that ran out of time too)
       else if (m.readyAt !== undefined && m.endAt !== undefined && m.endAt - m.readyAt > seconds * 1000) p.resolve(timedOut(m.x.length));
-      else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations, readyAt: m.readyAt, endAt: m.endAt });
+      else p.resolve({ status: m.status, objective: m.objective, x: m.x, iterations: m.iterations, readyAt: m.readyAt, endAt: m.endAt, ...(m.iterationLimited ? { iterationLimited: true } : {}) });
     });
     w.on('error', (e) => this.failAll(e));
     w.on('exit', (code) => this.failAll(new Error(`internal: the LP solver thread exited (code ${code})`)));
@@ -320,7 +322,7 @@ export class LpWorker {
    * ends it with status 'other'; `options` are HiGHS options set before the run.
    */
   solve(data: HighsModelData, timeLimitSeconds: number, iterationLimit?: number, options?: Readonly<Record<string, number | string>>, keep = false): Promise<HighsResult> {
-    // an optimal outcome of this very model and these limits is remembered across processes (lp-cache.ts)
+    // an optimal, infeasible or iteration-limited outcome of this very model and these limits is remembered across processes (lp-cache.ts)
     const key = lpCacheOn() ? lpKey(data, timeLimitSeconds, iterationLimit, options, WORKER_SOURCE) : undefined;
     const hit = key !== undefined ? lpCached(key, data.numCols) : undefined;
     const id = this.nextId;

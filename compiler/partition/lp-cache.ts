@@ -4,9 +4,12 @@
 // package's version, the solver thread's code and this format's version.
 // HiGHS is deterministic (the same model and options give the same vertex), so
 // a hit returns exactly what the solve would: plans stay byte-identical. Only
-// optimal and infeasible outcomes are kept (a time-limited one depends on the
-// machine; an infeasible one is the solver's answer as an optimum is: fit's
-// probes and its full compile of the answer meet the same infeasible LPs). A
+// optimal, infeasible and iteration-limited outcomes are kept (a time-limited
+// one depends on the machine; an infeasible one is the solver's answer as an
+// optimum is: fit's probes and its full compile of the answer meet the same
+// infeasible LPs; the iteration limit is in the key, and gpt3-175b's bound LP
+// stage 2 reaches it in every compile, ~5 s of a solver thread that compile
+// waits for at the end). A
 // compile of an unchanged model on unchanged hardware skips the solver
 // (gpt2-1.5b/16 GB: ~1.2 s of HiGHS). Lives in the per-user cache directory
 // (src/cache-dir.ts), at most MAX_ENTRIES files (the oldest go first);
@@ -62,6 +65,7 @@ export function lpCached(key: string, numCols: number): HighsResult | undefined 
   try {
     const e = JSON.parse(readFileSync(file, 'utf8')) as { status: string; objective: number; iterations: number; x: string };
     if (e.status === 'infeasible' && typeof e.iterations === 'number') return { status: 'infeasible', objective: NaN, iterations: e.iterations, x: new Float64Array(numCols) };
+    if (e.status === 'iterationLimit' && typeof e.iterations === 'number') return { status: 'other', iterationLimited: true, objective: NaN, iterations: e.iterations, x: new Float64Array(numCols) };
     if (e.status !== 'optimal' || typeof e.objective !== 'number' || typeof e.iterations !== 'number') return undefined;
     const bytes = Buffer.from(e.x, 'base64');
     if (bytes.length !== 8 * numCols) return undefined;
@@ -73,10 +77,11 @@ export function lpCached(key: string, numCols: number): HighsResult | undefined 
   }
 }
 
-/** Remembers an optimal or infeasible outcome (others are not kept; an infeasible one without its x). */
+/** Remembers an optimal, infeasible or iteration-limited outcome (others are not kept; the last two without their x). */
 export function lpRemember(key: string, r: HighsResult): void {
-  const dir = (r.status === 'optimal' || r.status === 'infeasible') && lpCacheOn() ? cacheDir() : undefined;
+  const status = r.status === 'other' && r.iterationLimited ? 'iterationLimit' : r.status;
+  const dir = (status === 'optimal' || status === 'infeasible' || status === 'iterationLimit') && lpCacheOn() ? cacheDir() : undefined;
   if (!dir) return;
   const x = r.status === 'optimal' ? Buffer.from(r.x.buffer, r.x.byteOffset, r.x.byteLength).toString('base64') : '';
-  remember(dir, `lp-${key}.json`, JSON.stringify({ status: r.status, objective: r.objective, iterations: r.iterations, x }), (f) => f.startsWith('lp-') && f.endsWith('.json'), MAX_ENTRIES);
+  remember(dir, `lp-${key}.json`, JSON.stringify({ status, objective: r.objective, iterations: r.iterations, x }), (f) => f.startsWith('lp-') && f.endsWith('.json'), MAX_ENTRIES);
 }

@@ -57,10 +57,21 @@ describe('LP cache', () => {
       expect(badAgain.readyAt).toBeUndefined();
       expect(badAgain.status).toBe('infeasible');
       expect(badAgain.iterations).toBe(bad.iterations);
-      // stopped by its iteration limit: not kept
+      // stopped by its iteration limit (part of the key, so deterministic): kept, and answered as the solver did
       const stopped = await w.solve(model(10), 30, 0, { presolve: 'off' });
       expect(stopped.status).toBe('other');
-      expect(entries().length).toBe(5);
+      expect(stopped.iterationLimited).toBe(true);
+      expect(entries().length).toBe(6);
+      const stoppedAgain = await w.solve(model(10), 30, 0, { presolve: 'off' });
+      expect(stoppedAgain.readyAt).toBeUndefined();
+      expect(stoppedAgain.status).toBe('other');
+      expect(stoppedAgain.iterationLimited).toBe(true);
+      expect(stoppedAgain.iterations).toBe(stopped.iterations);
+      // a higher limit is another solve, which ends optimal
+      const freed = await w.solve(model(10), 30, 100, { presolve: 'off' });
+      expect(freed.readyAt).toBeDefined();
+      expect(freed.status).toBe('optimal');
+      expect(freed.objective).toBe(first.objective);
     } finally {
       w.close();
     }
