@@ -131,12 +131,17 @@ export const LP_TIME_LIMIT_SECONDS = 120;
  */
 export const OPTIONAL_TIME_LIMIT_SECONDS = 30;
 /**
- * The bound LP's second stage runs only when twice its first stage's simplex
- * iterations (+1000) stay within this: on the grid's GPT-3 presets it takes
- * 1.2-1.5x stage 1's ~2800; on a 120B GPT (26000 in stage 1) it ran past 46000
- * and 30 s without an answer (the 120B compile 20 -> 54 s).
+ * The bound LP's second stage (its least-load vertex, one more candidate) gets
+ * its first stage's simplex iterations + 2000, and runs only when that stays
+ * within 7500 (stage 1 at most 5500). Over bench/compile/plans.mjs's 31 cases it took 1.0-1.5x stage
+ * 1's plus at most 1800 (gpt3-13b on a100-80g with 64 GB CPU: 1015 -> 2819;
+ * gpt3-13b/h100 2386 -> 4035; gpt2-1.5b on 16 GB 3735 -> 4779), except
+ * gpt3-175b, which reached every limit tried without an answer (twice its
+ * 3054 + 1000: 4 s of a solver thread that compile then waited for,
+ * docs/BENCHMARKS.md, twenty-fifth session); on a 120B GPT (26000 in stage 1)
+ * it ran past 46000 and 30 s without an answer (the 120B compile 20 -> 54 s).
  */
-export const LEAN_MAX_ITERATIONS = 12_000;
+export const LEAN_LIMIT = { factor: 1, plus: 2000, max: 7500 };
 
 export interface ParamGroup {
   adam: number;
@@ -306,9 +311,9 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   const optionalLimit = Math.min(timeLimit, OPTIONAL_TIME_LIMIT_SECONDS);
   // an LP's stage 2 on its solver thread right behind stage 1 (solve `id`):
   // least total load with T within 1e-6 of stage 1's optimum, at most twice its
-  // iterations (+1000; none when that passes iterationsMax), HiGHS's strongest scaling
-  const secondStage = (on: LpWorker, id: number, built: BuiltLp, iterationsMax?: number) =>
-    on.solveAfter(id, { ...built.data, colCost: built.secondaryCost }, optionalLimit, { col: built.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: 2, iterationsPlus: 1000, iterationsMax }, { simplex_scale_strategy: 4 });
+  // iterations + 1000 (or `limit`'s; none when that passes its max), HiGHS's strongest scaling
+  const secondStage = (on: LpWorker, id: number, built: BuiltLp, limit: { factor: number; plus: number; max?: number } = { factor: 2, plus: 1000 }) =>
+    on.solveAfter(id, { ...built.data, colCost: built.secondaryCost }, optionalLimit, { col: built.T, relTol: 1e-6, absTol: 1e-12, iterationsFactor: limit.factor, iterationsPlus: limit.plus, iterationsMax: limit.max }, { simplex_scale_strategy: 4 });
   const segments = opts.segments ?? 48;
   const t0 = performance.now();
   // a solve the caller may never await: its failure (the solver thread closed
@@ -388,7 +393,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= quiet((async () => {
-    const second = await secondStage(solver, boundId, model, LEAN_MAX_ITERATIONS);
+    const second = await secondStage(solver, boundId, model, LEAN_LIMIT);
     const first = await boundFirst;
     return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
   })()));
