@@ -107,8 +107,8 @@ function alignments(prog: Program): Float64Array {
  * write and by free (placeAll's slots), and the persistent buffers packed in
  * a state order. Made once per program (and again where a placement brings
  * another state order) and kept while the program lives: gpt3-175b's compile
- * places each of its ~12 programs 5-16 times (docs/BENCHMARKS.md,
- * twenty-fifth session).
+ * places its 14 programs 75 times, gpt2-1.5b's (16 GB) its 24 programs 87
+ * times (docs/BENCHMARKS.md, twenty-fifth session).
  */
 interface Layout {
   alignOf: Float64Array;
