@@ -124,9 +124,11 @@ export function lpTryRounded(g: Graph, hw: HardwareProfile, sol: LpSolution, r: 
 
 /**
  * The candidate with its arenas placed again, the fastest kept (the first on
- * ties): by when frees end (arena.ts ReuseTiming: in the program's schedule
- * without the arena's waits, or in an estimate made as it places), then along
- * schedules gated by memory (GATED_GPU_SHARES, RESERVING_BISECTIONS). The
+ * ties): along the schedule gated by memory over the whole GPU, then by when
+ * frees end (arena.ts ReuseTiming: in the program's schedule without the
+ * arena's waits, or in an estimate made as it places), then along schedules
+ * gated by memory at smaller GPU shares (GATED_GPU_SHARES,
+ * RESERVING_BISECTIONS). The
  * schedule without the arena's waits is a floor under every placement of the
  * program (NVMe batches aside): unless it is at least RETIME_MIN_GAIN below
  * the candidate's own step, and below `beat` (the best so far), none is
