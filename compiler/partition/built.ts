@@ -128,12 +128,11 @@ export function lpTryRounded(g: Graph, hw: HardwareProfile, sol: LpSolution, r: 
  * frees end (arena.ts ReuseTiming: in the program's schedule without the
  * arena's waits, or in an estimate made as it places), then along schedules
  * gated by memory at smaller GPU shares (GATED_GPU_SHARES,
- * RESERVING_BISECTIONS). The
- * schedule without the arena's waits is a floor under every placement of the
- * program (NVMe batches aside): unless it is at least RETIME_MIN_GAIN below
- * the candidate's own step, and below `beat` (the best so far), none is
- * made, and the next is not tried once one comes within RETIME_MIN_GAIN of
- * that floor. (Requiring the floor RETIME_MIN_GAIN below `beat` too lost
+ * RESERVING_BISECTIONS). The schedule without the arena's waits is a floor
+ * under every placement of the program (NVMe batches aside): unless it is at
+ * least RETIME_MIN_GAIN below the candidate's own step, and below `beat` (the
+ * best so far), none is made, and the next is not tried once one comes within
+ * RETIME_MIN_GAIN of that floor. (Requiring the floor RETIME_MIN_GAIN below `beat` too lost
  * gains under 2 %: gpt3-13b/a100 1.660 -> 1.680 s once an earlier candidate
  * came within 2 % of the winner.) Measured (docs/BENCHMARKS.md): gpt3-13b/h200
  * 0.751 -> 0.557 s (the estimate), gpt2-1.5b on 16 GB 0.313 -> 0.290 s (the

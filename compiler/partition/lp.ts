@@ -133,11 +133,12 @@ export const OPTIONAL_TIME_LIMIT_SECONDS = 30;
 /**
  * The bound LP's second stage (its least-load vertex, one more candidate) gets
  * its first stage's simplex iterations + 2000, and runs only when that stays
- * within 7500 (stage 1 at most 5500). Over bench/compile/plans.mjs's 31 cases it took 1.0-1.5x stage
- * 1's plus at most 1800 (gpt3-13b on a100-80g with 64 GB CPU: 1015 -> 2819;
- * gpt3-13b/h100 2386 -> 4035; gpt2-1.5b on 16 GB 3735 -> 4779), except
- * gpt3-175b, which reached every limit tried without an answer (twice its
- * 3054 + 1000: 4 s of a solver thread that compile then waited for,
+ * within 7500 (stage 1 at most 5500, as with the limit of twice + 1000 it had
+ * before). Over bench/compile/plans.mjs's 31 cases it took at most stage 1's
+ * + 1800 (gpt3-13b on a100-80g with 64 GB CPU: 1015 -> 2819; gpt3-13b/h100
+ * 2386 -> 4035; gpt2-1.5b on 16 GB 3735 -> 4779), except gpt3-175b's, which
+ * ends at every limit tried without an answer (at twice its 3054 + 1000, 4 s
+ * of a solver thread that compile then waited for; now at 5054, ~1 s sooner:
  * docs/BENCHMARKS.md, twenty-fifth session); on a 120B GPT (26000 in stage 1)
  * it ran past 46000 and 30 s without an answer (the 120B compile 20 -> 54 s).
  */
