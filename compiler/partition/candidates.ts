@@ -9,7 +9,8 @@
 //    the moments on NVMe);
 //  - lpTryCheckpoints, lpTryKeptCheckpoints: activations recomputed through
 //    chains (checkpoints.ts) instead of offloaded or kept;
-//  - lpTryCasts: p16 cast on the GPU from master32 copied up.
+//  - lpTryCasts: p16 cast on the GPU from master32 copied up;
+//  - lpTryRingSpare: the CPU ring's spare bytes given back to NVMe moments.
 // A family whose plans leave the LPs' family calls `trying` first, so that
 // the bound widened by that way (lp.ts wideBound) solves while its candidates
 // are built. Keeps true: acc.best only gets faster, and every candidate kept
@@ -283,6 +284,34 @@ export function lpTrySplit(g: Graph, hw: HardwareProfile, acc: LpCandidates, try
     }
   }
   mark('LP split candidate');
+}
+
+/**
+ * Where the best plan's CPU ring (arena.ts: the bytes NVMe reads fill) is
+ * more than RING_SPARE_KEEP[0] times what its reads hold at once while
+ * moments rest on NVMe (a plan lpTryKeptCheckpoints made, whose freed CPU
+ * bytes the ring took), one more candidate: the ring's spare bytes given back
+ * to those moments, the groups whose gradients come first first (the reverse
+ * of the order lpTrySplit sends them down in); kept when it fits and is
+ * faster.
+ */
+export function lpTryRingSpare(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  if (!acc.best || !acc.best.arenas.ring) return;
+  const b = acc.best, p = b.placement, peak = readBuffersPeak(b.prog);
+  let spare = b.arenas.ringBytes - RING_SPARE_KEEP[0] * peak;
+  if (peak <= 0 || spare <= 0) return;
+  const made = producers(g);
+  const down = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && p.home[q.state[0]] === 'cpu' && q.state.slice(1).every((t) => p.home[t] === 'nvme'))
+    .sort((x, y) => made[x.grad] - made[y.grad] || x.adam - y.adam);
+  if (down.length === 0) return;
+  const home = [...p.home];
+  for (const q of down) {
+    if (spare <= 0) break;
+    for (const t of q.state.slice(1)) { home[t] = 'cpu'; spare -= g.tensors[t].sizeBytes; }
+  }
+  const c = build(g, hw, { ...p, home });
+  if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < simulated(g, hw, b).stepSeconds) acc.best = c;
+  mark('LP ring-spare candidate');
 }
 
 /**

@@ -30,7 +30,7 @@ import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
 import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, type Built, type LpCandidates } from './built.js';
-import { lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTrySplit, lpTryStartup, lpTryStream } from './candidates.js';
+import { lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
@@ -90,8 +90,9 @@ export interface Placed { placement: Placement; /** the plan's bound (none for a
  * updates streamed to the GPU: lpTryStream; kept activations made again
  * through chains: lpTryKeptCheckpoints; the split and kept-checkpoint
  * candidates again from each checkpoint candidate another beat; casts on
- * the GPU from master32 copied up: lpTryCasts; all of these again from the
- * second-fastest rounding where the best is still above the bound LP's
+ * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
+ * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
+ * the second-fastest rounding where the best is still above the bound LP's
  * optimum), or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
@@ -201,6 +202,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
           if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) acc.best = best;
         }
         lpTryCasts(g, hw, acc, wider({ cast: true }));
+        lpTryRingSpare(g, hw, acc);
       };
       families(true);
       // and all of them again from the second-fastest rounding, the faster
@@ -209,11 +211,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // any rounding could). Each family builds on the best so far, so what it
       // finds depends on where it starts: from the second rounding, gpt3-13b
       // on an A100 with 64 GB of CPU 6.216 -> 5.720 s (its kept-checkpoint
-      // candidate), gpt3-6.7b/v100 2.513 -> 2.389 s (its stream candidate);
-      // the other 29 plans of bench/compile/plans.mjs the same, gpt3-175b's
-      // and 13b/h200's below that optimum (docs/BENCHMARKS.md, twenty-sixth
-      // session). No bound is asked for meanwhile: boundOf asks for the kept
-      // plan's.
+      // candidate; 5.210 with the ring's spare given back), gpt3-6.7b/v100
+      // 2.513 -> 2.389 s (its stream candidate); the other 29 plans of
+      // bench/compile/plans.mjs the same, gpt3-175b's and 13b/h200's below
+      // that optimum (docs/BENCHMARKS.md, twenty-sixth session). No bound is
+      // asked for meanwhile: boundOf asks for the kept plan's.
       if (next && boundSol.status === 'optimal' && simulated(g, hw, acc.best!).stepSeconds > boundSol.lowerBoundSeconds) {
         const best = acc.best, bestFrom = acc.bestFrom;
         acc.best = next.b; acc.bestFrom = { sol: next.sol, r: next.r }; acc.chainSeeds = undefined;

@@ -81,6 +81,9 @@ describe('state split by tensor', () => {
     expect(b.arenas.ringBytes).toBeLessThanOrEqual(3 * peak);
     const plan = planFor(g, hw, b.placement, { source: opts.model, preset: opts.preset, config: {} }, ADAM_DEFAULTS, placed.lp, b);
     expect(verifyPlan(plan)).toEqual([]);
+    // (the candidate families again from the second-fastest rounding, then the
+    // ring's spare given back to NVMe moments: 6.216 -> 5.720 -> 5.210 s)
+    expect(plan.predicted.stepSeconds).toBeLessThan(5.5);
     console.log(`gpt3-13b/a100/64 GB: ring ${(b.arenas.ringBytes / 1e9).toFixed(2)} GB, reads' peak ${(peak / 1e9).toFixed(2)} GB, step ${plan.predicted.stepSeconds.toFixed(3)} s`);
   }, 240_000);
 
