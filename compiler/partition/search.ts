@@ -80,25 +80,6 @@ function cutBuilt(hw: HardwareProfile, c: CutCandidate): Built {
 export interface Placed { placement: Placement; /** the plan's bound (none for a probe) */ lp?: LpSolution; /** the placement's program and arenas, when place built them */ built?: Built }
 
 /**
- * Placement: everything on the GPU when it fits; else the min-cut when two
- * tiers suffice, no capacity binds (the cut's price is zero) and the cut
- * computes on the GPU (exact then); else the LP over three tiers (its
- * candidates, then the best of them with the first forward op's parameter
- * state on the GPU: lpTryStartup; with activations recomputed through chains:
- * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
- * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit;
- * updates streamed to the GPU: lpTryStream; kept activations made again
- * through chains: lpTryKeptCheckpoints; the split and kept-checkpoint
- * candidates again from each checkpoint candidate another beat; casts on
- * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
- * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
- * the second-fastest rounding where it is within SECOND_SEED_WITHIN of the
- * fastest and the best is still above the bound LP's optimum), or, when the cut also fits, whichever of
- * the two the simulator finds faster. The LP runs in every case: its optimum
- * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
- * kept one's program, arenas and simulation come back with it.
- */
-/**
  * The candidate families build on the best plan so far, so what they find
  * depends on where they start; where the two fastest LP roundings are this
  * close (a near tie), they run from the second too. Measured over
@@ -112,6 +93,26 @@ export interface Placed { placement: Placement; /** the plan's bound (none for a
  */
 const SECOND_SEED_WITHIN = 0.05;
 
+/**
+ * Placement: everything on the GPU when it fits; else the min-cut when two
+ * tiers suffice, no capacity binds (the cut's price is zero) and the cut
+ * computes on the GPU (exact then); else the LP over three tiers (its
+ * candidates, then the best of them with the first forward op's parameter
+ * state on the GPU: lpTryStartup; with activations recomputed through chains:
+ * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
+ * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit;
+ * updates streamed to the GPU: lpTryStream; kept activations made again
+ * through chains: lpTryKeptCheckpoints; the split and kept-checkpoint
+ * candidates again from each checkpoint candidate another beat; casts on
+ * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
+ * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
+ * the second-fastest rounding where it is within SECOND_SEED_WITHIN of the
+ * fastest and the best is still above the bound LP's optimum), or, when the
+ * cut also fits, whichever of the two the simulator finds faster. The LP
+ * runs in every case: its optimum is the plan's lower bound (boundOf). Each
+ * candidate is scheduled once; the kept one's program, arenas and
+ * simulation come back with it.
+ */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step' } = {}): Promise<Placed> {
   const persistentBytes = tensorBytes(g, 'persistent');
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
@@ -180,7 +181,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) lpTry(g, hw, lean, acc);
       mark('LP bound-row candidates');
       const saved = boundSol.saved;
-      // the second-fastest of the LPs' roundings that fit (a second pass's seed, below)
+      // the second-fastest of the LPs' roundings that fit (the second pass's seed, below)
       const first = acc.best;
       const next = (acc.tried ?? []).filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw))
         .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds)[0];
