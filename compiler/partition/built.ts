@@ -100,15 +100,16 @@ export interface LpCandidates {
   best?: Built; firstError?: unknown; seen: Set<string>; /** the best's shares and rounding (as repaired) */ bestFrom?: { sol: LpSolution; r: Rounded };
   /** lpTryCheckpoints' candidates that another of them beat: the split and kept-checkpoint candidates are made from them too */
   chainSeeds?: Built[];
-  /** lpTry's roundings built (repaired and retimed), with their shares and roundings as repaired */
-  tried?: { b: Built; sol: LpSolution; r: Rounded }[];
 }
 
-export function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates): void {
+/** An LP's roundings tried (lpTryRounded); gives those built, each with its shares and its rounding as repaired. */
+export function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCandidates): { b: Built; sol: LpSolution; r: Rounded }[] {
+  const built: { b: Built; sol: LpSolution; r: Rounded }[] = [];
   for (const how of sol.rows === 'plan' ? ['largest', 'bytes'] as const : ['bytes'] as const) {
     const r = roundSolution(g, sol, how), b = lpTryRounded(g, hw, sol, r, acc);
-    if (b) (acc.tried ??= []).push({ b, sol, r });
+    if (b) built.push({ b, sol, r });
   }
+  return built;
 }
 
 /** The rounding r built (repaired to fit) and retimed, kept where it beats the best; undefined where it was tried before or does not fit. */

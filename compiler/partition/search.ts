@@ -150,6 +150,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // solves; they are kept only when the bound LP has a solution too
     // (each LP's roundings as soon as its shares come, while the next solves)
     const acc: LpCandidates = { seen: new Set() };
+    const tried: ReturnType<typeof lpTry> = []; // the LPs' roundings built (the second pass's seed is one)
     const earlyEach = lp.earlyEach();
     if (!opts.probe) void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
     if (opts.probe !== 'fits') {
@@ -159,7 +160,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     for (const shares of await earlyEach) {
       const s = await shares;
       mark('LP placement solved (awaited)');
-      if (s) lpTry(g, hw, s, acc);
+      if (s) tried.push(...lpTry(g, hw, s, acc));
       // a probe of whether it fits: the first placement LP's rounding that
       // fits, no candidate that would only be faster
       if (opts.probe === 'fits' && acc.best) return { placement: acc.best.placement, built: acc.best };
@@ -169,23 +170,23 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     // 0.558 -> 0.419 s, gpt2-1.5b on 16 GB 0.290 -> 0.259 with castOnce)
     if (acc.best) {
       const boundSol = await lp.firstVertex;
-      if (boundSol.status === 'optimal') lpTry(g, hw, boundSol, acc);
+      if (boundSol.status === 'optimal') tried.push(...lpTry(g, hw, boundSol, acc));
       mark('LP bound candidate');
       // and the bound LP's over 98 % of the GPU (its rounding leaves the schedule room to prefetch)
       const roomy = await lp.headroom();
-      if (roomy.status === 'optimal') lpTry(g, hw, roomy, acc);
+      if (roomy.status === 'optimal') tried.push(...lpTry(g, hw, roomy, acc));
       // and the bound LP's vertex with the least total load (its first stage's
       // vertex is any of its optima: either rounds better in some cells;
       // tried last, so that it does not change the others' retiming)
       const lean = await lp.boundLeanest();
-      if (lean) lpTry(g, hw, lean, acc);
+      if (lean) tried.push(...lpTry(g, hw, lean, acc));
       mark('LP bound-row candidates');
       const saved = boundSol.saved;
       // the second-fastest of the LPs' roundings that fit (the second pass's seed, below)
       const first = acc.best;
-      const next = (acc.tried ?? []).filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw))
+      const next = tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw))
         .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds)[0];
-      acc.tried = undefined;
+      tried.length = 0;
       // the families, each made from the best so far; `request`: the bounds
       // their plans will need are asked for as they are tried (such a plan's
       // bound is the bound LP's widened by the ways it leaves the family, those
