@@ -81,15 +81,17 @@ export interface Placed { placement: Placement; /** the plan's bound (none for a
 
 /**
  * The candidate families build on the best plan so far, so what they find
- * depends on where they start; where the two fastest LP roundings are this
- * close (a near tie), they run from the second too. Measured over
- * bench/compile/plans.mjs's 31 plans (docs/BENCHMARKS.md, twenty-sixth
- * session): gpt3-13b on an A100 with 64 GB of CPU, seeds 7540.7 and 7832.5
- * ms, 6.216 -> 5.720 s from the second (its kept-checkpoint candidate; 5.210
- * with the ring's spare given back); gpt3-6.7b/v100, seeds 2512.9 and 2572.1,
- * 2.513 -> 2.389 s (its stream candidate). Run from every second seed it
- * changed no other plan above the bound LP's optimum and cost gpt2-1.5b on
- * 16 GB (seeds 207.3 and 271.5 ms) 2.6 s of main thread.
+ * depends on where they start; they run again from each other LP rounding
+ * this close to the fastest (a near tie). Measured over
+ * bench/compile/plans.mjs's 31 plans (docs/BENCHMARKS.md, twenty-sixth and
+ * twenty-seventh sessions): gpt3-13b on an A100 with 64 GB of CPU, seeds
+ * 7540.7 and 7832.5 ms, 6.216 -> 5.720 s from the second (its kept-checkpoint
+ * candidate; 5.210 with the ring's spare given back); gpt3-6.7b/v100, seeds
+ * 2512.9 and 2572.1, 2.513 -> 2.389 s (its stream candidate); gpt3-13b/h100,
+ * seeds 1363.5, 1370.3 and 1405.7 ms, 1.364 -> 1.185 s from the third (its
+ * stream candidate; from the second, nothing). Run from every second seed,
+ * however far, it changed no other plan above the bound LP's optimum and cost
+ * gpt2-1.5b on 16 GB (seeds 207.3 and 271.5 ms) 2.6 s of main thread.
  */
 const SECOND_SEED_WITHIN = 0.05;
 
@@ -106,8 +108,8 @@ const SECOND_SEED_WITHIN = 0.05;
  * candidates again from each checkpoint candidate another beat; casts on
  * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
  * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
- * the second-fastest rounding where it is within SECOND_SEED_WITHIN of the
- * fastest and the best is still above the bound LP's optimum), or, when the
+ * each other rounding within SECOND_SEED_WITHIN of the fastest while the
+ * best is still above the bound LP's optimum), or, when the
  * cut also fits, whichever of the two the simulator finds faster. The LP
  * runs in every case: its optimum is the plan's lower bound (boundOf). Each
  * candidate is scheduled once; the kept one's program, arenas and
@@ -182,10 +184,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) tried.push(...lpTry(g, hw, lean, acc));
       mark('LP bound-row candidates');
       const saved = boundSol.saved;
-      // the second-fastest of the LPs' roundings that fit (the second pass's seed, below)
+      // the other LP roundings that fit within SECOND_SEED_WITHIN of the fastest, fastest first (the later passes' seeds, below)
       const first = acc.best;
-      const next = tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw))
-        .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds)[0];
+      const near = first ? simulated(g, hw, first).stepSeconds * (1 + SECOND_SEED_WITHIN) : -Infinity;
+      const seeds = tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw) && simulated(g, hw, t.b).stepSeconds <= near)
+        .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds);
       tried.length = 0;
       // the families, each made from the best so far; `request`: the bounds
       // their plans will need are asked for as they are tried (such a plan's
@@ -221,19 +224,19 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         lpTryRingSpare(g, hw, acc);
       };
       families(true);
-      // and all of them again from the second-fastest rounding, the faster
-      // outcome kept, where that rounding is within SECOND_SEED_WITHIN of the
-      // fastest and the best is still above the bound LP's optimum (over the
-      // LPs' family; a plan below it has gained by leaving the family more than
-      // any rounding could). No bound is asked for meanwhile: boundOf asks for
-      // the kept plan's.
-      if (next && simulated(g, hw, next.b).stepSeconds <= simulated(g, hw, first!).stepSeconds * (1 + SECOND_SEED_WITHIN)
-        && boundSol.status === 'optimal' && simulated(g, hw, acc.best!).stepSeconds > boundSol.lowerBoundSeconds) {
-        const best = acc.best, bestFrom = acc.bestFrom;
-        acc.best = next.b; acc.bestFrom = { sol: next.sol, r: next.r }; acc.chainSeeds = undefined;
+      // and all of them again from each other rounding within
+      // SECOND_SEED_WITHIN of the fastest, the fastest outcome kept, while the
+      // best is still above the bound LP's optimum (over the LPs' family; a
+      // plan below it has gained by leaving the family more than any rounding
+      // could). No bound is asked for meanwhile: boundOf asks for the kept
+      // plan's.
+      for (const seed of seeds) {
+        if (boundSol.status !== 'optimal' || simulated(g, hw, acc.best!).stepSeconds <= boundSol.lowerBoundSeconds) break;
+        const best: Built = acc.best!, bestFrom = acc.bestFrom;
+        acc.best = seed.b; acc.bestFrom = { sol: seed.sol, r: seed.r }; acc.chainSeeds = undefined;
         families(false);
         if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) { acc.best = best; acc.bestFrom = bestFrom; }
-        mark('LP second-seed families');
+        mark('LP next-seed families');
       }
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
