@@ -81,19 +81,26 @@ export interface Placed { placement: Placement; /** the plan's bound (none for a
 
 /**
  * The candidate families build on the best plan so far, so what they find
- * depends on where they start; they run again from each other LP rounding
- * this close to the fastest (a near tie). Measured over
- * bench/compile/plans.mjs's 31 plans (docs/BENCHMARKS.md, twenty-sixth and
- * twenty-seventh sessions): gpt3-13b on an A100 with 64 GB of CPU, seeds
- * 7540.7 and 7832.5 ms, 6.216 -> 5.720 s from the second (its kept-checkpoint
- * candidate; 5.210 with the ring's spare given back); gpt3-6.7b/v100, seeds
- * 2512.9 and 2572.1, 2.513 -> 2.389 s (its stream candidate); gpt3-13b/h100,
- * seeds 1363.5, 1370.3 and 1405.7 ms, 1.364 -> 1.185 s from the third (its
- * stream candidate; from the second, nothing). Run from every second seed,
- * however far, it changed no other plan above the bound LP's optimum and cost
- * gpt2-1.5b on 16 GB (seeds 207.3 and 271.5 ms) 2.6 s of main thread.
+ * depends on where they start, and the LP rounding that simulates fastest is
+ * often not the best start: they run again from this many other roundings,
+ * fastest first. Measured over bench/compile/plans.mjs's 31 plans
+ * (docs/BENCHMARKS.md, twenty-seventh session; the fastest rounding's step,
+ * the winning seed's, and the plan from each): llama2-13b on an H100 with 96
+ * GB of CPU, 3.079 and 4.751 s (the third-fastest), 1.534 -> 1.421 s;
+ * gpt3-6.7b/v100 with 48 GB of CPU, 6.219 and 9.627 s (the fourth), 4.652 ->
+ * 4.325; gpt3-13b/v100 with 128 GB, 9.072 and 10.105 (the fourth), 8.426 ->
+ * 8.199; gpt3-13b/h100, 1.364 and 1.406 (the third), 1.364 -> 1.185 (its
+ * stream candidate); gpt3-13b/a100, 1.660 and 1.761 (the fourth), 1.654 ->
+ * 1.627 (1.618 from the fifth); gpt2-124m fp16 on 1 GB, 0.476 and 1.276 (the
+ * third), 0.422 -> 0.389; gpt3-6.7b/v100 and 13b on 64 GB of CPU from the
+ * second (twenty-sixth session). A seed's step says little of where the
+ * families take it (the winners were 3-168 % slower than the fastest), so
+ * the seeds are the next three whatever their step; from every seed, the
+ * one more plan (13b/a100's) cost 45 s more of the 31 compiles. Each pass
+ * costs about what the first did (gpt2-1.5b on 16 GB: 1.7 s of main thread
+ * for the three, which change nothing there).
  */
-const SECOND_SEED_WITHIN = 0.05;
+const SEED_PASSES = 3;
 
 /**
  * Placement: everything on the GPU when it fits; else the min-cut when two
@@ -108,8 +115,8 @@ const SECOND_SEED_WITHIN = 0.05;
  * candidates again from each checkpoint candidate another beat; casts on
  * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
  * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
- * each other rounding within SECOND_SEED_WITHIN of the fastest while the
- * best is still above the bound LP's optimum), or, when the
+ * each of the SEED_PASSES next-fastest roundings while the best is still
+ * above the bound LP's optimum), or, when the
  * cut also fits, whichever of the two the simulator finds faster. The LP
  * runs in every case: its optimum is the plan's lower bound (boundOf). Each
  * candidate is scheduled once; the kept one's program, arenas and
@@ -184,11 +191,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) tried.push(...lpTry(g, hw, lean, acc));
       mark('LP bound-row candidates');
       const saved = boundSol.saved;
-      // the other LP roundings that fit within SECOND_SEED_WITHIN of the fastest, fastest first (the later passes' seeds, below)
+      // the other LP roundings that fit, fastest first (the later passes' seeds, below)
       const first = acc.best;
-      const near = first ? simulated(g, hw, first).stepSeconds * (1 + SECOND_SEED_WITHIN) : -Infinity;
-      const seeds = tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw) && simulated(g, hw, t.b).stepSeconds <= near)
-        .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds);
+      const seeds = [...new Map(tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw)).map((t) => [t.b, t])).values()]
+        .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds).slice(0, SEED_PASSES);
       tried.length = 0;
       // the families, each made from the best so far; `request`: the bounds
       // their plans will need are asked for as they are tried (such a plan's
@@ -224,12 +230,11 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         lpTryRingSpare(g, hw, acc);
       };
       families(true);
-      // and all of them again from each other rounding within
-      // SECOND_SEED_WITHIN of the fastest, the fastest outcome kept, while the
-      // best is still above the bound LP's optimum (over the LPs' family; a
-      // plan below it has gained by leaving the family more than any rounding
-      // could). No bound is asked for meanwhile: boundOf asks for the kept
-      // plan's.
+      // and all of them again from each of the SEED_PASSES next-fastest
+      // roundings, the fastest outcome kept, while the best is still above
+      // the bound LP's optimum (over the LPs' family; a plan below it has
+      // gained by leaving the family more than any rounding could). No bound
+      // is asked for meanwhile: boundOf asks for the kept plan's.
       for (const seed of seeds) {
         if (boundSol.status !== 'optimal' || simulated(g, hw, acc.best!).stepSeconds <= boundSol.lowerBoundSeconds) break;
         const best: Built = acc.best!, bestFrom = acc.bestFrom;

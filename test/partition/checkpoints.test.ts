@@ -106,13 +106,18 @@ describe('checkpointed', () => {
     }
   }, 120_000);
 
-  it('llama2-13b on an H100 with 96 GB of CPU: no state on NVMe, its backward pass\'s casts on the GPU, and a predicted step under 1.6 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU, 1.76 s with the forward pass\'s on the GPU too)', async () => {
+  it('llama2-13b on an H100 with 96 GB of CPU: at most a few moments on NVMe, its backward pass\'s casts on the GPU, and a predicted step under 1.5 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU, 1.76 s with the forward pass\'s on the GPU too, 1.53 s from the fastest LP rounding alone)', async () => {
     const plan = await compile({ model: 'models/llama.ts', preset: 'llama2-13b', hw: 'h100-80g', cpuMemBytes: 96e9, precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
+    // (from the third-fastest LP rounding, search.ts SEED_PASSES: the moments
+    // of three of the last layer's matrices on NVMe, 1.34 GB; master32 and
+    // the rest of the state in CPU memory)
     const state = paramGroups(plan.graph).flatMap((q) => q.state);
-    expect(state.filter((t) => plan.placement.home[t] === 'nvme')).toEqual([]);
-    console.log(`llama2-13b on 96 GB: step ${plan.predicted.stepSeconds.toFixed(3)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(3)} s over ${plan.bound!.widenedBy?.join(', ')}`);
-    expect(plan.predicted.stepSeconds).toBeLessThan(1.6);
+    const onNvme = state.filter((t) => plan.placement.home[t] === 'nvme');
+    expect(onNvme.every((t) => plan.graph.tensors[t].role === 'adamM' || plan.graph.tensors[t].role === 'adamV')).toBe(true);
+    expect(onNvme.reduce((s, t) => s + plan.graph.tensors[t].sizeBytes, 0)).toBeLessThan(0.02 * state.reduce((s, t) => s + plan.graph.tensors[t].sizeBytes, 0));
+    console.log(`llama2-13b on 96 GB: step ${plan.predicted.stepSeconds.toFixed(3)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(3)} s over ${plan.bound!.widenedBy?.join(', ')}, ${onNvme.length} state tensors on NVMe`);
+    expect(plan.predicted.stepSeconds).toBeLessThan(1.5);
     // (CPU-bound, it makes p16 on the GPU from master32 copied up for the backward pass, on the idle CPU for the forward: lpTryCasts)
     expect(castsUp(plan.graph, plan.placement)).toBe(true);
     expect(plan.placement.forwardCastOnCpu?.some(Boolean)).toBe(true);
