@@ -96,7 +96,7 @@ export interface Placed { placement: Placement; /** the plan's bound (none for a
  * second (twenty-sixth session). A seed's step says little of where the
  * families take it (the winners were 3-168 % slower than the fastest), so
  * the seeds are the next three whatever their step; from every seed, the
- * one more plan (13b/a100's) cost 45 s more of the 31 compiles. Each pass
+ * one more plan (13b/a100's) cost 47 s more of the 31 compiles. Each pass
  * costs about what the first did (gpt2-1.5b on 16 GB: 1.7 s of main thread
  * for the three, which change nothing there).
  */
@@ -116,8 +116,8 @@ const SEED_PASSES = 3;
  * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
  * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
  * each of the SEED_PASSES next-fastest roundings while the best is still
- * above the bound LP's optimum), or, when the
- * cut also fits, whichever of the two the simulator finds faster. The LP
+ * above the bound LP's optimum), or, when the cut also fits, whichever of
+ * the two the simulator finds faster. The LP
  * runs in every case: its optimum is the plan's lower bound (boundOf). Each
  * candidate is scheduled once; the kept one's program, arenas and
  * simulation come back with it.
@@ -191,7 +191,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) tried.push(...lpTry(g, hw, lean, acc));
       mark('LP bound-row candidates');
       const saved = boundSol.saved;
-      // the other LP roundings that fit, fastest first (the later passes' seeds, below)
+      // the other LP roundings that fit, fastest first, each once (the later passes' seeds, below)
       const first = acc.best;
       const seeds = [...new Map(tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw)).map((t) => [t.b, t])).values()]
         .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds).slice(0, SEED_PASSES);
