@@ -117,10 +117,9 @@ const SEED_PASSES = 3;
  * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
  * each of the SEED_PASSES next-fastest roundings while the best is still
  * above the bound LP's optimum), or, when the cut also fits, whichever of
- * the two the simulator finds faster. The LP
- * runs in every case: its optimum is the plan's lower bound (boundOf). Each
- * candidate is scheduled once; the kept one's program, arenas and
- * simulation come back with it.
+ * the two the simulator finds faster. The LP runs in every case: its optimum
+ * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
+ * kept one's program, arenas and simulation come back with it.
  */
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step' } = {}): Promise<Placed> {
   const persistentBytes = tensorBytes(g, 'persistent');
