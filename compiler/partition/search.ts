@@ -190,9 +190,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (lean) tried.push(...lpTry(g, hw, lean, acc));
       mark('LP bound-row candidates');
       const saved = boundSol.saved;
-      // the other LP roundings that fit, fastest first, each once (the later passes' seeds, below)
+      // the other LP roundings that fit, fastest first (the later passes' seeds, below; each is
+      // built once: lpTryRounded skips a rounding tried before)
       const first = acc.best;
-      const seeds = [...new Map(tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw)).map((t) => [t.b, t])).values()]
+      const seeds = tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw))
         .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds).slice(0, SEED_PASSES);
       tried.length = 0;
       // the families, each made from the best so far; `request`: the bounds
