@@ -462,6 +462,8 @@ interface BuiltLp {
   fixedTo(p: Placement): { colLower: Float64Array; colUpper: Float64Array };
   /** Seconds per unit of T. */
   seconds: number;
+  /** Per column, its name (lp-model.ts). */
+  colNames: readonly string[];
   /** Whether a solution of this LP breaks a fetch-then-update row (fetchThenUpdateRows; never true when the LP has them). */
   breaksFetchThenUpdate(x: Float64Array): boolean;
 }
@@ -481,6 +483,17 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
   return r.objective * model.seconds;
+}
+
+/**
+ * The bound LP (widened by opts.widen) as HiGHS model data, with its column
+ * names and seconds per unit of its objective: for measurements that solve it
+ * otherwise (bench/compile/gaps.mjs solves it with the groups' columns
+ * integral, to see whether the bound is loose for being a relaxation).
+ */
+export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): { data: HighsModelData; colNames: readonly string[]; seconds: number } {
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
+  return { data: model.data, colNames: model.colNames, seconds: model.seconds };
 }
 
 
@@ -830,6 +843,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   };
   return {
     data: lp.toHighs(Infinity), // HiGHS's infinity is IEEE infinity
+    colNames: lp.colNames,
     T, secondaryCost, fixedTo, seconds: 1 / unit, breaksFetchThenUpdate,
     solution: (status, objective, x, solveSeconds) => ({
       status, lowerBoundSeconds: objective / unit, solveSeconds, rows, nvmeNeeded,
