@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// node bench/compile/gaps.mjs [--mip SECONDS] [PRESET HW ...] — where each
-// grid cell's gap to its bound lies (after `npm run build`). Per cell (the gap
-// grid of cases.mjs, or the PRESET HW pairs given), four numbers, each at
-// least the one before:
+// node bench/compile/gaps.mjs [--mip SECONDS] [--all] [PRESET HW ...] — where
+// each grid cell's gap to its bound lies (after `npm run build`). Per cell (the
+// gap grid of cases.mjs; with --all its large and host-bound cases too; or the
+// PRESET HW pairs given), four numbers, each at least the one before:
 //   bound      the plan's lower bound (the bound LP, widened as the plan leaves its family)
 //   own        the same LP with its choices fixed to the plan's (lp.ts placementBound):
 //              own - bound is the gap of the plan's choices (where state rests,
@@ -17,7 +17,7 @@
 // own are over the plans that keep it there, the MIP over every placement.)
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { grid } from './cases.mjs';
+import { grid, hostBound, large } from './cases.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 process.chdir(root);
@@ -32,9 +32,11 @@ const { simulated } = await import(`${root}/dist/compiler/partition/built.js`);
 const args = process.argv.slice(2);
 const mipAt = args.indexOf('--mip');
 const mipSeconds = mipAt >= 0 ? Number(args.splice(mipAt, 2)[1]) : 0;
+const allAt = args.indexOf('--all');
+if (allAt >= 0) args.splice(allAt, 1);
 const pairs = [];
-for (let i = 0; i + 1 < args.length; i += 2) pairs.push({ preset: args[i], hw: args[i + 1] });
-const cells = pairs.length ? pairs : grid.map((c) => ({ preset: c.preset, hw: c.hw }));
+for (let i = 0; i + 1 < args.length; i += 2) pairs.push({ name: `${args[i]} ${args[i + 1]}`, opts: { model: 'models/gpt.ts', precision: 'fp16', preset: args[i], hw: args[i + 1] } });
+const cells = pairs.length ? pairs : [...grid, ...(allAt >= 0 ? [...large, ...hostBound] : [])];
 const highs = mipSeconds > 0 ? await createRequire(import.meta.url)('highs')() : undefined;
 
 /** The bound LP's MIP (choice columns integral): its dual bound and best integral objective, in seconds. */
@@ -54,10 +56,9 @@ function mip(g, hw, widen) {
 
 const f = (x) => (typeof x === 'number' ? x.toFixed(4) : String(x));
 const pct = (a, b) => (typeof a === 'number' && typeof b === 'number' ? `${((a / b - 1) * 100).toFixed(1)} %` : '-');
-console.log(`| preset | profile | bound s (widened by) | own choices s (+) | ideal s (+) | step s (+) |${mipSeconds ? ' MIP dual / primal s |' : ''}`);
-console.log(`|---|---|---|---|---|---|${mipSeconds ? '---|' : ''}`);
-for (const c of cells) {
-  const opts = { model: 'models/gpt.ts', precision: 'fp16', ...c };
+console.log(`| case | bound s (widened by) | own choices s (+) | ideal s (+) | step s (+) |${mipSeconds ? ' MIP dual / primal s |' : ''}`);
+console.log(`|---|---|---|---|---|${mipSeconds ? '---|' : ''}`);
+for (const { name, opts } of cells) {
   const { graph: g } = await trainingGraph(opts);
   const hw = loadProfile(opts.hw, opts);
   const solver = new LpWorker();
@@ -69,7 +70,7 @@ for (const c of cells) {
     const ideal = simulate(g, placement, built.arenas.buffers, built.prog.instructions, hw).stepSeconds;
     const step = simulated(g, hw, built).stepSeconds;
     const m = mipSeconds ? mip(g, hw, widen) : undefined;
-    console.log(`| ${c.preset} | ${c.hw} | ${f(lp?.lowerBoundSeconds)} (${ways.join(', ') || 'family'}) | ${f(own)} (${pct(own, lp?.lowerBoundSeconds)}) | ${f(ideal)} (${pct(ideal, own)}) | ${f(step)} (${pct(step, ideal)}) |${m ? ` ${f(m.dual)} / ${f(m.primal)} |` : ''}`);
+    console.log(`| ${name} | ${f(lp?.lowerBoundSeconds)} (${ways.join(', ') || 'family'}) | ${f(own)} (${pct(own, lp?.lowerBoundSeconds)}) | ${f(ideal)} (${pct(ideal, own)}) | ${f(step)} (${pct(step, ideal)}) |${m ? ` ${f(m.dual)} / ${f(m.primal)} |` : ''}`);
   } finally {
     solver.close();
   }

@@ -10,7 +10,9 @@
 //  - lpTryCheckpoints, lpTryKeptCheckpoints: activations recomputed through
 //    chains (checkpoints.ts) instead of offloaded or kept;
 //  - lpTryCasts: p16 cast on the GPU from master32 copied up;
-//  - lpTryRingSpare: the CPU ring's spare bytes given back to NVMe moments.
+//  - lpTryRingSpare: the CPU ring's spare bytes given back to NVMe moments;
+//  - lpTryCastLead: the CPU's casts for the GPU drafted further ahead of its
+//    updates (Placement.castLead).
 // A family whose plans leave the LPs' family calls `trying` first, so that
 // the bound widened by that way (lp.ts wideBound) solves while its candidates
 // are built. Keeps true: acc.best only gets faster, and every candidate kept
@@ -482,4 +484,35 @@ export function lpTryCheckpoints(g: Graph, hw: HardwareProfile, acc: LpCandidate
   }
   acc.chainSeeds = built.filter((b) => b !== acc.best && fitsTiers(b.arenas.arenaBytes, hw));
   mark('LP checkpoint candidates');
+}
+
+/**
+ * The CPU runs its stream in order, and schedule/program.ts hoistCasts drafts
+ * the casts of remade p16 that the GPU reads next before each CPU update, but
+ * only those up to the CPU's next op: where an update waits for its moments
+ * from NVMe, the cast the GPU's backward wants next waits behind it, and the
+ * GPU, h2d and the gradients' copies down with it (gpt3-13b on a V100 with
+ * 128 GB of CPU: the CPU idle 0.32 s before h.24's update while h.23's cast
+ * waited behind it; docs/BENCHMARKS.md, twenty-eighth session). Drafted
+ * further ahead, a cast holds its CPU bytes longer. So: the best with the
+ * casts drafted past CAST_LEADS more CPU updates, each built and retimed; the
+ * fastest kept where it beats the best. Only where some remade p16 is cast on
+ * the CPU and some update runs there.
+ */
+const CAST_LEADS = [2, 4, 8];
+
+export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  const b = acc.best;
+  if (!b || !b.placement.remat) return;
+  const p = b.placement, remat = p.remat!, groups = paramGroups(g);
+  if (!groups.some((q) => q.cast >= 0 && remat[q.p16] && p.opTier[q.cast] === 'cpu') || !groups.some((q) => p.opTier[q.adam] === 'cpu')) return;
+  let win: Built | undefined;
+  for (const castLead of CAST_LEADS) {
+    if (castLead === (p.castLead ?? 0)) continue;
+    const beat = simulated(g, hw, win ?? b).stepSeconds;
+    const c = retimed(g, hw, build(g, hw, { ...p, castLead }), beat);
+    if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) win = c;
+  }
+  if (win) acc.best = win;
+  mark('LP cast-lead candidates');
 }

@@ -20,4 +20,11 @@ export interface Placement {
    * pass's on the GPU (master32 copied up).
    */
   readonly forwardCastOnCpu?: readonly boolean[];
+  /**
+   * How many more CPU updates the CPU's casts of remade p16 for the GPU's next
+   * ops are drafted ahead of (schedule/program.ts hoistCasts; absent: 0, those
+   * up to the CPU's next op): a cast behind an update that waits for its
+   * moments from NVMe waits with it (partition/candidates.ts lpTryCastLead).
+   */
+  readonly castLead?: number;
 }

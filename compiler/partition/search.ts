@@ -30,7 +30,7 @@ import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
 import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, type Built, type LpCandidates } from './built.js';
-import { lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream } from './candidates.js';
+import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
@@ -114,7 +114,8 @@ const SEED_PASSES = 3;
  * through chains: lpTryKeptCheckpoints; the split and kept-checkpoint
  * candidates again from each checkpoint candidate another beat; casts on
  * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
- * bytes given back to NVMe moments: lpTryRingSpare; all of these again from
+ * bytes given back to NVMe moments: lpTryRingSpare; with the CPU's casts
+ * drafted further ahead of its updates: lpTryCastLead; all of these again from
  * each of the SEED_PASSES next-fastest roundings while the best is still
  * above the bound LP's optimum), or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
@@ -228,6 +229,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         }
         lpTryCasts(g, hw, acc, wider({ cast: true }));
         lpTryRingSpare(g, hw, acc);
+        lpTryCastLead(g, hw, acc);
       };
       families(true);
       // and all of them again from each of the SEED_PASSES next-fastest

@@ -287,7 +287,8 @@ export function buildProgram(g: Graph, p: Placement): Program {
   const isCpuUpdate = (j: number) => g.ops[j].phase === 'update' && p.opTier[j] === 'cpu';
   /**
    * Before the CPU update at o, the CPU casts of the remade p16 that the GPU
-   * ops up to the CPU's next op read: the CPU stream runs in this order, and
+   * ops up to the CPU's next op read (past Placement.castLead more CPU
+   * updates, where set): the CPU stream runs in this order, and
    * a cast drafted at its reader came after this update, so the GPU's next
    * layer waited for the update, the update for that layer's gradient
    * (docs/BENCHMARKS.md: gpt3-13b, v100-32g, 128 GB CPU 11.05 -> 9.07 s).
@@ -295,7 +296,10 @@ export function buildProgram(g: Graph, p: Placement): Program {
   function hoistCasts(o: number) {
     let j = o + 1;
     while (j < g.ops.length && isCpuUpdate(j)) j++;
-    for (; j < g.ops.length && p.opTier[j] === 'gpu'; j++) {
+    // (and past castLead more CPU updates)
+    let lead = p.castLead ?? 0;
+    for (; j < g.ops.length && (p.opTier[j] === 'gpu' || (isCpuUpdate(j) && lead-- > 0)); j++) {
+      if (p.opTier[j] !== 'gpu') continue;
       for (const x of g.ops[j].inputs) {
         if (!remat(x) || producerOf[x] < 0 || p.opTier[producerOf[x]] !== 'cpu' || g.ops[producerOf[x]].phase !== 'update') continue;
         if (valid.first(x) !== undefined) continue;
