@@ -66,6 +66,16 @@ function castsAndUpdates(plan: Plan) {
   return out;
 }
 
+/** The losses of four steps of `tiercut run` on the plan (in a fresh directory). */
+function losses(plan: Plan): number[] {
+  const dir = mkdtempSync(join(tmpdir(), 'tiercut-hoist-'));
+  const file = join(dir, 'step.plan.json');
+  writeFileSync(file, JSON.stringify(plan));
+  const r = spawnSync(process.execPath, ['bin/tiercut.js', 'run', file, '--steps', '4', '--json', '--spill-dir', dir], { encoding: 'utf8', timeout: 120_000 });
+  expect(r.status, r.stderr).toBe(0);
+  return r.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.loss !== undefined).map((l) => l.loss);
+}
+
 describe('casts drafted before the CPU update', () => {
   it('tiny fp16, state on NVMe, CPU and GPU, p16 remade: every backward cast precedes the update drafted before its reader', async () => {
     const { offloaded: plan } = await tinyPlans();
@@ -75,18 +85,10 @@ describe('casts drafted before the CPU update', () => {
   }, 60_000);
 
   it('the runtime trains that plan bit-identically to the all-GPU plan', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tiercut-hoist-'));
     const plans = await tinyPlans();
-    const losses = (plan: Plan, name: string) => {
-      const file = join(dir, name);
-      writeFileSync(file, JSON.stringify(plan));
-      const r = spawnSync(process.execPath, ['bin/tiercut.js', 'run', file, '--steps', '4', '--json', '--spill-dir', dir], { encoding: 'utf8', timeout: 120_000 });
-      expect(r.status, r.stderr).toBe(0);
-      return r.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.loss !== undefined).map((l) => l.loss);
-    };
-    const offloaded = losses(plans.offloaded, 'offloaded.plan.json');
+    const offloaded = losses(plans.offloaded);
     expect(offloaded.length).toBe(4);
-    expect(offloaded).toEqual(losses(plans.gpu, 'gpu.plan.json'));
+    expect(offloaded).toEqual(losses(plans.gpu));
   }, 120_000);
 
   it('with castLead 2, casts are drafted past more updates, and the runtime trains that plan bit-identically too', async () => {
@@ -96,17 +98,9 @@ describe('casts drafted before the CPU update', () => {
     for (const { cast, update, reader } of far) expect(cast, `cast ${cast} for reader ${reader}`).toBeLessThan(update);
     const sum = (l: { between: number }[]) => l.reduce((s, x) => s + x.between, 0);
     expect(sum(far)).toBeGreaterThan(sum(near));
-    const dir = mkdtempSync(join(tmpdir(), 'tiercut-lead-'));
-    const losses = (plan: Plan, name: string) => {
-      const file = join(dir, name);
-      writeFileSync(file, JSON.stringify(plan));
-      const r = spawnSync(process.execPath, ['bin/tiercut.js', 'run', file, '--steps', '4', '--json', '--spill-dir', dir], { encoding: 'utf8', timeout: 120_000 });
-      expect(r.status, r.stderr).toBe(0);
-      return r.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.loss !== undefined).map((l) => l.loss);
-    };
-    const led = losses(ahead.offloaded, 'lead.plan.json');
+    const led = losses(ahead.offloaded);
     expect(led.length).toBe(4);
-    expect(led).toEqual(losses(ahead.gpu, 'gpu.plan.json'));
+    expect(led).toEqual(losses(ahead.gpu));
   }, 120_000);
 
   it('gpt2-124m fp16 on the local profile with 1 GB of GPU and 600 MB of CPU: compile drafts its casts ahead, >= 1 % faster than the same placement without', async () => {
