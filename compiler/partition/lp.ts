@@ -478,7 +478,7 @@ interface BuiltLp {
  * fits, is a row that is not valid).
  */
 export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement, solver: LpWorker, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
+  const model = wideBoundLp(g, hw, opts);
   const r = await solver.solve({ ...model.data, ...model.fixedTo(p) }, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`placementBound: HiGHS ended ${r.status}`);
@@ -492,9 +492,12 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
  * integral, to see whether the bound is loose for being a relaxation).
  */
 export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): { data: HighsModelData; colNames: readonly string[]; seconds: number } {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
-  return { data: model.data, colNames: model.colNames, seconds: model.seconds };
+  const { data, colNames, seconds } = wideBoundLp(g, hw, opts);
+  return { data, colNames, seconds };
 }
+
+/** The bound LP with the fetch-then-update rows, widened by opts.widen (placementBound's and boundModel's). */
+const wideBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp => buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
 
 
 /**
