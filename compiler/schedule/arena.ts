@@ -63,8 +63,8 @@
 // the bytes free at that moment; a range is reused only when its last
 // occupants' frees come earlier in the program (waits point back)
 // (placeByTime). Where that does not fit, the same lifetimes are placed
-// largest first (placeBySize), which packs them tighter; neither fitting, no
-// placement.
+// largest first (placeBySize), which packs them tighter, and where the GPU
+// still overflows, longest-lived first; none fitting, no placement.
 // State order (when the caller gives it: state-order.ts): the persistent nvme
 // buffers are packed in that order — a parameter's p, m, v next to each other,
 // parameters in update order — then the rest in buffer order; without it, all
@@ -215,8 +215,15 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
 /**
  * Offsets for a schedule of the program (start/end per instruction, e.g.
  * gated.ts's): in its time order (placeByTime), else largest first
- * (placeBySize); when neither fits the capacities, the first tier that does
- * not (the caller has assignOffsets' placement already).
+ * (placeBySize), else, where that overflows the GPU, longest-lived first;
+ * when none fits the capacities, the first tier that largest first
+ * overflows (the caller has assignOffsets' placement already). Longest-lived
+ * first packs some lifetimes tighter and others looser (on gpt3-13b/h200's
+ * kept program, gated reserving at the whole GPU: 141.28 GB against 141.43,
+ * 141.00 alive at once); it moved one plan of bench/compile/plans.mjs's 31,
+ * gpt3-13b/h200 0.3163 -> 0.3130 s; tried for the host tiers too, gpt2-1.5b on 8 + 6 GB
+ * went 3.113 -> 3.591 s (another candidate retimed faster early in the
+ * search, and its families led elsewhere; docs/BENCHMARKS.md).
  */
 export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, number>>, order: Float64Array | undefined, start: Float64Array, end: Float64Array): Arenas | { overflows: Tier } {
   const over = (a: Record<Tier, number>) => (['gpu', 'cpu', 'nvme'] as Tier[]).find((t) => a[t] > capacity[t]);
@@ -226,9 +233,11 @@ export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, numb
   const l = layoutOf(prog, order);
   const byTime = placeByTime(prog, l, capacity, start, end);
   if (!over(byTime.arenaBytes)) return arenas(prog, byTime);
-  const bySize = placeBySize(prog, l, start, end);
+  const bySize = placeBySize(prog, l, start, end, false);
   const tier = over(bySize.arenaBytes);
-  return tier ? { overflows: tier } : arenas(prog, bySize);
+  if (tier !== 'gpu') return tier ? { overflows: tier } : arenas(prog, bySize);
+  const byLength = placeBySize(prog, l, start, end, true);
+  return over(byLength.arenaBytes) ? { overflows: tier } : arenas(prog, byLength);
 }
 
 /**
@@ -379,7 +388,8 @@ function placeByTime(prog: Program, l: Layout, budget: Readonly<Record<Tier, num
 /**
  * An offline placement of a schedule's lifetimes (start/end per instruction,
  * e.g. the memory-gated one): a buffer lives from its first write's start to
- * its free's end there. Largest first (ties: earlier start, then id), each at
+ * its free's end there. Largest first (ties: earlier start, then id), or
+ * longest-lived first (ties: largest, earlier start, id), each at
  * the lowest offset where it overlaps no placed buffer it may not share bytes
  * with: one alive at the same time, or one whose order against it the program
  * cannot keep — the earlier one's free must come before the later one's first
@@ -390,7 +400,7 @@ function placeByTime(prog: Program, l: Layout, budget: Readonly<Record<Tier, num
  * lifetimes tighter (the planner of TensorFlow Lite's "greedy by size").
  * Cost: O(B^2) in the non-persistent buffers of a tier.
  */
-function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64Array): Placed {
+function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64Array, longestFirst: boolean): Placed {
   const { alignOf, stream } = l;
   const { offset, arenaBytes, lists, lasts } = startPlacement(l);
   const extra = new Map<number, number[]>();
@@ -400,7 +410,9 @@ function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64
   for (const tier of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const base = lists[tier].top;
     const mine = prog.buffers.filter((b) => b.tier === tier && !(b.allocAt < 0 && b.freeAt < 0));
-    mine.sort((a, b) => span(b) - span(a) || from(a) - from(b) || a.id - b.id);
+    const length = (b: Program['buffers'][number]) => to(b) - from(b);
+    if (longestFirst) mine.sort((a, b) => (length(a) === length(b) ? 0 : length(a) < length(b) ? 1 : -1) || span(b) - span(a) || from(a) - from(b) || a.id - b.id);
+    else mine.sort((a, b) => span(b) - span(a) || from(a) - from(b) || a.id - b.id);
     // (the inner loop's facts per buffer of `mine`, by its place there, in flat arrays)
     const m = mine.length;
     const sp = new Float64Array(m), lo0 = new Float64Array(m), hi0 = new Float64Array(m), alloc = new Float64Array(m), free = new Float64Array(m), off = new Float64Array(m);

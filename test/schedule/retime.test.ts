@@ -202,6 +202,27 @@ describe('placement in the order of a schedule gated by memory', () => {
     expect(a.buffers[0].offsetBytes).toBe(0);
     expect(a.buffers[1].offsetBytes).toBe(128);
   });
+
+  it('where the largest first leaves a hole too small too, the longest-lived first packs the GPU into the live peak', () => {
+    // C (192) lives [0, 2), D (128) [1, 7), B (128) [2, 7), A (128) [5, 9): 384 alive at once in [5, 7).
+    // Largest first: C 0, D 192, B 0 (after C), and A finds only 64 bytes between B and D: 448 in all.
+    // Longest-lived first: D 0, B 128, A 256, C 128 (B starts as C ends): 384.
+    const buffers: Program['buffers'][number][] = [
+      { id: 0, tensor: 0, tier: 'gpu', sizeBytes: 128, allocAt: 4, freeAt: 7 }, // A
+      { id: 1, tensor: 1, tier: 'gpu', sizeBytes: 128, allocAt: 3, freeAt: 5 }, // B
+      { id: 2, tensor: 2, tier: 'gpu', sizeBytes: 192, allocAt: 0, freeAt: 2 }, // C
+      { id: 3, tensor: 3, tier: 'gpu', sizeBytes: 128, allocAt: 1, freeAt: 6 }, // D
+    ];
+    const made = (id: number, out: number) => ({ id, stream: 'gpu' as const, kind: 'run' as const, op: id, inputs: [], outputs: [out], waits: [] });
+    const freed = (id: number, buf: number) => ({ id, stream: 'gpu' as const, kind: 'free' as const, op: -1, inputs: [buf], outputs: [], waits: [] });
+    const prog: Program = { buffers, instructions: [made(0, 2), made(1, 3), freed(2, 2), made(3, 1), made(4, 0), freed(5, 1), freed(6, 3), freed(7, 0)] };
+    const start = Float64Array.from([0, 1, 2, 2, 5, 7, 7, 9]), end = Float64Array.from([0.5, 1.5, 2, 2.5, 5.5, 7, 7, 9]);
+    const a = placed(assignInTime(prog, { gpu: 384, cpu: 0, nvme: 0 }, undefined, start, end));
+    expect(a.arenaBytes.gpu).toBe(384);
+    expect(a.buffers.map((b) => b.offsetBytes)).toEqual([256, 128, 128, 0]);
+    // and below the live peak nothing places
+    expect(assignInTime(prog, { gpu: 383, cpu: 0, nvme: 0 }, undefined, start, end)).toEqual({ overflows: 'gpu' });
+  });
 });
 
 describe('compile keeps the faster arena placement', () => {
