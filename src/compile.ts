@@ -123,6 +123,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
     formatVersion: FORMAT_VERSION, generator: 'tiercut 0.1.0', model, hardware: hw, optimizer, graph: g, placement: p,
     tiers, buffers: arenas.buffers, instructions: arenas.instructions, traffic: traffic as Traffic,
     predicted: { stepSeconds: sim.stepSeconds, streamBusySeconds: sim.streamBusySeconds, peakBytes: arenas.arenaBytes },
+    ...(lp && lp.status !== 'optimal' ? { lpStatus: lp.status } : {}),
     ...(bounded ? {
       bound: {
         lowerBoundSeconds: lp.lowerBoundSeconds,

@@ -103,6 +103,7 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         },
       },
     },
+    lpStatus: { type: 'string', description: "an LP the compile needed ended without an optimum (e.g. 'timeLimit'): the min-cut's plan stood in for the placement LP's, or no bound is reported" },
     bound: {
       type: 'object', required: ['lowerBoundSeconds', 'gapPercent', 'lp'],
       description: "the LP's lower bound on the step time and how far the plan's prediction is above it",

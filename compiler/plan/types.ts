@@ -82,6 +82,14 @@ export interface Plan {
    * the data they hold (the sections in perRank) and in their communicator rank.
    */
   readonly sp?: PlanSp;
+  /**
+   * An LP this compile needed ended without an optimum (its status: e.g.
+   * 'timeLimit', past --lp-time-limit): where it was the placement LP, the
+   * min-cut's plan stood in (a heuristic where a capacity binds, often far
+   * slower); where it was the bound's, the plan reports no bound. Absent when
+   * every LP that ran reached its optimum.
+   */
+  readonly lpStatus?: string;
   /** The LP's proven lower bound on the step time and how far the plan is above it. */
   readonly bound?: {
     readonly lowerBoundSeconds: number;

@@ -35,6 +35,8 @@ export interface PlanStats {
   anyPlacementLowerBoundSeconds?: number;
   /** The plan computes on the CPU, outside the LP's family: the bound above is the op-cost floor over every placement, not the LP's. */
   opCostFloor?: boolean;
+  /** An LP the compile needed ended without an optimum (plan.lpStatus). */
+  lpStatus?: string;
   /** The plan leaves the LP's family these ways: the bound above is the LP's widened by them (plan.bound.widenedBy). */
   widenedBy?: NonNullable<Plan['bound']>['widenedBy'];
   /** With --dpu: the warm-up length and the steady-state step's prediction and peaks. */
@@ -144,6 +146,7 @@ export function planStats(plan: Plan): PlanStats {
     ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
     ...(plan.bound?.anyPlacementLowerBoundSeconds !== undefined ? { anyPlacementLowerBoundSeconds: plan.bound.anyPlacementLowerBoundSeconds } : {}),
     ...(plan.bound?.opCostFloor ? { opCostFloor: true } : {}),
+    ...(plan.lpStatus !== undefined ? { lpStatus: plan.lpStatus } : {}),
     ...(plan.bound?.widenedBy ? { widenedBy: plan.bound.widenedBy } : {}),
     atPeak: occupancyAtPeak(plan),
     criticalPath: pathOf(plan),

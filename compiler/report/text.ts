@@ -49,6 +49,14 @@ function pathLines(s: PlanStats): string[] {
   return out;
 }
 
+/** What an LP that ended without an optimum (plan.lpStatus) means for the plan: one line, for the report and for compile's stderr. */
+export function lpStatusNote(status: string, method: string): string {
+  const why = status === 'timeLimit' ? 'ran past its time limit' : `ended without an optimum (status ${status})`;
+  return method === 'mincut'
+    ? `the placement LP ${why}: this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower); raise --lp-time-limit for the LP's placement`
+    : `the bound LP ${why}: this plan reports no lower bound; raise --lp-time-limit`;
+}
+
 export function textReport(s: PlanStats): string {
   const L: string[] = [];
   L.push(`tiercut plan: ${s.model}`);
@@ -82,6 +90,7 @@ export function textReport(s: PlanStats): string {
     const q = s.nvmeIo.queueDepth, b = s.nvmeIo.blockBytes;
     L.push(`nvme I/O: queue depth ${q ?? '8 (runtime default)'}, blocks ${b !== null ? fmtBytes(b) : '1 MiB (runtime default)'}; the runtime uses io_uring when built with liburing, else a pread/pwrite thread pool (run --json summary.nvme says which)`);
   }
+  if (s.lpStatus !== undefined) L.push(`note: ${lpStatusNote(s.lpStatus, s.method)}`);
   if (s.lowerBoundSeconds !== undefined) {
     const kept = s.anyPlacementLowerBoundSeconds !== undefined ? ', over the plans that keep this model on the GPU, where it fits' : '';
     const ways = { chains: 'recompute through chains', split: "master32 apart from its moments", stream: 'updates streamed to the GPU', cast: 'p16 cast on the GPU from master32 copied up' } as const;

@@ -119,6 +119,26 @@ describe('bad input', () => {
     expectUserError(cli(...args, '--lp-time-limit', 'soon'), /--lp-time-limit: 'soon' is not a valid number/);
   });
 
+  it('an LP past its time limit where the min-cut can stand in: the plan is the cut\'s, and compile, the plan and its report say so', () => {
+    // gpt2-124m (seq 32) on a 1 GB GPU with this machine's CPU: two tiers hold it, so the cut is a plan
+    const out = join(dir, 'cut.plan.json');
+    const r = cli('compile', 'models/gpt.ts', '--preset', 'gpt2-124m', '--seq', '32', '--precision', 'fp16', '--gpu-mem', '1GB', '--lp-time-limit', '0.001', '-o', out);
+    expect(r.status).toBe(0);
+    const note = /the placement LP ran past its time limit: this plan is the min-cut's, which stood in .*; raise --lp-time-limit/;
+    expect(r.stderr).toMatch(note);
+    const plan = JSON.parse(readFileSync(out, 'utf8'));
+    expect(plan.lpStatus).toBe('timeLimit');
+    expect(plan.placement.method).toBe('mincut');
+    const report = cli('report', out);
+    expect(report.status).toBe(0);
+    expect(report.stdout).toMatch(note);
+    // with its LP solved, the same compile says nothing of the kind
+    const solved = cli('compile', 'models/gpt.ts', '--preset', 'gpt2-124m', '--seq', '32', '--precision', 'fp16', '--gpu-mem', '1GB', '-o', join(dir, 'lp.plan.json'));
+    expect(solved.status).toBe(0);
+    expect(solved.stderr).not.toMatch(/note:/);
+    expect(JSON.parse(readFileSync(join(dir, 'lp.plan.json'), 'utf8')).lpStatus).toBeUndefined();
+  });
+
   it('a plan with a wrong formatVersion', () => {
     const f = mutated('version.plan.json', (p) => { p.formatVersion = 99; });
     expectUserError(cli('report', f), /version\.plan\.json: formatVersion 99 is not supported/);
