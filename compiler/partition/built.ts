@@ -160,7 +160,7 @@ const RETIME_MIN_GAIN = 0.02;
 const GATED_GPU_SHARES = [1, 0.995, 0.99, 0.98, 0.96];
 /**
  * The reserving gate (gated.ts) where the whole GPU does not place: bisection
- * steps over [0.98, 1] for the largest share that does. Its schedule leaves a
+ * steps over [0.96, 1] (the plain gate's smallest share up) for the largest share that does. Its schedule leaves a
  * working set that fits at once, but fragmentation can still overflow by
  * 0.1-0.3 GB; the nearer the share to 1, the shorter its schedule
  * (gpt3-6.7b/a100: 0.4256 s with the reserving gate at 1/0.99/0.98 as the
