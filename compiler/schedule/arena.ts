@@ -413,28 +413,31 @@ function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64
     const length = (b: Program['buffers'][number]) => to(b) - from(b);
     if (longestFirst) mine.sort((a, b) => (length(a) === length(b) ? 0 : length(a) < length(b) ? 1 : -1) || span(b) - span(a) || from(a) - from(b) || a.id - b.id);
     else mine.sort((a, b) => span(b) - span(a) || from(a) - from(b) || a.id - b.id);
-    // (the inner loop's facts per buffer of `mine`, by its place there, in flat arrays)
+    // placed buffers in offset order (equal offsets: in placing order), their
+    // facts in flat arrays by that place: offset, end, lifetime, first write
+    // and free in the program; each buffer goes in the first gap, lowest
+    // first, between those it may not overlap
     const m = mine.length;
-    const sp = new Float64Array(m), lo0 = new Float64Array(m), hi0 = new Float64Array(m), alloc = new Float64Array(m), free = new Float64Array(m), off = new Float64Array(m);
-    mine.forEach((b, k) => { sp[k] = span(b); lo0[k] = from(b); hi0[k] = to(b); alloc[k] = b.allocAt; free[k] = b.freeAt; });
-    // j before k in the same bytes: j's free ends before k's first write starts, and comes before it in the program
-    const precedes = (j: number, k: number) => free[j] >= 0 && alloc[k] >= 0 && hi0[j] <= lo0[k] && free[j] < alloc[k];
-    // placed buffers by offset; b goes in the first gap, lowest first, between those it may not overlap
-    const placed = new Int32Array(m);
+    const pOff = new Float64Array(m), pEnd = new Float64Array(m), pLo = new Float64Array(m), pHi = new Float64Array(m), pAlloc = new Float64Array(m), pFree = new Float64Array(m);
     for (let k = 0; k < m; k++) {
-      const align = alignOf[mine[k].id];
+      const b = mine[k], align = alignOf[b.id];
+      const spK = span(b), loK = from(b), hiK = to(b), allocK = b.allocAt, freeK = b.freeAt;
       let lo = roundUp(base, align);
       for (let q = 0; q < k; q++) {
-        const j = placed[q];
-        if (lo + sp[k] <= off[j]) break;
-        if (precedes(j, k) || precedes(k, j)) continue;
-        if (off[j] + sp[j] > lo) lo = roundUp(off[j] + sp[j], align);
+        if (lo + spK <= pOff[q]) break;
+        if (pEnd[q] <= lo) continue;
+        // they may share bytes when one's free ends before the other's first
+        // write starts and comes before it in the program
+        if (pFree[q] >= 0 && allocK >= 0 && pHi[q] <= loK && pFree[q] < allocK) continue;
+        if (freeK >= 0 && pAlloc[q] >= 0 && hiK <= pLo[q] && freeK < pAlloc[q]) continue;
+        lo = roundUp(pEnd[q], align);
       }
-      off[k] = lo;
-      offset[mine[k].id] = lo;
-      let q = k;
-      while (q > 0 && off[placed[q - 1]] > lo) { placed[q] = placed[q - 1]; q--; }
-      placed[q] = k;
+      offset[b.id] = lo;
+      // its place: after every placed buffer at or below its offset
+      let at = 0, hi = k;
+      while (at < hi) { const mid = (at + hi) >> 1; if (pOff[mid] <= lo) at = mid + 1; else hi = mid; }
+      for (const a of [pOff, pEnd, pLo, pHi, pAlloc, pFree]) a.copyWithin(at + 1, at, k);
+      pOff[at] = lo; pEnd[at] = lo + spK; pLo[at] = loK; pHi[at] = hiK; pAlloc[at] = allocK; pFree[at] = freeK;
     }
   }
   // the waits: replay the lifetimes in time order, each first write taking its bytes' last occupants
