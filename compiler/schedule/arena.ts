@@ -436,7 +436,8 @@ function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64
       // its place: after every placed buffer at or below its offset
       let at = 0, hi = k;
       while (at < hi) { const mid = (at + hi) >> 1; if (pOff[mid] <= lo) at = mid + 1; else hi = mid; }
-      for (const a of [pOff, pEnd, pLo, pHi, pAlloc, pFree]) a.copyWithin(at + 1, at, k);
+      pOff.copyWithin(at + 1, at, k); pEnd.copyWithin(at + 1, at, k); pLo.copyWithin(at + 1, at, k);
+      pHi.copyWithin(at + 1, at, k); pAlloc.copyWithin(at + 1, at, k); pFree.copyWithin(at + 1, at, k);
       pOff[at] = lo; pEnd[at] = lo + spK; pLo[at] = loK; pHi[at] = hiK; pAlloc[at] = allocK; pFree[at] = freeK;
     }
   }

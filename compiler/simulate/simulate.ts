@@ -252,11 +252,12 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
       continue;
     }
     let d = instructionSeconds(g, p, buffers, x, hw);
-    const members = [x.id];
+    let members: number[] | undefined;     // an nvme copy's batch, x first (none for other instructions)
     let memberEnds: number[] | undefined;  // per member of an nvme batch: its end after t (see the header)
     const first = nvmeCopy(buffers, x);
     if (first) {
       // the batch: ready copies (same direction, nothing shared) and frees after x on its stream
+      members = [x.id];
       const copies = [first];
       for (let j = next[s] + 1; j < lists[s].length && members.length < MAX_NVME_BATCH; j++) {
         const y = ins[lists[s][j]];
@@ -290,9 +291,11 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     let e = t + d;
     const producer = follows[x.id];
     if (producer >= 0) e = Math.max(e, end[producer] + d * Math.min(1, FOLLOW_CHUNK / Math.max(1, numel(g.tensors[buffers[x.inputs[0]].tensor].shape))));
-    members.forEach((m, i) => { start[m] = t; end[m] = memberEnds ? t + memberEnds[i] : e; started[m] = 1; });
-    next[s] += members.length;
-    done += members.length;
+    if (members) members.forEach((m, i) => { start[m] = t; end[m] = memberEnds ? t + memberEnds[i] : e; started[m] = 1; });
+    else { start[x.id] = t; end[x.id] = e; started[x.id] = 1; }
+    const n = members ? members.length : 1;
+    next[s] += n;
+    done += n;
     free[s] = e + over.instructionSeconds;
     folds[s] = e;
     busy[x.stream] += d;
