@@ -148,10 +148,13 @@ const tierUpForced = () => process.env.TIERCUT_WASM_TIERUP === '1';
  * s of CPU per compile in a process that compiles many (tiercut fit, the test
  * suite; gpt2-1.5b compiled three times in one process, bench/compile/
  * repeat.mjs: 10.6-13.2 s of CPU each after the first with this thread,
- * 16.4-18.1 s without; docs/BENCHMARKS.md, twenty-second session). So the
- * first LpWorker to load highs
- * optimised (load(true): the large models') also starts this thread, which
- * loads it so too and then only waits, unref'd (it keeps no process alive).
+ * 16.4-18.1 s without; docs/BENCHMARKS.md, twenty-second session). So an
+ * LpWorker that loads highs optimised (load(true): the large models') also
+ * starts this thread once a solve of its own has answered, which loads it so
+ * too and then only waits, unref'd (it keeps no process alive). Not at the
+ * load itself: then the keeper loaded highs beside the solver threads at the
+ * compile's start, on a 2-core machine, and a one-compile process paid for it
+ * (docs/BENCHMARKS.md, twenty-ninth session).
  * Not for the baseline compiler: a module kept from small models' compiles
  * ran the large ones' solves at that tier (gpt2-1.5b 14.7 s after two tiny
  * models, 11.4 s without). A small model's compile in a process that keeps
@@ -224,6 +227,8 @@ export class LpWorker {
       if (this.limit?.id === m.id) { clearTimeout(this.limit.timer); this.limit = undefined; }
       this.pending.delete(m.id);
       this.sent.delete(m.id);
+      // (the solver thread lives and holds the code: the keeper loads it from there)
+      if (this.loaded === true) keepCompiledCode(this.workerData);
       if (m.readyAt !== undefined) mark(`HiGHS solve ${m.id} start`, m.readyAt);
       if (m.endAt !== undefined) mark(`HiGHS solve ${m.id} end`, m.endAt, `${m.iterations} iterations, ${m.status}, ${m.rows} rows, ${m.nnz} nonzeros`);
       if (m.error !== undefined) p.reject(new Error(`internal: the LP solver failed: ${m.error}`));
@@ -311,7 +316,6 @@ export class LpWorker {
   load(optimise: boolean): void {
     this.loaded ??= optimise;
     this.worker.postMessage({ load: true, liftoffOnly: !optimise });
-    if (optimise) keepCompiledCode(this.workerData);
   }
 
   /** The id the next solve will get (to name it in solveAfter). */
