@@ -5,7 +5,7 @@ import { autodiff } from '../compiler/autodiff/autodiff.js';
 import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
-import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
+import { numel, type AdamAttrs, type Graph, type Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
@@ -158,17 +158,34 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
  */
 const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 300;
 
+/**
+ * The training state's bytes as the forward graph tells them: 16 per trainable
+ * parameter (its half copy, gradient, master32 and two moments in fp16/bf16;
+ * the parameter, gradient and moments in fp32), a frozen one's own. Where they
+ * fit in the GPU, the model most likely stays there (an all-GPU plan solves
+ * two small LPs, for its bounds) and HiGHS keeps its baseline code: all-GPU
+ * gpt2-1.5b on a V100 compiled cold in 1.51-1.56 s so, 1.80-1.84 s optimised
+ * (docs/BENCHMARKS.md, twenty-ninth session).
+ */
+function stateBytes(forward: Graph): number {
+  let bytes = 0;
+  for (const t of forward.tensors) if (t.role === 'param16') bytes += t.frozen ? t.sizeBytes : 16 * numel(t.shape);
+  return bytes;
+}
+
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
   // the LP's solver thread starts now; HiGHS loads once the forward graph is
   // imported (while this thread builds the rest), optimised for large models
+  // whose state does not fit in the GPU
   // (in fp16/bf16 a second thread solves the second placement LP beside the first)
   const solver = new LpWorker({ deferLoad: true });
   const second = (opts.precision ?? 'fp32') !== 'fp32' ? new LpWorker({ deferLoad: true }) : undefined;
   mark('compile start');
   try {
     const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => {
-      for (const w of [solver, second]) w?.load(forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS);
+      const optimised = forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS && stateBytes(forward) > hw.gpu.capacityBytes;
+      for (const w of [solver, second]) w?.load(optimised);
     });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
     const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
