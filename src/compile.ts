@@ -5,7 +5,7 @@ import { autodiff } from '../compiler/autodiff/autodiff.js';
 import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
-import { numel, type AdamAttrs, type Graph, type Precision } from '../compiler/ir/types.js';
+import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
@@ -168,9 +168,9 @@ const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 300;
  * (docs/BENCHMARKS.md, twenty-ninth session).
  */
 function stateBytes(forward: Graph): number {
-  let bytes = 0;
-  for (const t of forward.tensors) if (t.role === 'param16') bytes += t.frozen ? t.sizeBytes : 16 * numel(t.shape);
-  return bytes;
+  let frozen = 0;
+  for (const t of forward.tensors) if (t.role === 'param16' && t.frozen) frozen += t.sizeBytes;
+  return 16 * forward.paramCount + frozen;
 }
 
 export async function compile(opts: CompileOptions): Promise<Plan> {

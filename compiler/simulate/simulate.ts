@@ -293,9 +293,8 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     if (producer >= 0) e = Math.max(e, end[producer] + d * Math.min(1, FOLLOW_CHUNK / Math.max(1, numel(g.tensors[buffers[x.inputs[0]].tensor].shape))));
     if (members) members.forEach((m, i) => { start[m] = t; end[m] = memberEnds ? t + memberEnds[i] : e; started[m] = 1; });
     else { start[x.id] = t; end[x.id] = e; started[x.id] = 1; }
-    const n = members ? members.length : 1;
-    next[s] += n;
-    done += n;
+    next[s] += members?.length ?? 1;
+    done += members?.length ?? 1;
     free[s] = e + over.instructionSeconds;
     folds[s] = e;
     busy[x.stream] += d;
