@@ -12,7 +12,9 @@
 //  - lpTryCasts: p16 cast on the GPU from master32 copied up;
 //  - lpTryRingSpare: the CPU ring's spare bytes given back to NVMe moments;
 //  - lpTryCastLead: the CPU's casts for the GPU drafted further ahead of its
-//    updates (Placement.castLead).
+//    updates (Placement.castLead);
+//  - lpTrySwaps: two groups of one size exchange where their state rests, what
+//    updates them and where their p16 is made and kept.
 // A family whose plans leave the LPs' family calls `trying` first, so that
 // the bound widened by that way (lp.ts wideBound) solves while its candidates
 // are built. Keeps true: acc.best only gets faster, and every candidate kept
@@ -515,4 +517,64 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
   }
   if (win) acc.best = win;
   mark('LP cast-lead candidates');
+}
+
+/**
+ * The LP is symmetric in the layers of one kind, and its rounding settles
+ * which layer's group of a kind rests off the GPU by where the vertex lay, not
+ * by when its gradient comes: gpt3-6.7b/a100's plan updated h.2.attn.qkv.w on
+ * the GPU from state on the CPU, its state's 25 ms copy home the step's last
+ * work; gpt3-13b/h200's streamed groups held their state on the GPU where its
+ * memory binds most. So, last: the best with two groups of the same bytes
+ * exchanging their whole configuration (state homes, gradient home, update
+ * and cast tiers, p16 home and remade or not), each group whose state is off
+ * the GPU, latest gradient first, with the SWAP_PARTNERS groups of its size
+ * configured otherwise whose updates are nearest in program order (the
+ * first that simulates faster is kept, and the next group is tried on it),
+ * at most SWAP_BUILDS builds. The plan keeps the same set of configurations,
+ * so the same widening of its bound. Measured on their plans (a script in
+ * /tmp, docs/BENCHMARKS.md, thirtieth session): gpt3-13b/h200 0.3130 ->
+ * 0.3080 s in 10 builds (no gain in 31 more), gpt3-6.7b/a100 0.3956 ->
+ * 0.3917 in 31 (with its partners nearest first).
+ */
+const SWAP_PARTNERS = 3;
+const SWAP_BUILDS = 16;
+/** A swap is kept only where it shortens the step by this share (and retimed only where its schedule without the arena's waits does): smaller gains were float noise or 0.001 %. */
+const SWAP_MIN_GAIN = 1e-3;
+
+/** The placement with groups q and r (of one size) exchanging their configurations: state homes, gradient home, update and cast tiers, p16 home and whether it is made again. */
+export function exchanged(g: Graph, p: Placement, q: ParamGroup, r: ParamGroup): Placement {
+  const home = [...p.home], opTier = [...p.opTier], remat = p.remat ? [...p.remat] : undefined, fwdCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : undefined;
+  const onto = (from: ParamGroup, to: ParamGroup) => {
+    from.state.forEach((t, i) => { home[to.state[i]] = p.home[t]; });
+    home[to.grad] = p.home[from.grad]; opTier[to.adam] = p.opTier[from.adam];
+    if (from.cast >= 0 && to.cast >= 0) { opTier[to.cast] = p.opTier[from.cast]; if (fwdCpu) fwdCpu[to.cast] = p.forwardCastOnCpu![from.cast]; }
+    home[to.p16] = p.home[from.p16];
+    if (remat) remat[to.p16] = p.remat![from.p16];
+  };
+  onto(q, r); onto(r, q);
+  return { ...p, home, opTier, ...(remat ? { remat } : {}), ...(fwdCpu ? { forwardCastOnCpu: fwdCpu } : {}) };
+}
+
+export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  const b0 = acc.best;
+  if (!b0) return;
+  const groups = paramGroups(g);
+  let p = b0.placement;
+  const config = (q: ParamGroup) => JSON.stringify([q.state.map((t) => p.home[t]), p.home[q.grad], p.opTier[q.adam], q.cast >= 0 ? [p.opTier[q.cast], p.forwardCastOnCpu?.[q.cast] ?? false] : [], p.home[q.p16], p.remat?.[q.p16] ?? false]);
+  const alike = (q: ParamGroup, r: ParamGroup) => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0);
+  const offGpu = groups.filter((q) => q.state.some((t) => p.home[t] !== 'gpu')).sort((a, b) => b.adam - a.adam);
+  let builds = 0;
+  for (const q of offGpu) {
+    const mine = config(q);
+    const partners = groups.filter((r) => alike(q, r) && config(r) !== mine)
+      .sort((a, b) => Math.abs(a.adam - q.adam) - Math.abs(b.adam - q.adam) || a.adam - b.adam).slice(0, SWAP_PARTNERS);
+    for (const r of partners) {
+      if (builds++ >= SWAP_BUILDS) { mark('LP swap candidates'); return; }
+      const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - SWAP_MIN_GAIN);
+      const c = retimed(g, hw, build(g, hw, exchanged(g, p, q, r)), beat);
+      if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) { acc.best = c; p = c.placement; break; }
+    }
+  }
+  mark('LP swap candidates');
 }

@@ -30,7 +30,7 @@ import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
 import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, type Built, type LpCandidates } from './built.js';
-import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream } from './candidates.js';
+import { lpTryCastLead, lpTryCasts, lpTrySwaps, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
@@ -117,7 +117,8 @@ const SEED_PASSES = 3;
  * bytes given back to NVMe moments: lpTryRingSpare; with the CPU's casts
  * drafted further ahead of its updates: lpTryCastLead; all of these again from
  * each of the SEED_PASSES next-fastest roundings while the best is still
- * above the bound LP's optimum), or, when the cut also fits, whichever of
+ * above the bound LP's optimum; then groups of one size exchanging their
+ * configurations: lpTrySwaps), or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
@@ -245,6 +246,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) { acc.best = best; acc.bestFrom = bestFrom; }
         mark('LP next-seed families');
       }
+      // and, on the plan kept, groups of one size exchanging their
+      // configurations (whether or not it beats the bound LP's optimum: a
+      // plan that leaves the family, as gpt3-13b/h200's streamed one, can)
+      if (!opts.probe) lpTrySwaps(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
