@@ -248,8 +248,9 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       }
       // and, on the plan kept, groups of one size exchanging their
       // configurations (whether or not it beats the bound LP's optimum: a
-      // plan that leaves the family, as gpt3-13b/h200's streamed one, can)
-      if (!opts.probe) lpTrySwaps(g, hw, acc);
+      // plan that leaves the family, as gpt3-13b/h200's streamed one, can;
+      // in a probe of the step too, whose plan is the full compile's)
+      if (opts.probe !== 'fits') lpTrySwaps(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
