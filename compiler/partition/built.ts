@@ -61,8 +61,8 @@ export const capacities = (hw: HardwareProfile): Record<Tier, number> => ({ gpu:
  */
 const RING_CHOICE_MAX_INSTRUCTIONS = 10_000;
 
-export const build = (g: Graph, hw: HardwareProfile, p: Placement): Built => {
-  const prog = buildProgram(g, p), order = stateOrder(g, prog);
+export const build = (g: Graph, hw: HardwareProfile, p: Placement, prog: Program = buildProgram(g, p)): Built => {
+  const order = stateOrder(g, prog);
   const b: Built = { placement: p, arenas: assignOffsets(prog, capacities(hw), order), prog, order };
   if (!b.arenas.ring || prog.instructions.length > RING_CHOICE_MAX_INSTRUCTIONS) return b;
   const without: Built = { placement: p, arenas: assignOffsets(prog, capacities(hw), order, undefined, false), prog, order };

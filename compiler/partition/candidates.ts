@@ -28,6 +28,8 @@ import { checkpointed } from './checkpoints.js';
 import { paramGroups, type ParamGroup, type Widening } from './lp.js';
 import type { Placement } from './placement.js';
 import { compactArenaBytes, readBuffersPeak } from '../schedule/arena.js';
+import { buildProgram } from '../schedule/program.js';
+import { simulate } from '../simulate/simulate.js';
 import { mark } from '../../src/timing.js';
 import { build, fitsTiers, lpTryRounded, retimed, simulated, type Built, type LpCandidates } from './built.js';
 
@@ -531,7 +533,8 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
  * the GPU, latest gradient first, with the SWAP_PARTNERS groups of its size
  * configured otherwise whose updates are nearest in program order (the
  * first that simulates faster is kept, and the next group is tried on it),
- * at most SWAP_BUILDS builds. The plan keeps the same set of configurations,
+ * at most SWAP_BUILDS builds (none on programs of more than
+ * SWAP_MAX_INSTRUCTIONS). The plan keeps the same set of configurations,
  * so the same widening of its bound. Measured on their plans (a script in
  * /tmp, docs/BENCHMARKS.md, thirtieth session): gpt3-13b/h200 0.3130 ->
  * 0.3080 s in 10 builds (no gain in 31 more), gpt3-6.7b/a100 0.3956 ->
@@ -541,6 +544,12 @@ const SWAP_PARTNERS = 3;
 const SWAP_BUILDS = 16;
 /** A swap is kept only where it shortens the step by this share (and retimed only where its schedule without the arena's waits does): smaller gains were float noise or 0.001 %. */
 const SWAP_MIN_GAIN = 1e-3;
+/**
+ * Not tried on programs longer than this: a build of gpt3-175b's (~19 000
+ * instructions) takes ~0.15 s, its 16 cost 1-2 s of its 10 s compile target,
+ * and none gained SWAP_MIN_GAIN (at 40 builds, 0.001 %).
+ */
+const SWAP_MAX_INSTRUCTIONS = 12_000;
 
 /** The placement with groups q and r (of one size) exchanging their configurations: state homes, gradient home, update and cast tiers, p16 home and whether it is made again. */
 export function exchanged(g: Graph, p: Placement, q: ParamGroup, r: ParamGroup): Placement {
@@ -558,12 +567,13 @@ export function exchanged(g: Graph, p: Placement, q: ParamGroup, r: ParamGroup):
 
 export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
   const b0 = acc.best;
-  if (!b0) return;
+  if (!b0 || b0.prog.instructions.length > SWAP_MAX_INSTRUCTIONS) return;
   const groups = paramGroups(g);
   let p = b0.placement;
   const config = (q: ParamGroup) => JSON.stringify([q.state.map((t) => p.home[t]), p.home[q.grad], p.opTier[q.adam], q.cast >= 0 ? [p.opTier[q.cast], p.forwardCastOnCpu?.[q.cast] ?? false] : [], p.home[q.p16], p.remat?.[q.p16] ?? false]);
   const alike = (q: ParamGroup, r: ParamGroup) => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0);
   const offGpu = groups.filter((q) => q.state.some((t) => p.home[t] !== 'gpu')).sort((a, b) => b.adam - a.adam);
+  const nvme = p.home.includes('nvme');
   let builds = 0;
   for (const q of offGpu) {
     const mine = config(q);
@@ -572,7 +582,13 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
     for (const r of partners) {
       if (builds++ >= SWAP_BUILDS) { mark('LP swap candidates'); return; }
       const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - SWAP_MIN_GAIN);
-      const c = retimed(g, hw, build(g, hw, exchanged(g, p, q, r)), beat);
+      const x = exchanged(g, p, q, r), prog = buildProgram(g, x);
+      // its program without the arena's waits first (retimed's floor): where it
+      // does not beat the best, neither does any placement of its arenas. (Its
+      // buffers' offsets do not change that simulation without NVMe: a copy
+      // follows a producer on another tier.)
+      if (!nvme && simulate(g, x, prog.buffers.map((buf) => ({ ...buf, offsetBytes: 0 })), prog.instructions, hw).stepSeconds >= beat) continue;
+      const c = retimed(g, hw, build(g, hw, x, prog), beat);
       if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) { acc.best = c; p = c.placement; break; }
     }
   }
