@@ -524,24 +524,29 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
 /**
  * The LP is symmetric in the layers of one kind, and its rounding settles
  * which layer's group of a kind rests off the GPU by where the vertex lay, not
- * by when its gradient comes: gpt3-6.7b/a100's plan updated h.2.attn.qkv.w on
- * the GPU from state on the CPU, its state's 25 ms copy home the step's last
- * work; gpt3-13b/h200's streamed groups held their state on the GPU where its
- * memory binds most. So, last: the best with two groups of the same bytes
- * exchanging their whole configuration (state homes, gradient home, update
- * and cast tiers, p16 home and remade or not), each group whose state is off
- * the GPU, latest gradient first, with the SWAP_PARTNERS groups of its size
- * configured otherwise whose updates are nearest in program order (the
- * first that simulates faster is kept, and the next group is tried on it),
- * at most SWAP_BUILDS builds (none on programs of more than
- * SWAP_MAX_INSTRUCTIONS). The plan keeps the same set of configurations,
- * so the same widening of its bound. Measured on their plans (a script in
- * /tmp, docs/BENCHMARKS.md, thirtieth session): gpt3-13b/h200 0.3130 ->
- * 0.3080 s in 10 builds (no gain in 31 more), gpt3-6.7b/a100 0.3956 ->
- * 0.3917 in 31 (with its partners nearest first).
+ * by when its gradient comes: gpt3-13b/h200's streamed groups held their
+ * state on the GPU where its memory binds most (its arena 4.8 % above its
+ * program without the arena's waits); gpt3-6.7b/a100's plan updated
+ * h.2.attn.qkv.w on the GPU from state on the CPU, its state's 25 ms copy
+ * home the step's last work. So, last: the best with two groups of the same
+ * bytes exchanging their whole configuration (exchanged), for each group
+ * whose state is off the GPU, latest gradient first, with the SWAP_PARTNERS
+ * groups of its size configured otherwise whose updates are nearest in
+ * program order; each exchange's program is simulated without the arena's
+ * waits first (retimed's floor) and built and retimed only where that beats
+ * the best; the first at least SWAP_MIN_GAIN faster is kept and the next
+ * group tried on it; at most SWAP_TRIES exchanges, none on programs of more
+ * than SWAP_MAX_INSTRUCTIONS. The plan keeps the same set of configurations,
+ * so the same widening of its bound. Over bench/compile/plans.mjs's 31 plans
+ * (docs/BENCHMARKS.md, thirtieth session): 9 faster, none slower;
+ * gpt3-13b/h200 0.3130 -> 0.3083 s, gpt3-13b/a100 on 64 GB of CPU 5.210 ->
+ * 5.075, gpt tiny fp16 on NVMe 0.1755 -> 0.1660 ms. More partners (6) or
+ * tries (24-48) gained on one or two plans and lost on others or cost 1-4 s
+ * of the 13b compiles; 6.7b/a100's gain (0.3956 -> 0.3917, a script in
+ * /tmp) needs partners ten layers away.
  */
 const SWAP_PARTNERS = 3;
-const SWAP_BUILDS = 16;
+const SWAP_TRIES = 16;
 /** A swap is kept only where it shortens the step by this share (and retimed only where its schedule without the arena's waits does): smaller gains were float noise or 0.001 %. */
 const SWAP_MIN_GAIN = 1e-3;
 /**
@@ -574,13 +579,13 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   const alike = (q: ParamGroup, r: ParamGroup) => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0);
   const offGpu = groups.filter((q) => q.state.some((t) => p.home[t] !== 'gpu')).sort((a, b) => b.adam - a.adam);
   const nvme = p.home.includes('nvme');
-  let builds = 0;
+  let tries = 0;
   for (const q of offGpu) {
     const mine = config(q);
     const partners = groups.filter((r) => alike(q, r) && config(r) !== mine)
       .sort((a, b) => Math.abs(a.adam - q.adam) - Math.abs(b.adam - q.adam) || a.adam - b.adam).slice(0, SWAP_PARTNERS);
     for (const r of partners) {
-      if (builds++ >= SWAP_BUILDS) { mark('LP swap candidates'); return; }
+      if (tries++ >= SWAP_TRIES) { mark('LP swap candidates'); return; }
       const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - SWAP_MIN_GAIN);
       const x = exchanged(g, p, q, r), prog = buildProgram(g, x);
       // its program without the arena's waits first (retimed's floor): where it
