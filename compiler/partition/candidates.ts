@@ -557,7 +557,7 @@ const SWAP_MIN_GAIN = 1e-3;
 const SWAP_MAX_INSTRUCTIONS = 12_000;
 
 /** The placement with groups q and r (of one size) exchanging their configurations: state homes, gradient home, update and cast tiers, p16 home and whether it is made again. */
-export function exchanged(g: Graph, p: Placement, q: ParamGroup, r: ParamGroup): Placement {
+export function exchanged(p: Placement, q: ParamGroup, r: ParamGroup): Placement {
   const home = [...p.home], opTier = [...p.opTier], remat = p.remat ? [...p.remat] : undefined, fwdCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : undefined;
   const onto = (from: ParamGroup, to: ParamGroup) => {
     from.state.forEach((t, i) => { home[to.state[i]] = p.home[t]; });
@@ -576,7 +576,8 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   const groups = paramGroups(g);
   let p = b0.placement;
   const config = (q: ParamGroup) => JSON.stringify([q.state.map((t) => p.home[t]), p.home[q.grad], p.opTier[q.adam], q.cast >= 0 ? [p.opTier[q.cast], p.forwardCastOnCpu?.[q.cast] ?? false] : [], p.home[q.p16], p.remat?.[q.p16] ?? false]);
-  const alike = (q: ParamGroup, r: ParamGroup) => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0);
+  // (a p16 made again for each use needs a group whose update comes after its last reader: remakeable alike)
+  const alike = (q: ParamGroup, r: ParamGroup) => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0) && r.remakeable === q.remakeable;
   const offGpu = groups.filter((q) => q.state.some((t) => p.home[t] !== 'gpu')).sort((a, b) => b.adam - a.adam);
   const nvme = p.home.includes('nvme');
   let tries = 0;
@@ -587,7 +588,7 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
     for (const r of partners) {
       if (tries++ >= SWAP_TRIES) { mark('LP swap candidates'); return; }
       const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - SWAP_MIN_GAIN);
-      const x = exchanged(g, p, q, r), prog = buildProgram(g, x);
+      const x = exchanged(p, q, r), prog = buildProgram(g, x);
       // its program without the arena's waits first (retimed's floor): where it
       // does not beat the best, neither does any placement of its arenas. (Its
       // buffers' offsets do not change that simulation without NVMe: a copy
