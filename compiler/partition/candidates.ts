@@ -581,12 +581,12 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   const offGpu = groups.filter((q) => q.state.some((t) => p.home[t] !== 'gpu')).sort((a, b) => b.adam - a.adam);
   const nvme = p.home.includes('nvme');
   let tries = 0;
-  for (const q of offGpu) {
+  exchanges: for (const q of offGpu) {
     const mine = config(q);
     const partners = groups.filter((r) => alike(q, r) && config(r) !== mine)
       .sort((a, b) => Math.abs(a.adam - q.adam) - Math.abs(b.adam - q.adam) || a.adam - b.adam).slice(0, SWAP_PARTNERS);
     for (const r of partners) {
-      if (tries++ >= SWAP_TRIES) { mark('LP swap candidates'); return; }
+      if (tries++ >= SWAP_TRIES) break exchanges;
       const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - SWAP_MIN_GAIN);
       const x = exchanged(p, q, r), prog = buildProgram(g, x);
       // its program without the arena's waits first (retimed's floor): where it
