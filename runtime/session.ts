@@ -61,8 +61,10 @@ export function nativeProgram(plan: Plan, optimizer: AdamAttrs, spillDir: string
     tensors: plan.graph.tensors.map((t) => ({ name: t.name, dtype: DTYPE_CODES[t.dtype], shape: [...t.shape] })),
     buffers: plan.buffers.map((b) => ({ tensor: b.tensor, tier: TIER_CODE[b.tier], offsetBytes: b.offsetBytes, sizeBytes: b.sizeBytes })),
     ops: plan.graph.ops.map((op) => {
-      const attrs = op.kind === 'adam' ? { ...op.attrs, adam: optimizer } : op.attrs;
-      return { kind: OP_CODES[op.kind], ...encodeAttrs(op.kind, attrs) };
+      if (op.kind !== 'adam') return { kind: OP_CODES[op.kind], ...encodeAttrs(op.kind, op.attrs) };
+      // a delayed update (its gradient is state: a DPU steady step's) is marked in iattr[2]
+      const { iattr, fattr } = encodeAttrs(op.kind, { ...op.attrs, adam: optimizer });
+      return { kind: OP_CODES[op.kind], iattr: [...iattr, plan.graph.tensors[op.inputs[1]].persistent ? 1 : 0], fattr };
     }),
     instructions: plan.instructions.map((x) => ({
       stream: STREAMS.indexOf(x.stream), kind: KIND_CODE[x.kind], op: x.op, inputs: [...x.inputs], outputs: [...x.outputs], waits: [...x.waits],
@@ -125,7 +127,7 @@ export class TrainingSession {
    * only in the steady plan) start at zero.
    */
   private switchToSteady(): void {
-    const steady = this.plan.dpu!.steady;
+    const steady = this.plan.dpu!.steady!;
     const next = bind(steady, this.optimizer, this.opts.spillDir ?? tmpdir(), this.opts.nvme);
     try {
       for (const t of steady.graph.tensors) {
@@ -187,19 +189,19 @@ export class TrainingSession {
 
   /** Runs one step on the given input values (tensor id -> values). */
   async step(step: number, data: Map<number, Float64Array>, lr?: number): Promise<StepResult> {
-    // DPU: after the warm-up, step k updates with the gradients of step k-1 (the
-    // (k-1)-th update); the first steady step has none yet
+    // DPU: after the warm-up, step k's delayed updates apply the gradients of
+    // step k-1 (their (k-1)-th update; the first steady step has none yet), its
+    // other updates those of step k
     const dpu = this.plan.dpu;
-    let adamStep = step, skipUpdate = false;
-    if (dpu && step > dpu.warmupSteps) {
+    let delayedStep = step;
+    if (dpu?.steady && step > dpu.warmupSteps) {
       if (this.bound.plan === this.plan) this.switchToSteady();
-      skipUpdate = step === dpu.warmupSteps + 1;
-      adamStep = Math.max(1, step - 1);
+      delayedStep = step - 1 === dpu.warmupSteps ? 0 : step - 1;
     }
     this.writeInputs(step, data);
     let stats: StepStats;
     try {
-      stats = await this.native.step(adamStep, { ...(lr !== undefined ? { lr } : {}), ...(skipUpdate ? { skipUpdate } : {}), ...(this.opts.trace ? { trace: true } : {}) });
+      stats = await this.native.step(step, { ...(lr !== undefined ? { lr } : {}), delayedStep, ...(this.opts.trace ? { trace: true } : {}) });
     } catch (e) {
       throw e instanceof UserError ? e : diag.runtime(`step ${step} failed: ${(e as Error).message}`);
     }

@@ -5,8 +5,8 @@ import { writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
 import { readPlan, writePlan } from '../compiler/plan/io.js';
-import { planStats } from '../compiler/report/stats.js';
-import { textReport, fmtBytes, lpStatusNote } from '../compiler/report/text.js';
+import { dpuStats, planStats } from '../compiler/report/stats.js';
+import { textReport, fmtBytes, lpStatusNote, dpuLine } from '../compiler/report/text.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { compile, type CompileOptions } from './compile.js';
 // the runtime (native addon, sessions) and calibration load only for `run` and `hw calibrate`,
@@ -161,6 +161,7 @@ async function cmdCompile(args: Args): Promise<void> {
       { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }), 'the trace');
   }
   if (plan.lpStatus !== undefined) process.stderr.write(`tiercut: note: ${lpStatusNote(plan.lpStatus, plan.placement.method)}\n`);
+  if (plan.dpu?.declined) process.stderr.write(`tiercut: note: ${dpuLine(dpuStats(plan.dpu), plan.predicted.stepSeconds)}\n`);
   const spNote = plan.sp ? `; sequence parallel: ${plan.sp.ranks} ranks of ${plan.sp.seq / plan.sp.ranks} tokens (per rank)` : '';
   process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(plan.tiers.gpu.peakBytes)} of ${fmtBytes(plan.tiers.gpu.capacityBytes)}, predicted step ${(plan.predicted.stepSeconds * 1e3).toFixed(3)} ms${spNote}\n`);
 }

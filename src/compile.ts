@@ -5,11 +5,11 @@ import { autodiff } from '../compiler/autodiff/autodiff.js';
 import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
-import type { AdamAttrs, Graph, Precision } from '../compiler/ir/types.js';
+import type { AdamAttrs, Graph, Op, Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
 import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
-import { lowerDpu } from '../compiler/lower/dpu.js';
+import { dpuOrder, lowerDpu } from '../compiler/lower/dpu.js';
 import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
 import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
 import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
@@ -197,15 +197,45 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       return { ...plan, sp: spSection(plan, sharding) };
     }
     if (opts.dpuWarmupSteps === undefined) return plan;
-    const steadyGraph = lowerDpu(graph);
+    const warmupSteps = opts.dpuWarmupSteps;
+    // the updates the plain step runs on the CPU are delayed (ZeRO-Offload's
+    // DPU); those the GPU runs beside its own work stay in place
+    const delays = (u: Op) => placement.opTier[u.id] === 'cpu';
+    const delayedUpdates = graph.ops.filter((o) => o.kind === 'adam' && delays(o)).length;
+    if (delayedUpdates === 0) return { ...plan, dpu: { warmupSteps, declined: { delayedUpdates } } };
+    const steadyGraph = lowerDpu(graph, delays);
     assertGraph(steadyGraph, 'dpu lowering');
-    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
+    const known = steadyPlacementOf(graph, placement, dpuOrder(graph, delays), delays);
+    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe, known });
     const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
-    return { ...plan, dpu: { warmupSteps: opts.dpuWarmupSteps, steady } };
+    // delaying them must pay: the steady step's order (every cast first, the
+    // delayed updates before the forward, their gradients written over the
+    // ones they read) can cost more than the overlap gains (gpt3-13b/h200:
+    // 0.386 against 0.308 s, docs/BENCHMARKS.md)
+    if (steady.predicted.stepSeconds >= plan.predicted.stepSeconds) return { ...plan, dpu: { warmupSteps, declined: { delayedUpdates, steadyStepSeconds: steady.predicted.stepSeconds } } };
+    return { ...plan, dpu: { warmupSteps, steady } };
   } finally {
     solver.close();
     second?.close();
   }
+}
+
+/**
+ * The plain step's placement for its DPU steady step (ops in `order`, the
+ * plain step's op ids: dpuOrder): each op and tensor where the plain step has
+ * it, except that a delayed group's p16 is made once (a cast run again would
+ * read master32 after its update). place tries it beside the LP's roundings:
+ * the steady step overlaps the CPU's updates with the GPU's work, so it is
+ * seldom slower than the plain one, and the families build on it.
+ */
+function steadyPlacementOf(g: Graph, p: Placement, order: readonly number[], delays: (u: Op) => boolean): Placement {
+  const masters = new Set(g.ops.filter((o) => o.kind === 'adam' && delays(o)).map((u) => u.inputs[0]));
+  const remat = p.remat && [...p.remat];
+  if (remat) for (const o of g.ops) if (o.phase === 'update' && o.kind !== 'adam' && masters.has(o.inputs[0])) for (const t of o.outputs) remat[t] = false;
+  return {
+    ...p, opTier: order.map((k) => p.opTier[k]), ...(remat ? { remat } : {}),
+    ...(p.forwardCastOnCpu ? { forwardCastOnCpu: order.map((k) => p.forwardCastOnCpu![k]) } : {}),
+  };
 }
 
 /** The profile with the largest collective op's ring buffers taken off the GPU and CPU capacities (placement only). */

@@ -112,6 +112,13 @@ export function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCan
   return built;
 }
 
+/** A placement made elsewhere (not an LP's rounding) built and retimed, kept where it fits and beats the best. */
+export function tryPlacement(g: Graph, hw: HardwareProfile, p: Placement, acc: LpCandidates): void {
+  const beat = acc.best && simulated(g, hw, acc.best).stepSeconds;
+  const b = retimed(g, hw, build(g, hw, p), beat);
+  if (fitsTiers(b.arenas.arenaBytes, hw) && (beat === undefined || simulated(g, hw, b).stepSeconds < beat)) acc.best = b;
+}
+
 /** The rounding r built (repaired to fit) and retimed, kept where it beats the best; undefined where it was tried before or does not fit. */
 export function lpTryRounded(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded, acc: LpCandidates): Built | undefined {
   const key = JSON.stringify([r.p16Tier, r.stateTier, [...r.offload], [...r.recompute]]);

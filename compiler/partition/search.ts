@@ -2,7 +2,8 @@
 // step, its scheduled program (Built) and its lower bound.
 //
 // Takes a training graph and a profile (and whether parameters stay on the
-// GPU, the solver threads, a time limit, whether this is a probe). Gives
+// GPU, the solver threads, a time limit, whether this is a probe, a placement
+// the caller knows: compile's DPU steady step tries the plain one). Gives
 // (place) everything on the GPU when it fits; else the min-cut when two tiers
 // suffice and no capacity binds; else the fastest by simulation of the LP's
 // roundings and of candidates.ts's families (and of the min-cut, when it
@@ -29,7 +30,7 @@ import { tierPeakEstimate } from '../schedule/liveness.js';
 import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js';
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
-import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, type Built, type LpCandidates } from './built.js';
+import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, tryPlacement, type Built, type LpCandidates } from './built.js';
 import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
@@ -123,7 +124,7 @@ const SEED_PASSES = 3;
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
  */
-export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step' } = {}): Promise<Placed> {
+export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step'; known?: Placement } = {}): Promise<Placed> {
   const persistentBytes = tensorBytes(g, 'persistent');
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
   // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
@@ -191,6 +192,9 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       const lean = await lp.boundLeanest();
       if (lean) tried.push(...lpTry(g, hw, lean, acc));
       mark('LP bound-row candidates');
+      // and a placement the caller brings (compile's DPU steady step: the
+      // plain step's, for this graph), which the families then build on
+      if (opts.known) { tryPlacement(g, hw, opts.known, acc); mark('known placement'); }
       const saved = boundSol.saved;
       // the other LP roundings that fit, fastest first (the later passes' seeds, below; each is
       // built once: lpTryRounded skips a rounding tried before)

@@ -81,9 +81,12 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
       },
     },
     dpu: {
-      type: 'object', required: ['warmupSteps', 'steady'],
-      description: 'delayed parameter update: after warmupSteps steps of this plan, the runtime switches to steady (a whole plan, validated the same way)',
-      properties: { warmupSteps: int(0), steady: { type: 'object' } },
+      type: 'object', required: ['warmupSteps'],
+      description: "delayed parameter update: after warmupSteps steps of this plan, the runtime switches to steady (a whole plan, validated the same way), in which the updates this plan runs on the CPU are delayed; or, where that does not pay, no steady and `declined`: delayedUpdates 0 (no update runs on the CPU), or the steady step's steadyStepSeconds, no faster than this plan's",
+      properties: {
+        warmupSteps: int(0), steady: { type: 'object' },
+        declined: { type: 'object', required: ['delayedUpdates'], properties: { delayedUpdates: int(0), steadyStepSeconds: { type: 'number', minimum: 0 } } },
+      },
     },
     sp: {
       type: 'object', required: ['ranks', 'seq', 'inputs', 'perRank'],

@@ -72,10 +72,14 @@ export interface Plan {
   /**
    * Delayed parameter update: after `warmupSteps` steps of this plan, the
    * runtime switches to `steady` (its own graph, placement and instructions over
-   * the same state), whose update of step t overlaps the forward and backward
-   * of step t+1.
+   * the same state), in which the updates this plan runs on the CPU are
+   * delayed: step t+1 applies step t's gradients to them while its forward and
+   * backward run (its other updates stay where they were). Where that does not
+   * pay, no `steady` and `declined` says why: no update runs on the CPU
+   * (delayedUpdates 0), or the steady step (steadyStepSeconds) is no faster
+   * than this plan's; steps then run this plan throughout.
    */
-  readonly dpu?: { readonly warmupSteps: number; readonly steady: Plan };
+  readonly dpu?: { readonly warmupSteps: number; readonly steady?: Plan; readonly declined?: { readonly delayedUpdates: number; readonly steadyStepSeconds?: number } };
   /**
    * Sequence parallelism (`compile --sp P`): this plan is the step of every one
    * of P ranks (their rank-local graphs are identical); the ranks differ only in

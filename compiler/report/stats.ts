@@ -39,8 +39,18 @@ export interface PlanStats {
   lpStatus?: string;
   /** The plan leaves the LP's family these ways: the bound above is the LP's widened by them (plan.bound.widenedBy). */
   widenedBy?: NonNullable<Plan['bound']>['widenedBy'];
-  /** With --dpu: the warm-up length and the steady-state step's prediction and peaks. */
-  dpu?: { warmupSteps: number; stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
+  /**
+   * With --dpu: the warm-up length, how many updates the steady step delays
+   * (those the plain step runs on the CPU) and its prediction and peaks; or,
+   * where it was declined, no steady step (declinedStepSeconds: its
+   * prediction, no faster than the plain step; absent where no update runs on
+   * the CPU).
+   */
+  dpu?: {
+    warmupSteps: number; delayedUpdates: number;
+    steady?: { stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
+    declinedStepSeconds?: number;
+  };
   /**
    * Sequence parallelism: per rank, its tokens, its peak bytes per tier (every
    * rank runs the same step, so the plan's arenas) and the bytes it sends over
@@ -162,12 +172,20 @@ export function planStats(plan: Plan): PlanStats {
         })),
       },
     } : {}),
-    ...(plan.dpu ? {
-      dpu: {
-        warmupSteps: plan.dpu.warmupSteps, stepSeconds: plan.dpu.steady.predicted.stepSeconds,
-        tiers: { gpu: { ...plan.dpu.steady.tiers.gpu }, cpu: { ...plan.dpu.steady.tiers.cpu }, nvme: { ...plan.dpu.steady.tiers.nvme } },
-        traffic: { ...plan.dpu.steady.traffic, copies: plan.dpu.steady.instructions.filter((x) => x.kind === 'copy').length },
-      },
-    } : {}),
+    ...(plan.dpu ? { dpu: dpuStats(plan.dpu) } : {}),
+  };
+}
+
+export function dpuStats(d: NonNullable<Plan['dpu']>): NonNullable<PlanStats['dpu']> {
+  if (!d.steady) return { warmupSteps: d.warmupSteps, delayedUpdates: d.declined?.delayedUpdates ?? 0, ...(d.declined?.steadyStepSeconds !== undefined ? { declinedStepSeconds: d.declined.steadyStepSeconds } : {}) };
+  const s = d.steady, g = s.graph;
+  return {
+    // (a delayed update reads its gradient as state: the last step's)
+    warmupSteps: d.warmupSteps, delayedUpdates: g.ops.filter((o) => o.kind === 'adam' && g.tensors[o.inputs[1]].persistent).length,
+    steady: {
+      stepSeconds: s.predicted.stepSeconds,
+      tiers: { gpu: { ...s.tiers.gpu }, cpu: { ...s.tiers.cpu }, nvme: { ...s.tiers.nvme } },
+      traffic: { ...s.traffic, copies: s.instructions.filter((x) => x.kind === 'copy').length },
+    },
   };
 }

@@ -49,6 +49,16 @@ function pathLines(s: PlanStats): string[] {
   return out;
 }
 
+/** The DPU section in one line: the steady step, or why there is none (also compile's stderr note then). */
+export function dpuLine(d: NonNullable<PlanStats['dpu']>, plainSeconds: number): string {
+  if (d.steady) {
+    const t = d.steady;
+    return `delayed parameter update: after ${d.warmupSteps} warm-up steps, ${d.delayedUpdates} CPU updates delayed, predicted step ${fmtSeconds(t.stepSeconds)}; gpu peak ${fmtBytes(t.tiers.gpu.peakBytes)}, cpu peak ${fmtBytes(t.tiers.cpu.peakBytes)}; h2d ${fmtBytes(t.traffic.h2dBytes)}, d2h ${fmtBytes(t.traffic.d2hBytes)} per step`;
+  }
+  if (d.declinedStepSeconds === undefined) return 'delayed parameter update: none: every update runs on the GPU, beside its own work (nothing to delay); every step runs this plan';
+  return `delayed parameter update: declined: with its ${d.delayedUpdates} CPU updates delayed the step would take ${fmtSeconds(d.declinedStepSeconds)}, no faster than this plan's ${fmtSeconds(plainSeconds)}; every step runs this plan`;
+}
+
 /** What an LP that ended without an optimum (plan.lpStatus) means for the plan: one line, for the report and for compile's stderr. */
 export function lpStatusNote(status: string, method: string): string {
   const why = status === 'timeLimit' ? 'ran past its time limit' : `ended without an optimum (status ${status})`;
@@ -99,7 +109,7 @@ export function textReport(s: PlanStats): string {
     L.push(`lower bound (${what}): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
     if (kept) L.push(`lower bound over every placement: ${fmtSeconds(s.anyPlacementLowerBoundSeconds!)} (a plan moving state or work off the GPU, which compile does not make for a model that fits)`);
   }
-  if (s.dpu) L.push(`delayed parameter update: after ${s.dpu.warmupSteps} warm-up steps, predicted step ${fmtSeconds(s.dpu.stepSeconds)}; gpu peak ${fmtBytes(s.dpu.tiers.gpu.peakBytes)}, cpu peak ${fmtBytes(s.dpu.tiers.cpu.peakBytes)}; h2d ${fmtBytes(s.dpu.traffic.h2dBytes)}, d2h ${fmtBytes(s.dpu.traffic.d2hBytes)} per step`);
+  if (s.dpu) L.push(dpuLine(s.dpu, s.predicted.stepSeconds));
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const parts = Object.entries(s.atPeak[t].bytes).filter(([, b]) => b! > 0).sort((a, b) => b[1]! - a[1]!);
     if (parts.length) L.push(`${t} at its peak (instruction ${s.atPeak[t].at}): ${parts.map(([r, b]) => `${r} ${fmtBytes(b!)}`).join(', ')}`);

@@ -156,6 +156,7 @@ Executor::Executor(const Program& p, const Arenas& arenas, ring::Communicator* c
       continue;
     }
     if (ins.kind != INSTR_RUN) continue;
+    pr.delayed_adam = ins.call.kind == OP_ADAM && ins.call.iattr[2] == 1;
     if (fused_adam_types(p, ins, &pr.adam_grad_type, &pr.adam_half_type)) {
       pr.fused_adam = true;
       continue;
@@ -215,7 +216,7 @@ void Executor::stop() {
 // ---------------------------------------------------------------------------
 // one step
 
-bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update) {
+bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update, int64_t delayed_step) {
   *stats = StepStats();
   Clock::time_point t0 = Clock::now();
   stats->step_start_seconds = seconds_between(epoch_, t0);
@@ -229,6 +230,7 @@ bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std:
     has_lr_ = has_lr;
     lr_ = lr;
     skip_update_ = skip_update;
+    delayed_step_ = delayed_step < 0 ? step : delayed_step;
     for (int32_t s : active_streams_) {
       StreamState& st = streams_[s];
       st.busy_seconds = 0;
@@ -566,7 +568,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     return ok;
   }
 
-  if (skip_update_ && ins.call.kind == OP_ADAM) return true;
+  if (ins.call.kind == OP_ADAM && (skip_update_ || (pr.delayed_adam && delayed_step_ < 1))) return true;
   if (pr.fused_adam) return execute_fused_adam(id, msg);
   if (pr.half_cast_type != ADAM_HALF_NONE) return execute_half_cast(id, msg);
 
@@ -587,7 +589,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     adam_half_widen((const uint16_t*)arenas_.host_ptr(b.tier, b.offset_bytes), scratch + h.scratch_offset, h.numel, h.type, adam_isa_);
   }
   if (call.kind == OP_ADAM) {
-    call.iattr[1] = step_number_;  // step_number_, has_lr_, lr_ are fixed for the whole step
+    call.iattr[1] = pr.delayed_adam ? delayed_step_ : step_number_;  // fixed for the whole step, as has_lr_, lr_
     if (has_lr_) call.fattr[0] = lr_;
   }
   if (is_collective(call.kind)) {
@@ -620,7 +622,7 @@ bool Executor::execute_fused_adam(int32_t id, std::string* msg) {
   const Instruction& ins = p_.instructions[id];
   const Prepared& pr = prepared_[id];
   const OpCall& c = ins.call;
-  const int64_t step = step_number_;  // step_number_, has_lr_, lr_ are fixed for the whole step
+  const int64_t step = pr.delayed_adam ? delayed_step_ : step_number_;  // fixed for the whole step, as has_lr_, lr_
   if (step < 1) { *msg = "adam: step (iattr[1]) is " + std::to_string(step) + ", expected >= 1"; return false; }
   auto host = [&](int32_t buffer) { const BufferSpec& b = p_.buffers[buffer]; return arenas_.host_ptr(b.tier, b.offset_bytes); };
   AdamTensors t;

@@ -107,9 +107,12 @@ class Executor {
   // Runs one step. `step` is the optimizer step number handed to adam (iattr[1]);
   // when has_lr, adam's fattr[0] becomes lr. Not reentrant: the caller runs one
   // step at a time. Returns false with *err set when the step was aborted.
-  // skip_update: every adam instruction completes without touching anything
-  // (the first step of a delayed-parameter-update schedule has no gradients yet).
-  bool step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update = false);
+  // skip_update: every adam instruction completes without touching anything.
+  // delayed_step: the step number of the delayed updates (an adam whose op has
+  // iattr[2] == 1: a DPU steady step's, which applies the previous step's
+  // gradient); 0 skips them (the first steady step has no such gradient yet),
+  // -1 gives them `step` like the others.
+  bool step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update = false, int64_t delayed_step = -1);
 
   // Bookkeeping for session.write / session.read (main thread, between steps).
   void note_written(int32_t buffer);
@@ -149,6 +152,8 @@ class Executor {
     // reshape of fp32 into an fp16/bf16 buffer (master32 -> param16): run by
     // adam_half_copy over tiles on the shared pool (AdamHalfType; 0: not such a cast)
     int32_t half_cast_type = 0;
+    // adam of a delayed update (its op's iattr[2] == 1): delayed_step_ applies
+    bool delayed_adam = false;
     // a producer of half-precision tiles (fused adam with a p16 output, half cast)
     // that a copy follows: index into progress_ (-1: none)
     int32_t progress = -1;
@@ -237,6 +242,7 @@ class Executor {
   bool has_lr_ = false;
   double lr_ = 0;
   bool skip_update_ = false;
+  int64_t delayed_step_ = 1;
 
   bool extents_known_ = false;         // a step ran every instruction: mem_.peak_bytes is final (note_start)
   std::vector<uint8_t> live_;          // per buffer

@@ -252,9 +252,10 @@ static Napi::Object stats_to_js(Napi::Env env, const StepStats& stats_, bool tra
 
 class StepWorker : public Napi::AsyncWorker {
  public:
-  StepWorker(Napi::Env env, SessionWrap* owner, Napi::Object self, CoreHandle core, int64_t step, bool has_lr, double lr, bool skip_update)
+  StepWorker(Napi::Env env, SessionWrap* owner, Napi::Object self, CoreHandle core, int64_t step, bool has_lr, double lr, bool skip_update,
+             int64_t delayed_step)
       : Napi::AsyncWorker(env, "tiercut.step"), deferred_(Napi::Promise::Deferred::New(env)), owner_(owner),
-        core_(std::move(core)), step_(step), has_lr_(has_lr), lr_(lr), skip_update_(skip_update) {
+        core_(std::move(core)), step_(step), has_lr_(has_lr), lr_(lr), skip_update_(skip_update), delayed_step_(delayed_step) {
     self_ = Napi::Persistent(self);  // keeps the session object (and owner_) alive until we settle
   }
 
@@ -269,7 +270,7 @@ class StepWorker : public Napi::AsyncWorker {
       return;
     }
     std::string err;
-    if (!core_->executor->step(step_, has_lr_, lr_, &stats_, &err, skip_update_)) SetError(err);
+    if (!core_->executor->step(step_, has_lr_, lr_, &stats_, &err, skip_update_, delayed_step_)) SetError(err);
   }
 
   void OnOK() override {
@@ -291,6 +292,7 @@ class StepWorker : public Napi::AsyncWorker {
   bool has_lr_;
   double lr_;
   bool skip_update_;
+  int64_t delayed_step_;
   bool trace_ = false;  // return each instruction's start and end (set before Queue)
   StepStats stats_;
 };
@@ -302,6 +304,7 @@ Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
                                       std::to_string(core_->group->size()) + "; step all ranks together with stepGroup");
   int64_t step = read_int(info[0], "session.step: step", 1, 9007199254740991LL);
   bool has_lr = false, skip_update = false, trace = false;
+  int64_t delayed_step = -1;  // the delayed updates' step number: as `step`
   double lr = 0;
   if (info.Length() > 1 && !info[1].IsUndefined()) {
     if (!info[1].IsObject() || info[1].IsArray())
@@ -322,8 +325,10 @@ Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
       if (!sv.IsBoolean()) throw Napi::TypeError::New(Env(), "session.step: opts.skipUpdate: expected a boolean, got " + describe_value(sv));
       skip_update = sv.As<Napi::Boolean>().Value();
     }
+    Napi::Value dv = info[1].As<Napi::Object>().Get("delayedStep");
+    if (!dv.IsUndefined()) delayed_step = read_int(dv, "session.step: opts.delayedStep", 0, 9007199254740991LL);
   }
-  StepWorker* w = new StepWorker(Env(), this, info.This().As<Napi::Object>(), core_, step, has_lr, lr, skip_update);
+  StepWorker* w = new StepWorker(Env(), this, info.This().As<Napi::Object>(), core_, step, has_lr, lr, skip_update, delayed_step);
   w->set_trace(trace);
   Napi::Promise p = w->promise();
   w->Queue();

@@ -1,9 +1,10 @@
 // Delayed parameter update: the runtime's trajectory against a straightforward
 // reference of DPU semantics written here — every op of the step run one at a
 // time on the native kernels (float32, results rounded to the tensor's storage
-// precision exactly as the executor stores them), with the update applied
-// after the step during the warm-up and, after it, one step late, before the
-// next step's forward and backward.
+// precision exactly as the executor stores them), with every update applied
+// after the step during the warm-up and, after it, the delayed ones (those
+// the plain plan runs on the CPU) one step late, before the next step's
+// forward and backward, the others after the step as before.
 import { describe, it, expect, beforeAll } from 'vitest';
 import { compile } from '../../src/compile.js';
 import type { Plan } from '../../compiler/plan/types.js';
@@ -17,6 +18,7 @@ import { initValues } from '../../runtime/init.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
 import { paramGroups } from '../../compiler/partition/lp.js';
 import { planFor } from '../../src/compile.js';
+import { parsePlan, serializePlan } from '../../compiler/plan/io.js';
 
 const WARMUP = 2, STEPS = 7, LR = 1e-2;
 
@@ -42,7 +44,8 @@ function forwardBackward(g: Graph, values: Map<number, Float32Array | Int32Array
   return { loss: (values.get(g.loss) as Float32Array)[0], grads };
 }
 
-function reference(plan: Plan, seed: number): number[] {
+/** The loss of each step; `delayed`: the parameters whose updates come one step late after the warm-up. */
+function reference(plan: Plan, seed: number, delayed: ReadonlySet<string>): number[] {
   const g = plan.graph;
   const addon = nativeAddon();
   const data = syntheticData(g, seed);
@@ -51,8 +54,9 @@ function reference(plan: Plan, seed: number): number[] {
   const m = new Map(params.map((t) => [t.param!, new Float32Array(numel(t.shape))]));
   const v = new Map(params.map((t) => [t.param!, new Float32Array(numel(t.shape))]));
   const { iattr, fattr } = encodeAttrs('adam', { adam: { ...plan.optimizer, lr: LR } });
-  const update = (grads: Map<string, Float32Array>, step: number) => {
+  const update = (grads: Map<string, Float32Array>, step: number, which: (name: string) => boolean) => {
     for (const t of params) {
+      if (!which(t.param!)) continue;
       const name = t.param!, shape = [...t.shape];
       const [p2, m2, v2] = addon.runOp(OP_CODES.adam, 'f32', [iattr[0], step], fattr,
         [{ shape, data: master.get(name)! }, { shape, data: grads.get(name)! }, { shape, data: m.get(name)! }, { shape, data: v.get(name)! }],
@@ -66,10 +70,11 @@ function reference(plan: Plan, seed: number): number[] {
     const values = new Map<number, Float32Array | Int32Array>();
     for (const [id, x] of data(k)) values.set(id, g.tensors[id].dtype === 'i32' ? Int32Array.from(x) : store(g, id, Float32Array.from(x)));
     for (const t of g.tensors) if (t.role === 'param16') values.set(t.id, store(g, t.id, master.get(t.param!)!)); // the cast at the start of the step
-    if (k > WARMUP && pending) update(pending, k - 1); // the delayed update of the previous step's gradients
+    if (k > WARMUP && pending) update(pending, k - 1, (n) => delayed.has(n)); // the delayed update of the previous step's gradients
     const { loss, grads } = forwardBackward(g, values);
     losses.push(loss);
-    if (k <= WARMUP) update(grads, k); else pending = grads;
+    if (k <= WARMUP) update(grads, k, () => true);
+    else { update(grads, k, (n) => !delayed.has(n)); pending = grads; }
   }
   return losses;
 }
@@ -85,7 +90,7 @@ describe('delayed parameter update', () => {
   });
 
   it('the steady step overlaps the CPU update with the GPU forward and backward', () => {
-    const steady = plan.dpu!.steady;
+    const steady = plan.dpu!.steady!;
     const sim = simulate(steady.graph, steady.placement, steady.buffers, steady.instructions, steady.hardware);
     const runs = steady.instructions.filter((x) => x.kind === 'run');
     const updates = runs.filter((x) => steady.graph.ops[x.op].kind === 'adam' && x.stream === 'cpu');
@@ -97,6 +102,23 @@ describe('delayed parameter update', () => {
     expect(steady.predicted.stepSeconds).toBeLessThan(plan.predicted.stepSeconds);
   });
 
+  /** The parameters whose updates the steady step delays (its gradient is state: the last step's). */
+  const delayedParams = (steady: Plan) => new Set(steady.graph.ops.filter((o) => o.kind === 'adam' && steady.graph.tensors[o.inputs[1]].persistent).map((o) => steady.graph.tensors[o.inputs[0]].param!));
+
+  it('delays the updates the plain step runs on the CPU, and only those', () => {
+    const steady = plan.dpu!.steady!, g = steady.graph;
+    const delayed = delayedParams(steady);
+    const adams = plan.graph.ops.filter((o) => o.kind === 'adam');
+    console.log(`${delayed.size} of ${adams.length} updates delayed`);
+    // a mix, so that both kinds are checked below
+    expect(delayed.size).toBeGreaterThan(0);
+    expect(delayed.size).toBeLessThan(adams.length);
+    for (const u of adams) expect(delayed.has(plan.graph.tensors[u.inputs[0]].param!), plan.graph.tensors[u.inputs[0]].name).toBe(plan.placement.opTier[u.id] === 'cpu');
+    // in program order: every cast, then the delayed updates, then the rest
+    const firstRest = g.ops.findIndex((o) => o.phase !== 'update');
+    expect(g.ops.slice(0, firstRest).filter((o) => o.kind === 'adam').length).toBe(delayed.size);
+  });
+
   it('trains like the reference DPU semantics', async () => {
     const s = new TrainingSession(plan, { seed: 1 });
     const data = syntheticData(plan.graph, 1);
@@ -104,21 +126,62 @@ describe('delayed parameter update', () => {
     try {
       for (let k = 1; k <= STEPS; k++) losses.push((await s.step(k, data(k))).loss);
     } finally { s.close(); }
-    const ref = reference(plan, 1);
-    console.log(`runtime   ${losses.map((l) => l.toFixed(6)).join(' ')}\nreference ${ref.map((l) => l.toFixed(6)).join(' ')}`);
+    const ref = reference(plan, 1, delayedParams(plan.dpu!.steady!));
+    const plain = reference(plan, 1, new Set());
+    console.log(`runtime   ${losses.map((l) => l.toFixed(6)).join(' ')}\nreference ${ref.map((l) => l.toFixed(6)).join(' ')}\nplain     ${plain.map((l) => l.toFixed(6)).join(' ')}`);
     for (let k = 0; k < STEPS; k++) expect(Math.abs(losses[k] - ref[k]), `step ${k + 1}`).toBeLessThanOrEqual(1e-6);
-    // and it is not the plain trajectory: after the warm-up, step W+2 repeats the parameters of step W+1
-    expect(losses[WARMUP + 1]).toBe(losses[WARMUP]);
+    // and it is not the plain trajectory: the same through step W+1, apart from step W+2 on
+    for (let k = 0; k <= WARMUP; k++) expect(losses[k], `step ${k + 1}`).toBe(plain[k]);
+    for (let k = WARMUP + 1; k < STEPS; k++) expect(Math.abs(losses[k] - plain[k]), `step ${k + 1}`).toBeGreaterThan(1e-4);
   });
-  it('remakes no p16 in the steady step (a cast run again would read the updated master32), and the verifier rejects a plan that does', () => {
-    const steady = plan.dpu!.steady, g = steady.graph;
-    const groups = paramGroups(g);
+  it("remakes no delayed group's p16 in the steady step (a cast run again would read the updated master32), and the verifier rejects a plan that does", () => {
+    const steady = plan.dpu!.steady!, g = steady.graph;
+    const delayed = delayedParams(steady);
+    const groups = paramGroups(g).filter((q) => delayed.has(g.tensors[g.ops[q.adam].inputs[0]].param!));
+    expect(groups.length).toBe(delayed.size);
     expect(groups.every((q) => !q.remakeable)).toBe(true);
     expect(groups.some((q) => steady.placement.remat?.[q.p16])).toBe(false);
-    // the same placement with one GPU-updated group's p16 made again at each use
-    const q = groups.find((x) => steady.placement.opTier[x.adam] === 'gpu') ?? groups[0];
+    // the same placement with one delayed group's p16 made again at each use:
+    // the group read first in the forward pass (read again late in the
+    // backward, so made twice)
+    const firstRead = (t: number) => g.ops.findIndex((o) => o.phase === 'forward' && o.inputs.includes(t));
+    const q = [...groups].filter((x) => firstRead(x.p16) >= 0).sort((a, b) => firstRead(a.p16) - firstRead(b.p16))[0];
     const remat = g.tensors.map((t) => steady.placement.remat?.[t.id] ?? false);
     remat[q.p16] = true;
     expect(() => planFor(g, steady.hardware, { ...steady.placement, remat }, steady.model, steady.optimizer)).toThrow(/reads master\.[^ ]+ as op \d+ \(adam\) left it; in the graph's order it reads it as the step's start left it/);
+  });
+});
+
+describe('delayed parameter update, declined', () => {
+  it('where the steady step is no faster: no steady plan, and every step runs the plain plan', async () => {
+    // this machine's profile, where the tiny model's GPU is emulated on the
+    // CPU: the GPU's work is the step, and the steady step's order only adds
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', gpuMemBytes: 300_000, dpuWarmupSteps: WARMUP, optimizer: { lr: LR } });
+    const d = plan.dpu!;
+    expect(d.steady).toBeUndefined();
+    expect(d.declined!.delayedUpdates).toBeGreaterThan(0);
+    expect(d.declined!.steadyStepSeconds!).toBeGreaterThanOrEqual(plan.predicted.stepSeconds);
+    const s = new TrainingSession(plan, { seed: 1 });
+    const data = syntheticData(plan.graph, 1);
+    const losses: number[] = [];
+    try {
+      for (let k = 1; k <= WARMUP + 3; k++) losses.push((await s.step(k, data(k))).loss);
+      expect(s.current).toBe(plan);
+    } finally { s.close(); }
+    const plain = reference(plan, 1, new Set()).slice(0, WARMUP + 3);
+    for (let k = 0; k < losses.length; k++) expect(Math.abs(losses[k] - plain[k]), `step ${k + 1}`).toBeLessThanOrEqual(1e-6);
+  });
+
+  it('where every update runs on the GPU: nothing to delay', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', dpuWarmupSteps: WARMUP });
+    expect(plan.placement.method).toBe('all-gpu');
+    expect(plan.dpu).toEqual({ warmupSteps: WARMUP, declined: { delayedUpdates: 0 } });
+  });
+
+  it('a plan file with both a steady plan and a declined note, or neither, is rejected', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', dpuWarmupSteps: WARMUP });
+    expect(parsePlan(serializePlan(plan), 'ok.plan.json').dpu!.declined!.delayedUpdates).toBe(0);
+    expect(() => parsePlan(serializePlan({ ...plan, dpu: { warmupSteps: WARMUP } }), 'bad.plan.json')).toThrow(/bad\.plan\.json.*dpu: expected exactly one of steady and declined, got neither/);
+    expect(() => parsePlan(serializePlan({ ...plan, dpu: { warmupSteps: WARMUP, steady: plan, declined: { delayedUpdates: 0 } } }), 'bad.plan.json')).toThrow(/dpu: expected exactly one of steady and declined, got both/);
   });
 });
