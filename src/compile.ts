@@ -19,7 +19,7 @@ import { LpWorker } from '../compiler/partition/highs-worker.js';
 import type { Placement } from '../compiler/partition/placement.js';
 import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compiler/plan/types.js';
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
-import { diag } from './diagnostics.js';
+import { diag, UserError } from './diagnostics.js';
 import { mark } from './timing.js';
 import { build, simulated, type Built } from '../compiler/partition/built.js';
 import { place } from '../compiler/partition/search.js';
@@ -173,6 +173,9 @@ function stateBytes(forward: Graph): number {
   return 16 * forward.paramCount + frozen;
 }
 
+/** The code of a does-not-fit UserError (a DPU steady step that does not fit is declined, not an error). */
+const DOES_NOT_FIT = diag.doesNotFit('').code;
+
 export async function compile(opts: CompileOptions): Promise<Plan> {
   const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
   // the LP's solver thread starts now; HiGHS loads once the forward graph is
@@ -202,17 +205,25 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     // DPU); those the GPU runs beside its own work stay in place
     const delays = (u: Op) => placement.opTier[u.id] === 'cpu';
     const delayedUpdates = graph.ops.filter((o) => o.kind === 'adam' && delays(o)).length;
-    if (delayedUpdates === 0) return { ...plan, dpu: { warmupSteps, declined: { delayedUpdates } } };
+    if (delayedUpdates === 0) return { ...plan, dpu: { warmupSteps, declined: { reason: 'nothing-to-delay', delayedUpdates } } };
     const steadyGraph = lowerDpu(graph, delays);
     assertGraph(steadyGraph, 'dpu lowering');
     const known = steadyPlacementOf(graph, placement, dpuOrder(graph, delays), delays);
-    const steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe, known });
+    let steadyPlace: Awaited<ReturnType<typeof place>>;
+    try {
+      steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe, known });
+    } catch (e) {
+      // its delayed gradients are state: where the plain step fits with no
+      // room for them, the plain step stands (not a failed compile)
+      if (!(e instanceof UserError) || e.code !== DOES_NOT_FIT) throw e;
+      return { ...plan, dpu: { warmupSteps, declined: { reason: 'does-not-fit', delayedUpdates, message: e.message } } };
+    }
     const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
     // delaying them must pay: the steady step's order (every cast first, the
     // delayed updates before the forward, their gradients written over the
     // ones they read) can cost more than the overlap gains (gpt3-13b/h200:
     // 0.386 against 0.308 s, docs/BENCHMARKS.md)
-    if (steady.predicted.stepSeconds >= plan.predicted.stepSeconds) return { ...plan, dpu: { warmupSteps, declined: { delayedUpdates, steadyStepSeconds: steady.predicted.stepSeconds } } };
+    if (steady.predicted.stepSeconds >= plan.predicted.stepSeconds) return { ...plan, dpu: { warmupSteps, declined: { reason: 'slower', delayedUpdates, steadyStepSeconds: steady.predicted.stepSeconds } } };
     return { ...plan, dpu: { warmupSteps, steady } };
   } finally {
     solver.close();

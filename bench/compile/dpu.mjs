@@ -28,7 +28,7 @@ console.log('|---|---|---|---|---|');
 for (const c of cases) {
   const plan = await compile({ ...c.opts, dpuWarmupSteps: 40 });
   const plain = plan.predicted.stepSeconds, d = plan.dpu;
-  if (d.declined?.delayedUpdates === 0) continue; // every update on the GPU: nothing to delay
+  if (d.declined?.reason === 'nothing-to-delay') continue; // every update on the GPU
   // every update delayed, placed by the same search
   const hw = loadProfile(c.opts.hw ?? 'local', c.opts);
   const { graph } = await trainingGraph(c.opts);
@@ -39,9 +39,10 @@ for (const c of cases) {
     const placed = await place(g, hw, { solver });
     all = planFor(g, hw, placed.placement, { source: 'x', preset: 'y', config: {} }, ADAM_DEFAULTS, placed.lp, placed.built).predicted.stepSeconds;
   } finally { solver.close(); }
-  const cpu = d.steady ? d.steady.predicted.stepSeconds : d.declined.steadyStepSeconds;
+  const cpu = d.steady ? d.steady.predicted.stepSeconds : d.declined.steadyStepSeconds; // (undefined: it does not fit)
   const kept = d.steady ? cpu : plain;
   const delayed = d.steady ? d.steady.graph.ops.filter((o) => o.kind === 'adam' && d.steady.graph.tensors[o.inputs[1]].persistent).length : d.declined.delayedUpdates;
-  console.log(`| ${c.name} | ${f(plain)} | ${f(all)} (${(all / plain).toFixed(3)}) | ${f(cpu)} (${(cpu / plain).toFixed(3)}), ${delayed} delayed | ${f(kept)} (${(kept / plain).toFixed(3)})${d.steady ? '' : ', declined'} |`);
+  const cpuCell = cpu === undefined ? `does not fit, ${delayed} delayed` : `${f(cpu)} (${(cpu / plain).toFixed(3)}), ${delayed} delayed`;
+  console.log(`| ${c.name} | ${f(plain)} | ${f(all)} (${(all / plain).toFixed(3)}) | ${cpuCell} | ${f(kept)} (${(kept / plain).toFixed(3)})${d.steady ? '' : ', declined'} |`);
 }
 process.exit(0);

@@ -82,10 +82,13 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
     },
     dpu: {
       type: 'object', required: ['warmupSteps'],
-      description: "delayed parameter update: after warmupSteps steps of this plan, the runtime switches to steady (a whole plan, validated the same way), in which the updates this plan runs on the CPU are delayed; or, where that does not pay, no steady and `declined`: delayedUpdates 0 (no update runs on the CPU), or the steady step's steadyStepSeconds, no faster than this plan's",
+      description: "delayed parameter update: after warmupSteps steps of this plan, the runtime switches to steady (a whole plan, validated the same way), in which the updates this plan runs on the CPU are delayed; or, where that does not pay, no steady and `declined`: its reason (no update runs on the CPU; the steady step, steadyStepSeconds, no faster than this plan's; or it does not fit, with compile's message)",
       properties: {
         warmupSteps: int(0), steady: { type: 'object' },
-        declined: { type: 'object', required: ['delayedUpdates'], properties: { delayedUpdates: int(0), steadyStepSeconds: { type: 'number', minimum: 0 } } },
+        declined: {
+          type: 'object', required: ['reason', 'delayedUpdates'],
+          properties: { reason: { type: 'string', enum: ['nothing-to-delay', 'slower', 'does-not-fit'] }, delayedUpdates: int(0), steadyStepSeconds: { type: 'number', minimum: 0 }, message: { type: 'string' } },
+        },
       },
     },
     sp: {

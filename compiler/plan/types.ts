@@ -56,6 +56,20 @@ export interface Predicted {
   readonly peakBytes: Readonly<Record<Tier, number>>;
 }
 
+/**
+ * Why a plan has no DPU steady step: no update runs on the CPU
+ * ('nothing-to-delay'); the steady step, with `delayedUpdates` delayed, would
+ * take steadyStepSeconds, no less than the plan's ('slower'); or it does not
+ * fit (its delayed gradients are state: 'does-not-fit', with compile's
+ * message).
+ */
+export interface DpuDeclined {
+  readonly reason: 'nothing-to-delay' | 'slower' | 'does-not-fit';
+  readonly delayedUpdates: number;
+  readonly steadyStepSeconds?: number;
+  readonly message?: string;
+}
+
 export interface Plan {
   readonly formatVersion: number;
   readonly generator: string;
@@ -75,11 +89,10 @@ export interface Plan {
    * the same state), in which the updates this plan runs on the CPU are
    * delayed: step t+1 applies step t's gradients to them while its forward and
    * backward run (its other updates stay where they were). Where that does not
-   * pay, no `steady` and `declined` says why: no update runs on the CPU
-   * (delayedUpdates 0), or the steady step (steadyStepSeconds) is no faster
-   * than this plan's; steps then run this plan throughout.
+   * pay, no `steady` and `declined` says why; steps then run this plan
+   * throughout.
    */
-  readonly dpu?: { readonly warmupSteps: number; readonly steady?: Plan; readonly declined?: { readonly delayedUpdates: number; readonly steadyStepSeconds?: number } };
+  readonly dpu?: { readonly warmupSteps: number; readonly steady?: Plan; readonly declined?: DpuDeclined };
   /**
    * Sequence parallelism (`compile --sp P`): this plan is the step of every one
    * of P ranks (their rank-local graphs are identical); the ranks differ only in

@@ -6,7 +6,7 @@
 
 import type { Tier } from '../cost/cost.js';
 import { ROLES, type Role } from '../ir/types.js';
-import type { Plan, StreamName } from '../plan/types.js';
+import type { DpuDeclined, Plan, StreamName } from '../plan/types.js';
 import { buildProgram } from '../schedule/program.js';
 import { criticalPath } from '../simulate/critical-path.js';
 import { simulate } from '../simulate/simulate.js';
@@ -42,14 +42,12 @@ export interface PlanStats {
   /**
    * With --dpu: the warm-up length, how many updates the steady step delays
    * (those the plain step runs on the CPU) and its prediction and peaks; or,
-   * where it was declined, no steady step (declinedStepSeconds: its
-   * prediction, no faster than the plain step; absent where no update runs on
-   * the CPU).
+   * where it was declined, no steady step and why (plan.dpu.declined).
    */
   dpu?: {
     warmupSteps: number; delayedUpdates: number;
     steady?: { stepSeconds: number; tiers: Record<Tier, { capacityBytes: number; peakBytes: number }>; traffic: PlanStats['traffic'] };
-    declinedStepSeconds?: number;
+    declined?: DpuDeclined;
   };
   /**
    * Sequence parallelism: per rank, its tokens, its peak bytes per tier (every
@@ -177,7 +175,7 @@ export function planStats(plan: Plan): PlanStats {
 }
 
 export function dpuStats(d: NonNullable<Plan['dpu']>): NonNullable<PlanStats['dpu']> {
-  if (!d.steady) return { warmupSteps: d.warmupSteps, delayedUpdates: d.declined?.delayedUpdates ?? 0, ...(d.declined?.steadyStepSeconds !== undefined ? { declinedStepSeconds: d.declined.steadyStepSeconds } : {}) };
+  if (!d.steady) return { warmupSteps: d.warmupSteps, delayedUpdates: d.declined?.delayedUpdates ?? 0, ...(d.declined ? { declined: { ...d.declined } } : {}) };
   const s = d.steady, g = s.graph;
   return {
     // (a delayed update reads its gradient as state: the last step's)

@@ -55,8 +55,10 @@ export function dpuLine(d: NonNullable<PlanStats['dpu']>, plainSeconds: number):
     const t = d.steady;
     return `delayed parameter update: after ${d.warmupSteps} warm-up steps, ${d.delayedUpdates} CPU updates delayed, predicted step ${fmtSeconds(t.stepSeconds)}; gpu peak ${fmtBytes(t.tiers.gpu.peakBytes)}, cpu peak ${fmtBytes(t.tiers.cpu.peakBytes)}; h2d ${fmtBytes(t.traffic.h2dBytes)}, d2h ${fmtBytes(t.traffic.d2hBytes)} per step`;
   }
-  if (d.declinedStepSeconds === undefined) return 'delayed parameter update: none: every update runs on the GPU, beside its own work (nothing to delay); every step runs this plan';
-  return `delayed parameter update: declined: with its ${d.delayedUpdates} CPU updates delayed the step would take ${fmtSeconds(d.declinedStepSeconds)}, no faster than this plan's ${fmtSeconds(plainSeconds)}; every step runs this plan`;
+  const why = d.declined?.reason === 'slower' ? `with its ${d.delayedUpdates} CPU updates delayed the step would take ${fmtSeconds(d.declined.steadyStepSeconds ?? NaN)}, no faster than this plan's ${fmtSeconds(plainSeconds)}`
+    : d.declined?.reason === 'does-not-fit' ? `with its ${d.delayedUpdates} CPU updates delayed the step does not fit (their gradients are state): ${d.declined.message ?? ''}`
+    : 'every update runs on the GPU, beside its own work (nothing to delay)';
+  return `delayed parameter update: declined: ${why}; every step runs this plan`;
 }
 
 /** What an LP that ended without an optimum (plan.lpStatus) means for the plan: one line, for the report and for compile's stderr. */

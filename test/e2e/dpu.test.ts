@@ -159,6 +159,7 @@ describe('delayed parameter update, declined', () => {
     const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', gpuMemBytes: 300_000, dpuWarmupSteps: WARMUP, optimizer: { lr: LR } });
     const d = plan.dpu!;
     expect(d.steady).toBeUndefined();
+    expect(d.declined!.reason).toBe('slower');
     expect(d.declined!.delayedUpdates).toBeGreaterThan(0);
     expect(d.declined!.steadyStepSeconds!).toBeGreaterThanOrEqual(plan.predicted.stepSeconds);
     const s = new TrainingSession(plan, { seed: 1 });
@@ -175,13 +176,27 @@ describe('delayed parameter update, declined', () => {
   it('where every update runs on the GPU: nothing to delay', async () => {
     const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', dpuWarmupSteps: WARMUP });
     expect(plan.placement.method).toBe('all-gpu');
-    expect(plan.dpu).toEqual({ warmupSteps: WARMUP, declined: { delayedUpdates: 0 } });
+    expect(plan.dpu).toEqual({ warmupSteps: WARMUP, declined: { reason: 'nothing-to-delay', delayedUpdates: 0 } });
+  });
+
+  it('where the steady step does not fit (its delayed gradients are state) but the plain one does: declined, not a failed compile', async () => {
+    // 300 kB of CPU and no NVMe: the plain step fits, the steady one does not
+    const opts = { model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', gpuMemBytes: 300_000, cpuMemBytes: 300_000, nvmeBytes: 0 } as const;
+    const plan = await compile({ ...opts, dpuWarmupSteps: WARMUP });
+    const d = plan.dpu!.declined!;
+    expect(plan.dpu!.steady).toBeUndefined();
+    expect(d.reason).toBe('does-not-fit');
+    expect(d.delayedUpdates).toBeGreaterThan(0);
+    expect(d.message).toMatch(/^does not fit: /);
+    // the plain plan is the one without --dpu
+    expect(serializePlan({ ...plan, dpu: undefined })).toBe(serializePlan(await compile(opts)));
   });
 
   it('a plan file with both a steady plan and a declined note, or neither, is rejected', async () => {
     const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', dpuWarmupSteps: WARMUP });
     expect(parsePlan(serializePlan(plan), 'ok.plan.json').dpu!.declined!.delayedUpdates).toBe(0);
     expect(() => parsePlan(serializePlan({ ...plan, dpu: { warmupSteps: WARMUP } }), 'bad.plan.json')).toThrow(/bad\.plan\.json.*dpu: expected exactly one of steady and declined, got neither/);
-    expect(() => parsePlan(serializePlan({ ...plan, dpu: { warmupSteps: WARMUP, steady: plan, declined: { delayedUpdates: 0 } } }), 'bad.plan.json')).toThrow(/dpu: expected exactly one of steady and declined, got both/);
+    expect(() => parsePlan(serializePlan({ ...plan, dpu: { warmupSteps: WARMUP, steady: plan, declined: { reason: 'nothing-to-delay', delayedUpdates: 0 } } }), 'bad.plan.json')).toThrow(/dpu: expected exactly one of steady and declined, got both/);
+    expect(() => parsePlan(serializePlan({ ...plan, dpu: { warmupSteps: WARMUP, declined: { reason: 'tired', delayedUpdates: 0 } as never } }), 'bad.plan.json')).toThrow(/dpu\.declined\.reason: expected one of nothing-to-delay, slower, does-not-fit, got "tired"/);
   });
 });
