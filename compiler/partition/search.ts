@@ -131,21 +131,23 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   // alone must fit there; refused before any LP is built (fit's probes of
   // models too deep for it each built and solved one to learn so)
   if (opts.keepParamsOnGpu && tensorBytes(g, 'param16') > hw.gpu.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, true));
+  // a model that fits stays on the GPU with no traffic (issue 5): its bound
+  // is over those plans (the bound LP with its choices fixed to this
+  // placement's); the bound over every placement goes beside it (offloading
+  // the update can beat it by a few per cent: gpt2-124m/v100 72.1 against
+  // 75.1 ms). Known before any LP is posted, so that the bound LP, whose
+  // vertex is then never rounded, solves as fast as it can (startLp's
+  // numberOnly); a probe needs no LP at all
+  const whole = persistentBytes <= hw.gpu.capacityBytes ? build(g, hw, allGpu(g)) : undefined;
+  const stays = whole !== undefined && fitsTiers(whole.arenas.arenaBytes, hw);
+  if (stays && opts.probe) return { placement: whole.placement, built: whole };
   // the LPs solve on worker threads while this thread searches a placement;
   // when the state cannot all stay on the GPU, the placement LPs' shares are
   // almost always wanted: they are queued at once, before the bound LP
-  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds });
+  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds, numberOnly: stays });
   mark('LP build');
   try {
-    if (persistentBytes <= hw.gpu.capacityBytes) {
-      // a model that fits stays on the GPU with no traffic (issue 5): its
-      // bound is over those plans (the bound LP with its choices fixed to
-      // this placement's); the bound over every placement goes beside it
-      // (offloading the update can beat it by a few per cent: gpt2-124m/v100
-      // 72.1 against 75.1 ms)
-      const whole = build(g, hw, allGpu(g));
-      if (fitsTiers(whole.arenas.arenaBytes, hw)) return { placement: whole.placement, lp: opts.probe ? undefined : await lp.kept(whole.placement), built: whole };
-    }
+    if (stays) return { placement: whole.placement, lp: await lp.kept(whole.placement), built: whole };
     const cutC = minCutPrepared(g, hw);
     const cutOk = cutC && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cutC.placement.home[t.id] === 'gpu'));
     // no capacity binds (the cut's price is zero): the cut is exact for two
