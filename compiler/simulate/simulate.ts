@@ -19,13 +19,19 @@
 // direction) and frees right after it on its stream join it while they are
 // ready at t and touch nothing an earlier member touches (host bytes of a
 // read, 4096-byte file blocks of a write); up to 64. The batch's i-th copy
-// (from 0) ends one request latency + i x the profile's batch cost per request
-// (nvme.read/writeBatchRequestSeconds, measured by `hw calibrate`; without it,
-// ceil((i + 1) / queue depth) latencies) + the bytes of copies 0..i / bandwidth
-// after the batch starts, as the executor completes each member when its own
-// request (and those before it) are done; a free in the batch ends with the
-// copy before it. The batch, and its stream's busy time, lasts until its last
-// copy ends.
+// (from 0) ends, after the batch starts, when the batch's requests are
+// answered — one request latency + (requests - 1) x the profile's batch cost
+// per request (nvme.read/writeBatchRequestSeconds, measured by `hw calibrate`
+// over whole batches; without it, ceil((i + 1) / queue depth) latencies) — and
+// the bytes of copies 0..i have moved (/ bandwidth); the executor completes
+// each member when its own request (and those before it) are done, but the
+// disk answers a small batch at once, not one request after another (this
+// VM's virtio disk and the device machine's: five 16 KiB O_DIRECT reads on
+// one io_uring complete within a microsecond of each other; traced runs of
+// gpt tiny on NVMe saw a batch's first read end with its last, where in-order
+// answers had predicted it 60-80 us sooner: docs/BENCHMARKS.md, thirty-first
+// session). A free in the batch ends with the copy before it. The batch, and
+// its stream's busy time, lasts until its last copy ends.
 // Merged requests, as the store makes them (native/tiers/nvme_run.h): a copy
 // whose file blocks start where the previous copy's in the batch end goes in
 // that copy's I/O (up to the profile's nvme.blockBytes in all, 64 copies), and
@@ -272,9 +278,10 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
         const latency = (first.write ? hw.nvme.writeLatencySeconds : hw.nvme.readLatencySeconds) ?? 0;
         const perRequest = first.write ? hw.nvme.writeBatchRequestSeconds : hw.nvme.readBatchRequestSeconds;
         const bandwidth = first.write ? hw.nvme.writeBytesPerSec : hw.nvme.readBytesPerSec;
-        const requests = (i: number) => perRequest !== undefined ? latency + i * perRequest : Math.ceil((i + 1) / queueDepth) * latency;
         // per copy: its run (merged I/O) and the bytes moved when that run is done
         const run = mergedRuns(copies, hw.nvme.blockBytes ?? DEFAULT_BLOCK_BYTES);
+        // (the batch's requests answered together; a ring-full at a time without a measured batch cost)
+        const requests = (i: number) => perRequest !== undefined ? latency + run[run.length - 1] * perRequest : Math.ceil((i + 1) / queueDepth) * latency;
         const upTo: number[] = [];   // bytes of copies 0..k
         copies.forEach((c, k) => { upTo[k] = (k > 0 ? upTo[k - 1] : 0) + c.bytes; });
         const lastOf = new Map<number, number>();  // run -> its last copy

@@ -127,7 +127,7 @@ describe('measured costs in the cost model', () => {
     expect(sim.streamBusySeconds.gpu).toBeCloseTo(base.streamBusySeconds.gpu, 15);  // busy = the instructions only
   }, 60_000);
 
-  it('the simulator charges an nvme batch one latency plus the per-request cost of every further request, each member ending with its own request', () => {
+  it('the simulator charges an nvme batch one latency plus the per-request cost of every further request, each member ending when the batch is answered and its own bytes have moved', () => {
     // five ready nvme reads of 4096 bytes, each into its own cpu buffer: one batch (one block
     // apart in the file, so that none is merged with the one before: see the next test)
     const n = 5;
@@ -144,10 +144,11 @@ describe('measured costs in the cost model', () => {
     expect(simulate(none, nowhere, buffers, ins, { ...local, nvme }).stepSeconds).toBeCloseTo(3 * 1e-4 + bytes, 12);
     const sim = simulate(none, nowhere, buffers, ins, { ...local, nvme: { ...nvme, readBatchRequestSeconds: 3e-5 } });
     expect(sim.stepSeconds).toBeCloseTo(1e-4 + (n - 1) * 3e-5 + bytes, 12);
-    // member i ends after one latency, i further requests and the bytes of members 0..i
+    // member i ends after one latency, every further request (the disk answers
+    // a small batch at once) and the bytes of members 0..i
     for (let i = 0; i < n; i++) {
       expect(sim.start[i]).toBe(0);
-      expect(sim.end[i]).toBeCloseTo(1e-4 + i * 3e-5 + ((i + 1) * 4096) / local.nvme.readBytesPerSec, 12);
+      expect(sim.end[i]).toBeCloseTo(1e-4 + (n - 1) * 3e-5 + ((i + 1) * 4096) / local.nvme.readBytesPerSec, 12);
     }
     expect(sim.end[n - 1]).toBe(sim.stepSeconds);
     expect(sim.streamBusySeconds.nvmeRead).toBeCloseTo(sim.stepSeconds, 12);
@@ -176,15 +177,15 @@ describe('measured costs in the cost model', () => {
     const bw = local.nvme.readBytesPerSec;
     const upTo = (k: number) => sizes.slice(0, k + 1).reduce((a, b) => a + b, 0);
     const nvme = { ...local.nvme, readLatencySeconds: 1e-4, readBatchRequestSeconds: 3e-5, blockBytes: 1 << 20 };
-    // two runs: members end with their run, which is one latency + its index x the per-request cost + the bytes so far
+    // two runs, one request each: members end with their run, once the batch's two requests are answered (one latency + one per-request cost) and the bytes up to the run's last copy have moved
     const sim = simulate(none, nowhere, buffers, ins, { ...local, nvme });
-    const runOf = [0, 0, 0, 1, 1], lastOf = [2, 2, 2, 4, 4];
-    for (let i = 0; i < offsets.length; i++) expect(sim.end[i], `member ${i}`).toBeCloseTo(1e-4 + runOf[i] * 3e-5 + upTo(lastOf[i]) / bw, 12);
+    const lastOf = [2, 2, 2, 4, 4];
+    for (let i = 0; i < offsets.length; i++) expect(sim.end[i], `member ${i}`).toBeCloseTo(1e-4 + 3e-5 + upTo(lastOf[i]) / bw, 12);
     expect(sim.stepSeconds).toBeCloseTo(1e-4 + 3e-5 + upTo(4) / bw, 12);
     // a run holds at most blockBytes of file blocks: with 8 KiB, [0, 4096] | [8192] | [16384, 20480]
     const small = simulate(none, nowhere, buffers, ins, { ...local, nvme: { ...nvme, blockBytes: 8192 } });
-    const runOf8 = [0, 0, 1, 2, 2], lastOf8 = [1, 1, 2, 4, 4];
-    for (let i = 0; i < offsets.length; i++) expect(small.end[i], `member ${i}`).toBeCloseTo(1e-4 + runOf8[i] * 3e-5 + upTo(lastOf8[i]) / bw, 12);
+    const lastOf8 = [1, 1, 2, 4, 4];
+    for (let i = 0; i < offsets.length; i++) expect(small.end[i], `member ${i}`).toBeCloseTo(1e-4 + 2 * 3e-5 + upTo(lastOf8[i]) / bw, 12);
     // a merged run costs what one copy of its bytes costs: latency + bytes / bandwidth
     const one = simulate(none, nowhere, buffers, ins.slice(0, 3), { ...local, nvme });
     expect(one.stepSeconds).toBeCloseTo(1e-4 + upTo(2) / bw, 12);
