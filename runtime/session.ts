@@ -5,6 +5,7 @@
 
 import type { Tier } from '../compiler/cost/cost.js';
 import { DTYPE_CODES, OP_CODES, encodeAttrs } from '../compiler/ir/ops.js';
+import { isDelayedUpdate } from '../compiler/lower/dpu.js';
 import type { AdamAttrs, Tensor } from '../compiler/ir/types.js';
 import { numel, shapeStr } from '../compiler/ir/types.js';
 import type { Plan } from '../compiler/plan/types.js';
@@ -62,9 +63,9 @@ export function nativeProgram(plan: Plan, optimizer: AdamAttrs, spillDir: string
     buffers: plan.buffers.map((b) => ({ tensor: b.tensor, tier: TIER_CODE[b.tier], offsetBytes: b.offsetBytes, sizeBytes: b.sizeBytes })),
     ops: plan.graph.ops.map((op) => {
       if (op.kind !== 'adam') return { kind: OP_CODES[op.kind], ...encodeAttrs(op.kind, op.attrs) };
-      // a delayed update (its gradient is state: a DPU steady step's) is marked in iattr[2]
+      // a delayed update (a DPU steady step's) is marked in iattr[2]
       const { iattr, fattr } = encodeAttrs(op.kind, { ...op.attrs, adam: optimizer });
-      return { kind: OP_CODES[op.kind], iattr: [...iattr, plan.graph.tensors[op.inputs[1]].persistent ? 1 : 0], fattr };
+      return { kind: OP_CODES[op.kind], iattr: [...iattr, isDelayedUpdate(plan.graph, op) ? 1 : 0], fattr };
     }),
     instructions: plan.instructions.map((x) => ({
       stream: STREAMS.indexOf(x.stream), kind: KIND_CODE[x.kind], op: x.op, inputs: [...x.inputs], outputs: [...x.outputs], waits: [...x.waits],

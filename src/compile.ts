@@ -203,12 +203,13 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     const warmupSteps = opts.dpuWarmupSteps;
     // the updates the plain step runs on the CPU are delayed (ZeRO-Offload's
     // DPU); those the GPU runs beside its own work stay in place
-    const delays = (u: Op) => placement.opTier[u.id] === 'cpu';
-    const delayedUpdates = graph.ops.filter((o) => o.kind === 'adam' && delays(o)).length;
+    const delayed = new Set(graph.ops.filter((o) => o.kind === 'adam' && placement.opTier[o.id] === 'cpu'));
+    const delays = (u: Op) => delayed.has(u);
+    const delayedUpdates = delayed.size;
     if (delayedUpdates === 0) return { ...plan, dpu: { warmupSteps, declined: { reason: 'nothing-to-delay', delayedUpdates } } };
     const steadyGraph = lowerDpu(graph, delays);
     assertGraph(steadyGraph, 'dpu lowering');
-    const known = steadyPlacementOf(graph, placement, dpuOrder(graph, delays), delays);
+    const known = steadyPlacementOf(graph, placement, dpuOrder(graph, delays), delayed);
     let steadyPlace: Awaited<ReturnType<typeof place>>;
     try {
       steadyPlace = await place(steadyGraph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe, known });
@@ -239,8 +240,8 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
  * and the families build on it (gpt3-6.7b/a100's steady step 0.452 -> 0.392
  * s, below the plain 0.396; docs/BENCHMARKS.md).
  */
-function steadyPlacementOf(g: Graph, p: Placement, order: readonly number[], delays: (u: Op) => boolean): Placement {
-  const masters = new Set(g.ops.filter((o) => o.kind === 'adam' && delays(o)).map((u) => u.inputs[0]));
+function steadyPlacementOf(g: Graph, p: Placement, order: readonly number[], delayed: ReadonlySet<Op>): Placement {
+  const masters = new Set([...delayed].map((u) => u.inputs[0]));
   const remat = p.remat && [...p.remat];
   if (remat) for (const o of g.ops) if (o.phase === 'update' && o.kind !== 'adam' && masters.has(o.inputs[0])) for (const t of o.outputs) remat[t] = false;
   return {

@@ -15,7 +15,7 @@ import { grid, hostBound, large, small } from './cases.mjs';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 process.chdir(root);
 const { compile, trainingGraph, place, planFor } = await import(`${root}/dist/src/compile.js`);
-const { lowerDpu } = await import(`${root}/dist/compiler/lower/dpu.js`);
+const { isDelayedUpdate, lowerDpu } = await import(`${root}/dist/compiler/lower/dpu.js`);
 const { loadProfile } = await import(`${root}/dist/compiler/cost/profiles.js`);
 const { LpWorker } = await import(`${root}/dist/compiler/partition/highs-worker.js`);
 const { ADAM_DEFAULTS } = await import(`${root}/dist/compiler/lower/optimizer.js`);
@@ -43,7 +43,7 @@ for (const c of cases) {
   } finally { solver.close(); }
   const cpu = d.steady ? d.steady.predicted.stepSeconds : d.declined.steadyStepSeconds; // (undefined: it does not fit)
   const kept = d.steady ? cpu : plain;
-  const delayed = d.steady ? d.steady.graph.ops.filter((o) => o.kind === 'adam' && d.steady.graph.tensors[o.inputs[1]].persistent).length : d.declined.delayedUpdates;
+  const delayed = d.steady ? d.steady.graph.ops.filter((o) => isDelayedUpdate(d.steady.graph, o)).length : d.declined.delayedUpdates;
   const cpuCell = cpu === undefined ? `does not fit, ${delayed} delayed` : `${f(cpu)} (${(cpu / plain).toFixed(3)}), ${delayed} delayed`;
   const allCell = all === undefined ? 'does not fit' : `${f(all)} (${(all / plain).toFixed(3)})`;
   console.log(`| ${c.name} | ${f(plain)} | ${allCell} | ${cpuCell} | ${f(kept)} (${(kept / plain).toFixed(3)})${d.steady ? '' : ', declined'} |`);

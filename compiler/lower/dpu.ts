@@ -5,10 +5,10 @@
 // Takes a training-step Graph in fp16/bf16 (the update writes the fp32 master
 // copy, and param16 is cast from it at the start of the step) and which
 // updates to delay (compile: those the step's plan runs on the CPU; default
-// every one). Gives the same ops in a new program order — the delayed groups'
-// casts (reading the master copy as the last step left it), then their
-// updates, then forward and backward with the other groups' casts and updates
-// where they were — with each delayed parameter's gradient made state
+// every one). Gives the same ops in a new program order — every cast (reading
+// the master copy as the last step left it), then the delayed updates, then
+// forward and backward with the other updates where they were (dpuOrder) —
+// with each delayed parameter's gradient made state
 // (persistent, zero at the start): written by this step's backward, read by
 // the next step's update. So from the step after the warm-up, step t+1's
 // forward and backward use those parameters updated with the gradients of
@@ -24,7 +24,7 @@ import type { Graph, Op, Tensor } from '../ir/types.js';
 export function lowerDpu(g: Graph, delays: (adam: Op) => boolean = () => true): Graph {
   if (g.precision === 'fp32') throw diag.usage('--dpu needs --precision fp16 or bf16: the delayed update writes the fp32 master copy while the step reads the half-precision one');
   const order = dpuOrder(g, delays);
-  const grads = new Set(order.map((k) => g.ops[k]).filter((o) => o.kind === 'adam' && delays(o)).map((u) => u.inputs[1]));
+  const grads = new Set(g.ops.filter((o) => o.kind === 'adam' && delays(o)).map((u) => u.inputs[1]));
   const tensors: Tensor[] = g.tensors.map((t) => (grads.has(t.id) ? { ...t, persistent: true, init: { kind: 'constant', value: 0 } } : t));
   const ops: Op[] = order.map((k, id) => ({ ...g.ops[k], id }));
   return { ...g, name: `${g.name} (dpu)`, tensors, ops };
@@ -44,3 +44,6 @@ export function dpuOrder(g: Graph, delays: (adam: Op) => boolean): number[] {
   const first = new Set([...casts, ...delayed]);
   return [...casts, ...delayed, ...g.ops.filter((o) => !first.has(o))].map((o) => o.id);
 }
+
+/** Whether op is a delayed update of a steady step: an adam that reads its gradient as state (the last step's). */
+export const isDelayedUpdate = (g: Graph, op: Op): boolean => op.kind === 'adam' && g.tensors[op.inputs[1]].persistent;

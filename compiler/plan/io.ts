@@ -33,13 +33,12 @@ export function parsePlan(text: string, file: string): Plan {
     const d = plan.dpu as { warmupSteps?: unknown; steady?: unknown; declined?: unknown };
     if (!Number.isInteger(d.warmupSteps) || (d.warmupSteps as number) < 0) throw diag.planInvalid(file, `dpu.warmupSteps: expected a non-negative integer, got ${JSON.stringify(d.warmupSteps)}`);
     if ((d.steady === undefined) === (d.declined === undefined)) throw diag.planInvalid(file, `dpu: expected exactly one of steady and declined, got ${d.steady === undefined ? 'neither' : 'both'}`);
-  }
-  if (plan.dpu?.steady !== undefined) {
-    const d = plan.dpu;
-    const sub = validateSchema(d.steady, PLAN_SCHEMA, 'plan.dpu.steady');
-    if (sub.length) throw diag.planInvalid(file, `does not match the plan schema: ${sub[0]}`);
-    const steadyErrors = verifyPlan(d.steady as Plan);
-    if (steadyErrors.length) throw diag.planInvalid(file, `dpu.steady: ${steadyErrors[0]}`);
+    if (d.steady !== undefined) {
+      const sub = validateSchema(d.steady, PLAN_SCHEMA, 'plan.dpu.steady');
+      if (sub.length) throw diag.planInvalid(file, `does not match the plan schema: ${sub[0]}`);
+      const steadyErrors = verifyPlan(d.steady as Plan);
+      if (steadyErrors.length) throw diag.planInvalid(file, `dpu.steady: ${steadyErrors[0]}`);
+    }
   }
   if (plan.sp !== undefined) {
     const problem = spProblem(plan);

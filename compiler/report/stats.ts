@@ -7,6 +7,7 @@
 import type { Tier } from '../cost/cost.js';
 import { ROLES, type Role } from '../ir/types.js';
 import type { DpuDeclined, Plan, StreamName } from '../plan/types.js';
+import { isDelayedUpdate } from '../lower/dpu.js';
 import { buildProgram } from '../schedule/program.js';
 import { criticalPath } from '../simulate/critical-path.js';
 import { simulate } from '../simulate/simulate.js';
@@ -178,8 +179,7 @@ export function dpuStats(d: NonNullable<Plan['dpu']>): NonNullable<PlanStats['dp
   if (!d.steady) return { warmupSteps: d.warmupSteps, delayedUpdates: d.declined?.delayedUpdates ?? 0, ...(d.declined ? { declined: { ...d.declined } } : {}) };
   const s = d.steady, g = s.graph;
   return {
-    // (a delayed update reads its gradient as state: the last step's)
-    warmupSteps: d.warmupSteps, delayedUpdates: g.ops.filter((o) => o.kind === 'adam' && g.tensors[o.inputs[1]].persistent).length,
+    warmupSteps: d.warmupSteps, delayedUpdates: g.ops.filter((o) => isDelayedUpdate(g, o)).length,
     steady: {
       stepSeconds: s.predicted.stepSeconds,
       tiers: { gpu: { ...s.tiers.gpu }, cpu: { ...s.tiers.cpu }, nvme: { ...s.tiers.nvme } },
