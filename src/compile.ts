@@ -113,7 +113,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
   // means the solver's "optimal" was wrong or a row of the bound LP is not
   // valid (seen with a trial row: HiGHS answered 1.42 s where a plan of the
   // family ran 0.44 s) — never reported as a negative gap
-  const bounded = lp && (lp.status === 'optimal' || lp.opCostFloor);
+  const bounded = lp && (lp.status === 'optimal' || lp.opCostFloor || lp.keptOnGpu);
   if (bounded && sim.stepSeconds < lp.lowerBoundSeconds * (1 - 1e-6))
     throw new Error(`internal: the ${lp.opCostFloor ? 'op-cost floor' : "LP's lower bound"} (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${sim.stepSeconds} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
   for (const t of ['cpu', 'nvme'] as Tier[]) {
@@ -130,7 +130,8 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
         // (a step below the bound within the tolerance above is rounding: gap 0, not '-0.0 %')
         gapPercent: Math.max(0, (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds),
         lp: { ...lp.size, status: lp.status },
-        ...(lp.anyPlacementSeconds !== undefined ? { keptOnGpu: true, anyPlacementLowerBoundSeconds: lp.anyPlacementSeconds } : {}),
+        ...(lp.keptOnGpu ? { keptOnGpu: true } : {}),
+        ...(lp.anyPlacementSeconds !== undefined ? { anyPlacementLowerBoundSeconds: lp.anyPlacementSeconds } : {}),
         ...(lp.opCostFloor ? { opCostFloor: true } : {}),
         ...(lp.widenedBy ? { widenedBy: lp.widenedBy } : {}),
       },
@@ -163,7 +164,7 @@ const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 300;
  * parameter (its half copy, gradient, master32 and two moments in fp16/bf16;
  * the parameter, gradient and moments in fp32), a frozen one's own. Where they
  * fit in the GPU, the model most likely stays there (an all-GPU plan solves
- * two small LPs, for its bounds) and HiGHS keeps its baseline code: all-GPU
+ * one small LP, for its bound over every placement) and HiGHS keeps its baseline code: all-GPU
  * gpt2-1.5b on a V100 compiled cold in 1.51-1.56 s so, 1.80-1.84 s optimised
  * (docs/BENCHMARKS.md, twenty-ninth session).
  */
@@ -187,8 +188,12 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   mark('compile start');
   try {
     const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => {
-      const optimised = forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS && stateBytes(forward) > hw.gpu.capacityBytes;
-      for (const w of [solver, second]) w?.load(optimised);
+      const offGpu = stateBytes(forward) > hw.gpu.capacityBytes;
+      const optimised = forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS && offGpu;
+      solver.load(optimised);
+      // (a model that stays on the GPU solves one LP, on the first thread: the
+      // second loads highs only if it is asked to solve after all)
+      if (offGpu) second?.load(optimised);
     });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
     const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });

@@ -115,7 +115,7 @@ export interface LpOptions {
   widen?: Widening;
   /**
    * Only the bound LP's optimum is wanted, never its vertex (a model kept on
-   * the GPU: LpRun.kept): HiGHS's strongest scaling solves it sooner
+   * the GPU: search.ts keptOnGpu): HiGHS's strongest scaling solves it sooner
    * (gpt2-1.5b/v100: 4042 simplex iterations against 5052). Elsewhere its
    * vertex is rounded into candidates, and another vertex of the same optimum
    * makes other plans (gpt3-6.7b/a100, whose state fits in 80 GB and arenas
@@ -190,10 +190,13 @@ export interface LpSolution {
   keepShare: Float64Array;
   recomputeShare: Float64Array;
   /**
-   * Set where lowerBoundSeconds is over the plans that keep everything on the
-   * GPU (LpRun.kept: a model that fits stays there): the bound LP's optimum
-   * over every placement, which may move state or work off the GPU.
+   * Set where a model that fits stays on the GPU (search.ts keptOnGpu):
+   * lowerBoundSeconds is then over the plans that keep it there, the GPU's
+   * own work (computeFloorSeconds: every op runs there, one at a time), and
+   * the LP's is over every placement (anyPlacementSeconds, where optimal).
    */
+  keptOnGpu?: boolean;
+  /** With keptOnGpu: the bound LP's optimum over every placement, which may move state or work off the GPU. */
   anyPlacementSeconds?: number;
   /**
    * Set where lowerBoundSeconds is opCostFloorSeconds (compiler/simulate): the
@@ -286,13 +289,6 @@ export interface LpRun {
   headroom(): Promise<LpSolution>;
   /** The bound LP's shares with the least total load within its optimum (a second stage, queued on the first call behind what the solver thread has); undefined when that stage fails. */
   boundLeanest(): Promise<LpSolution | undefined>;
-  /**
-   * The bound LP with its choices fixed to p's (as placementBound), solved on
-   * the second solver thread when there is one: the bound over the plans of
-   * p's placement, with anyPlacementSeconds from firstVertex. compile keeps a
-   * model that fits on the GPU there (no traffic), and this is its bound.
-   */
-  kept(p: Placement): Promise<LpSolution>;
   /** Ends the solver thread (unless the caller passed its own). */
   close(): void;
 }
@@ -413,12 +409,6 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const solving = (opts.second ?? solver).solve(lp.data, optionalLimit);
     return quiet((async () => { const r = await solving; return lp.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3); })());
   })());
-  const kept = async (p: Placement): Promise<LpSolution> => {
-    const r = await (opts.second ?? solver).solve({ ...model.data, ...model.fixedTo(p) }, optionalLimit);
-    const any = await firstVertex;
-    if (r.status !== 'optimal') return any; // no bound of its own: the bound over every placement holds for it too
-    return { ...model.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3), ...(any.status === 'optimal' ? { anyPlacementSeconds: any.lowerBoundSeconds } : {}) };
-  };
   const solved = async (run: PlanRun): Promise<LpSolution | undefined> => {
     const first = await run.first;
     if (first.status !== 'optimal') return undefined;
@@ -457,7 +447,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { get bound() { return bound(); }, firstVertex, wideBound, boundLeanest, headroom, kept, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { get bound() { return bound(); }, firstVertex, wideBound, boundLeanest, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {

@@ -115,7 +115,7 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
       description: "the LP's lower bound on the step time and how far the plan's prediction is above it",
       properties: {
         lowerBoundSeconds: { type: 'number', minimum: 0 }, gapPercent: num, lp: { type: 'object', required: ['rows', 'cols', 'nonzeros', 'status'] },
-        keptOnGpu: { type: 'boolean', description: 'the model fits on the GPU and stays there: lowerBoundSeconds is over the plans that keep it there' },
+        keptOnGpu: { type: 'boolean', description: 'the model fits on the GPU and stays there: lowerBoundSeconds is over the plans that keep it there, the GPU\'s own work' },
         anyPlacementLowerBoundSeconds: { type: 'number', minimum: 0, description: 'with keptOnGpu: the bound over every placement' },
         opCostFloor: { type: 'boolean', description: "the plan computes on the CPU, outside the LP's family: lowerBoundSeconds is the op-cost floor over every placement (longest chain of ops at their faster tier; the GPU and CPU sharing the work)" },
         widenedBy: { type: 'array', items: { type: 'string', enum: ['chains', 'split', 'stream', 'cast'] }, description: "the ways the plan leaves the LP's one-level family (recompute through chains, master32 apart from its moments, updates streamed to the GPU, p16 cast on the GPU from master32 copied up): lowerBoundSeconds is the LP's widened by just those" },

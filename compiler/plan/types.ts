@@ -114,7 +114,8 @@ export interface Plan {
     readonly lp: { readonly rows: number; readonly cols: number; readonly nonzeros: number; readonly status: string };
     /**
      * The model fits on the GPU and the plan keeps it there with no traffic:
-     * lowerBoundSeconds is over such plans, anyPlacementLowerBoundSeconds over
+     * lowerBoundSeconds is over such plans (the GPU's own work: every op runs
+     * there, one at a time), anyPlacementLowerBoundSeconds the LP's over
      * every placement (one that moves state or work off the GPU may be faster).
      */
     readonly keptOnGpu?: boolean;

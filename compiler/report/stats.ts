@@ -32,7 +32,9 @@ export interface PlanStats {
   /** The LP's lower bound on the step time (absent in plans made without it). */
   lowerBoundSeconds?: number;
   gapPercent?: number;
-  /** The model fits on the GPU and stays there: the bound above is over such plans, this one over every placement. */
+  /** The model fits on the GPU and stays there: the bound above is over such plans (the GPU's own work). */
+  keptOnGpu?: boolean;
+  /** With keptOnGpu: the LP's bound over every placement. */
   anyPlacementLowerBoundSeconds?: number;
   /** The plan computes on the CPU, outside the LP's family: the bound above is the op-cost floor over every placement, not the LP's. */
   opCostFloor?: boolean;
@@ -153,6 +155,7 @@ export function planStats(plan: Plan): PlanStats {
     ...(plan.tiers.nvme.peakBytes > 0 ? { nvmeIo: { queueDepth: plan.hardware.nvme.queueDepth ?? null, blockBytes: plan.hardware.nvme.blockBytes ?? null } } : {}),
     lambdaSecondsPerByte: p.lambdaSecondsPerByte,
     ...(plan.bound ? { lowerBoundSeconds: plan.bound.lowerBoundSeconds, gapPercent: plan.bound.gapPercent } : {}),
+    ...(plan.bound?.keptOnGpu ? { keptOnGpu: true } : {}),
     ...(plan.bound?.anyPlacementLowerBoundSeconds !== undefined ? { anyPlacementLowerBoundSeconds: plan.bound.anyPlacementLowerBoundSeconds } : {}),
     ...(plan.bound?.opCostFloor ? { opCostFloor: true } : {}),
     ...(plan.lpStatus !== undefined ? { lpStatus: plan.lpStatus } : {}),
