@@ -120,8 +120,13 @@ export interface LpOptions {
    * and it is built without its memory rows, a relaxation (its optimum is
    * still a bound over every placement) that the capacities do not tighten
    * where the model fits in the GPU: the same optimum to 1e-14 on every model
-   * kept there of the gap grid and the tiny ones, and 4266 -> 3572 iterations
-   * on gpt2-1.5b/a100 (0.85 -> 0.68 s at the baseline tier). Elsewhere its
+   * kept there of the gap grid and the tiny ones. Without them it is built
+   * over one segment: the segments then only decide which activations get a
+   * keep / offload / recompute choice, and keeping costs no load where the
+   * others cost copies or GPU work, so every segment count has the same
+   * optimum (to 1e-15 on those models), and one leaves those columns out
+   * (gpt2-1.5b/a100: 8441 -> 6802 rows, 4266 -> 2920 simplex iterations,
+   * a cold compile 1.39 -> 1.23 s). Elsewhere its
    * vertex is rounded into candidates, and another vertex of the same optimum
    * makes other plans (gpt3-6.7b/a100, whose state fits in 80 GB and arenas
    * do not: 0.3956 -> 0.4033 s).
@@ -367,7 +372,8 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     });
   };
   if (opts.refineAtOnce) postPlans(segments);
-  const model = buildLp(g, hw, opts, segments, 'bound', 'gpu', { noMemory: opts.numberOnly });
+  // (numberOnly: no memory rows, so one segment: see LpOptions.numberOnly)
+  const model = buildLp(g, hw, opts, opts.numberOnly ? 1 : segments, 'bound', 'gpu', { noMemory: opts.numberOnly });
   const boundId = solver.nextSolveId;
   const boundFirst = solver.solve(model.data, timeLimit, undefined, opts.numberOnly ? { simplex_scale_strategy: 4 } : undefined, true);
   const firstVertex = quiet((async () => {
