@@ -15,8 +15,8 @@ const root = resolve(process.argv[2] ?? fileURLToPath(new URL('../..', import.me
 process.chdir(root);
 const { compile } = await import(`${root}/dist/src/compile.js`);
 const which = process.argv[3] ?? 'gpt2-1.5b', n = Number(process.argv[4] ?? 3);
-const chosen = large.find((c) => c.opts.preset === which);
-if (!chosen) throw new Error(`repeat.mjs: CASE must be one of ${large.map((c) => c.opts.preset).join(', ')}, got ${which}`);
+const chosen = large.find((c) => c.key === which);
+if (!chosen) throw new Error(`repeat.mjs: CASE must be one of ${large.map((c) => c.key).join(', ')}, got ${which}`);
 for (let i = 0; i < n; i++) {
   const t0 = performance.now(), c0 = process.cpuUsage();
   const plan = await compile(chosen.opts);

@@ -1,23 +1,19 @@
 #!/usr/bin/env node
 // npm run bench:compile — compile time of large plans on this machine, and what
-// the partitioner finds. One process, models built symbolically (no weights).
-// Prints three tables (the large cases, the gap grid of presets x profiles,
-// then cases whose host memory binds);
+// the partitioner finds. Models built symbolically (no weights). Prints three
+// tables (the large cases, each compiled in a fresh process of its own, as
+// `tiercut compile` runs: one.mjs --row; then, in this one process, the gap
+// grid of presets x profiles and the cases whose host memory binds);
 // paste them into docs/BENCHMARKS.md with the command.
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { compile } from '../../dist/src/compile.js';
-import { planStats } from '../../dist/compiler/report/stats.js';
 import { grid, hostBound, large } from './cases.mjs';
 
-const fmt = (b) => (b / 1e9).toFixed(1) + ' GB';
+const root = fileURLToPath(new URL('../..', import.meta.url));
 console.log('| case | compile s | ops | method | gpu peak | cpu peak | nvme peak | predicted step s | LP bound s | gap % |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
-for (const c of large) {
-  const t0 = performance.now();
-  const plan = await compile(c.opts);
-  const seconds = (performance.now() - t0) / 1e3;
-  const s = planStats(plan);
-  console.log(`| ${c.name} | ${seconds.toFixed(1)} | ${plan.graph.ops.length} | ${s.method} | ${fmt(s.tiers.gpu.peakBytes)} | ${fmt(s.tiers.cpu.peakBytes)} | ${fmt(s.tiers.nvme.peakBytes)} | ${s.predicted.stepSeconds.toFixed(2)} | ${s.lowerBoundSeconds?.toFixed(2)} | ${s.gapPercent?.toFixed(0)} |`);
-}
+for (const c of large) process.stdout.write(execFileSync(process.execPath, [fileURLToPath(new URL('./one.mjs', import.meta.url)), root, c.key, '--row'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }));
 
 // the gap grid: presets x profiles at their default capacities (fp16, batch 1)
 console.log('\n| preset | profile | method | predicted step s | LP bound s | gap % | compile s |');
