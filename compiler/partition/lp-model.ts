@@ -30,9 +30,11 @@ export class LinearProgram {
   }
 
   /** lower <= sum(coef * x[col]) <= upper. */
-  row(terms: Iterable<readonly [number, number]>, lower: number, upper: number): number {
+  row(terms: readonly (readonly [number, number])[], lower: number, upper: number): number {
     let n = 0, sorted = true;
-    for (const [c, v] of terms) {
+    // (an indexed loop: for-of with destructuring cost a third of a cold build)
+    for (let i = 0; i < terms.length; i++) {
+      const c = terms[i][0], v = terms[i][1];
       if (v === 0) continue;
       if (n === this.scratchCol.length) { this.scratchCol = grown(this.scratchCol, 2 * n); this.scratchVal = grown(this.scratchVal, 2 * n); }
       if (n > 0 && c <= this.scratchCol[n - 1]) sorted = false;

@@ -549,6 +549,14 @@ export type WideningWay = keyof Widening;
 /** The ways w names, in a fixed order (a plan's bound.widenedBy). */
 export const wideningWays = (w: Widening): WideningWay[] => (['chains', 'split', 'stream', 'cast'] as const).filter((k) => w[k]);
 
+/** Per graph, what every LP built for it reads (and none changes): producers, consumers, parameter groups. */
+const factsOf = new WeakMap<Graph, { prod: Int32Array; cons: number[][]; allGroups: ParamGroup[] }>();
+function graphFacts(g: Graph): { prod: Int32Array; cons: number[][]; allGroups: ParamGroup[] } {
+  let f = factsOf.get(g);
+  if (!f) factsOf.set(g, f = { prod: producers(g), cons: consumers(g), allGroups: paramGroups(g) });
+  return f;
+}
+
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
   const chains = rows === 'bound' && (extras.chains ?? false);
   const split = rows === 'bound' && g.precision !== 'fp32' && (extras.split ?? false);
@@ -556,8 +564,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const castWide = rows === 'bound' && g.precision !== 'fp32' && (extras.cast ?? false);
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
-  const prod = producers(g), cons = consumers(g);
-  const allGroups = paramGroups(g);
+  const { prod, cons, allGroups } = graphFacts(g);
   const small = smallGroups(allGroups, opts.smallGroupsShare ?? SMALL_GROUPS_SHARE);
   const groups = allGroups.filter((_, i) => !small[i]); // the groups the LP places
   const inGroup = new Uint8Array(g.tensors.length);
@@ -821,15 +828,17 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const secondary = new Float64Array(lp.numCols + 1);
   for (const r of resources) {
     const { terms, c: constant } = load[r];
-    for (const [c, v] of terms) secondary[c] += v;
-    if (terms.length || constant) lp.row([[T, 1], ...terms.map(([c, v]): [number, number] => [c, -v * unit])], constant * unit, Infinity);
+    const row: [number, number][] = [[T, 1]];
+    for (let k = 0; k < terms.length; k++) { const [c, v] = terms[k]; secondary[c] += v; row.push([c, -v * unit]); }
+    if (terms.length || constant) lp.row(row, constant * unit, Infinity);
   }
   const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed };
   if (rows === 'bound') { if (!extras.noMemory) boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns); }
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
 
-  const secondaryCost = Float64Array.from({ length: lp.numCols }, (_, c) => (secondary[c] ?? 0) + 1e-12);
+  const secondaryCost = new Float64Array(lp.numCols);
+  for (let c = 0; c < lp.numCols; c++) secondaryCost[c] = (secondary[c] ?? 0) + 1e-12;
   secondaryCost[T] = 0;
   const fixedTo = (p: Placement) => {
     const colLower = Float64Array.from(lp.colLower), colUpper = Float64Array.from(lp.colUpper);
