@@ -36,7 +36,7 @@ export class LinearProgram {
   /** lower <= sum(coef * x[col]) <= upper. */
   row(terms: readonly (readonly [number, number])[], lower: number, upper: number): number {
     let n = 0, sorted = true;
-    // (an indexed loop: for-of with destructuring cost a third of a cold build)
+    // (an indexed loop: for-of's iterator and destructuring cost ~20 % of a cold build)
     for (let i = 0; i < terms.length; i++) {
       const c = terms[i][0], v = terms[i][1];
       if (v === 0) continue;

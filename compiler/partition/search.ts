@@ -75,9 +75,9 @@ function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined
  * plans that keep it there, the GPU's own work (computeFloorSeconds: every op
  * runs on it, one at a time; the all-GPU program runs just that, so its gap
  * is 0), with the bound LP's optimum over every placement beside it (`any`,
- * when optimal; its status stays the LP's). Before, the bound LP with its choices fixed to p's, solved
- * on a second solver thread: 0.02 % lower, and ~0.2 s of a 2-core machine's
- * CPU in a cold compile of gpt2-1.5b.
+ * when optimal; the status stays that LP's). It was the bound LP with its
+ * choices fixed to p's, solved on a second solver thread: 0.02 % lower, and
+ * ~0.2 s of a 2-core machine's CPU in a cold compile of gpt2-1.5b.
  */
 function keptOnGpu(g: Graph, hw: HardwareProfile, p: Placement, any: LpSolution): LpSolution {
   return { ...any, lowerBoundSeconds: computeFloorSeconds(g, p, hw), keptOnGpu: true, ...(any.status === 'optimal' ? { anyPlacementSeconds: any.lowerBoundSeconds } : {}) };
@@ -145,12 +145,12 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   // models too deep for it each built and solved one to learn so)
   if (opts.keepParamsOnGpu && tensorBytes(g, 'param16') > hw.gpu.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, true));
   // a model that fits stays on the GPU with no traffic (issue 5): its bound
-  // is over those plans (keptOnGpu: the GPU's own work); the bound LP's
-  // over every placement goes beside it (offloading
-  // the update can beat it by a few per cent: gpt2-124m/v100 72.1 against
-  // 75.1 ms). Known before any LP is posted, so that the bound LP, whose
-  // vertex is then never rounded, solves as fast as it can (startLp's
-  // numberOnly); a probe needs no LP at all
+  // is over those plans (keptOnGpu: the GPU's own work); the bound LP's over
+  // every placement goes beside it (offloading the update can beat it by a
+  // few per cent: gpt2-124m/v100 72.1 against 75.1 ms). Known before any LP
+  // is posted, so that the bound LP, whose vertex is then never rounded, is
+  // built and solved for its optimum alone (startLp's numberOnly); a probe
+  // needs no LP at all
   const whole = persistentBytes <= hw.gpu.capacityBytes ? build(g, hw, allGpu(g)) : undefined;
   const stays = whole !== undefined && fitsTiers(whole.arenas.arenaBytes, hw);
   if (stays && opts.probe) return { placement: whole.placement, built: whole };
