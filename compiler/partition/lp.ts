@@ -1390,6 +1390,7 @@ export function roundSolution(g: Graph, sol: LpSolution, how: Rounding): Rounded
     if (o + 1e-9 >= r) offload.add(t); else recompute.add(t);
   });
   // a recomputed activation reads its inputs again: none of them may be recomputed too
-  for (const t of [...recompute]) for (const u of g.ops.find((op) => op.outputs.includes(t))!.inputs) if (recompute.has(u)) recompute.delete(t);
+  const { prod } = graphFacts(g);
+  for (const t of [...recompute]) for (const u of g.ops[prod[t]].inputs) if (recompute.has(u)) recompute.delete(t);
   return { p16Tier, stateTier, offload, recompute };
 }
