@@ -47,7 +47,7 @@ import type { ParamGroup } from './lp.js';
  * (built.ts lpBuilt).
  */
 export interface MemoryColumns {
-  allGroups: ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
+  allGroups: readonly ParamGroup[]; small: Uint8Array; groups: ParamGroup[];
   x1: number[][]; x2: number[][]; remat: number[]; saved: number[]; keep: number[]; again: number[];
   PG: number; PC: number; keepParams: boolean;
   /** The wide bound LP with streamed updates: per placed group, the share of its update streamed to the GPU (lp.ts). */

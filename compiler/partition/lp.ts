@@ -191,7 +191,7 @@ export interface LpSolution {
   /** Whether the state needs NVMe (more of it than the GPU and CPU hold). */
   nvmeNeeded: boolean;
   size: { rows: number; cols: number; nonzeros: number };
-  groups: ParamGroup[];
+  groups: readonly ParamGroup[];
   /** Per group, 1 when the LP left it out (smallGroups): its shares say GPU. */
   small: Uint8Array;
   p16Share: Float64Array[];   // per group [gpu, cpu, nvme]
@@ -221,7 +221,17 @@ export interface LpSolution {
   widenedBy?: readonly WideningWay[];
 }
 
-export function paramGroups(g: Graph): ParamGroup[] {
+/** Per graph, its parameter groups (the graph is read-only data: made once, shared, frozen). */
+const groupsOf = new WeakMap<Graph, readonly ParamGroup[]>();
+
+/** One group per Adam op, in program order (made once per graph; the array is frozen). */
+export function paramGroups(g: Graph): readonly ParamGroup[] {
+  let groups = groupsOf.get(g);
+  if (!groups) groupsOf.set(g, groups = Object.freeze(groupsIn(g)));
+  return groups;
+}
+
+function groupsIn(g: Graph): ParamGroup[] {
   const half = g.precision !== 'fp32';
   const castOf = new Map<number, number>(); // master32 -> cast op
   for (const o of g.ops) if (o.kind === 'reshape' && o.phase === 'update') castOf.set(o.inputs[0], o.id);
@@ -550,8 +560,8 @@ export type WideningWay = keyof Widening;
 export const wideningWays = (w: Widening): WideningWay[] => (['chains', 'split', 'stream', 'cast'] as const).filter((k) => w[k]);
 
 /** Per graph, what every LP built for it reads (and none changes): producers, consumers, parameter groups. */
-const factsOf = new WeakMap<Graph, { prod: Int32Array; cons: number[][]; allGroups: ParamGroup[] }>();
-function graphFacts(g: Graph): { prod: Int32Array; cons: number[][]; allGroups: ParamGroup[] } {
+const factsOf = new WeakMap<Graph, { prod: Int32Array; cons: number[][]; allGroups: readonly ParamGroup[] }>();
+function graphFacts(g: Graph): { prod: Int32Array; cons: number[][]; allGroups: readonly ParamGroup[] } {
   let f = factsOf.get(g);
   if (!f) factsOf.set(g, f = { prod: producers(g), cons: consumers(g), allGroups: paramGroups(g) });
   return f;
@@ -894,7 +904,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
  */
 const SMALL_GROUPS_SHARE = 1e-3;
 
-function smallGroups(groups: ParamGroup[], share: number): Uint8Array {
+function smallGroups(groups: readonly ParamGroup[], share: number): Uint8Array {
   const small = new Uint8Array(groups.length);
   const total = groups.reduce((s, q) => s + q.stateBytes, 0);
   const order = groups.map((_, i) => i).sort((a, b) => groups[a].stateBytes - groups[b].stateBytes || a - b);
@@ -1281,7 +1291,7 @@ const TIER_ORDER: Tier[] = ['gpu', 'cpu', 'nvme'];
 const argmax = (v: Float64Array): Tier => { let k = 0; for (let i = 1; i < 3; i++) if (v[i] > v[k] + 1e-9) k = i; return TIER_ORDER[k]; };
 
 /** Integral placement from tier choices per group and keep choices per saved activation. */
-export function placementFrom(g: Graph, groups: ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number, recompute: Set<number> = new Set(), streamed?: readonly boolean[]): Placement {
+export function placementFrom(g: Graph, groups: readonly ParamGroup[], p16Tier: Tier[], stateTier: Tier[], offload: Set<number>, lowerBound: number, recompute: Set<number> = new Set(), streamed?: readonly boolean[]): Placement {
   const opTier: ('gpu' | 'cpu')[] = g.ops.map(() => 'gpu');
   const home: Tier[] = g.tensors.map(() => 'gpu');
   const remat = g.tensors.map(() => false);
