@@ -115,7 +115,7 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
   // family ran 0.44 s) — never reported as a negative gap
   const bounded = lp && (lp.status === 'optimal' || lp.opCostFloor || lp.keptOnGpu);
   if (bounded && sim.stepSeconds < lp.lowerBoundSeconds * (1 - 1e-6))
-    throw new Error(`internal: the ${lp.opCostFloor ? 'op-cost floor' : "LP's lower bound"} (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${sim.stepSeconds} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
+    throw new Error(`internal: the ${lp.opCostFloor ? 'op-cost floor' : lp.keptOnGpu ? "GPU's own work" : "LP's lower bound"} (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${sim.stepSeconds} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
   for (const t of ['cpu', 'nvme'] as Tier[]) {
     if (tiers[t].peakBytes > tiers[t].capacityBytes) throw diag.doesNotFit(`does not fit: the ${t} tier needs ${fmtBytes(tiers[t].peakBytes)}, capacity is ${fmtBytes(tiers[t].capacityBytes)} (short by ${fmtBytes(tiers[t].peakBytes - tiers[t].capacityBytes)}); raise --${t === 'cpu' ? 'cpu-mem' : 'nvme'}`);
   }
@@ -164,9 +164,9 @@ const OPTIMISED_SOLVER_MIN_FORWARD_OPS = 300;
  * parameter (its half copy, gradient, master32 and two moments in fp16/bf16;
  * the parameter, gradient and moments in fp32), a frozen one's own. Where they
  * fit in the GPU, the model most likely stays there (an all-GPU plan solves
- * one small LP, for its bound over every placement) and HiGHS keeps its baseline code: all-GPU
- * gpt2-1.5b on a V100 compiled cold in 1.51-1.56 s so, 1.80-1.84 s optimised
- * (docs/BENCHMARKS.md, twenty-ninth session).
+ * one small LP, for its bound over every placement) and HiGHS keeps its
+ * baseline code: all-GPU gpt2-1.5b on a V100 compiled cold in 1.51-1.56 s so,
+ * 1.80-1.84 s optimised (docs/BENCHMARKS.md, twenty-ninth session).
  */
 function stateBytes(forward: Graph): number {
   let frozen = 0;

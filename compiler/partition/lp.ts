@@ -559,11 +559,11 @@ export type WideningWay = keyof Widening;
 /** The ways w names, in a fixed order (a plan's bound.widenedBy). */
 export const wideningWays = (w: Widening): WideningWay[] => (['chains', 'split', 'stream', 'cast'] as const).filter((k) => w[k]);
 
-/** Per graph, what every LP built for it reads (and none changes): producers, consumers, parameter groups. */
-const factsOf = new WeakMap<Graph, { prod: Int32Array; cons: number[][]; allGroups: readonly ParamGroup[] }>();
-function graphFacts(g: Graph): { prod: Int32Array; cons: number[][]; allGroups: readonly ParamGroup[] } {
+/** Per graph, what every LP built for it and every rounding read (and none changes): producers, consumers. */
+const factsOf = new WeakMap<Graph, { prod: Int32Array; cons: number[][] }>();
+function graphFacts(g: Graph): { prod: Int32Array; cons: number[][] } {
   let f = factsOf.get(g);
-  if (!f) factsOf.set(g, f = { prod: producers(g), cons: consumers(g), allGroups: paramGroups(g) });
+  if (!f) factsOf.set(g, f = { prod: producers(g), cons: consumers(g) });
   return f;
 }
 
@@ -574,7 +574,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   const castWide = rows === 'bound' && g.precision !== 'fp32' && (extras.cast ?? false);
   const K = Math.max(1, Math.min(segments, g.ops.length));
   const seg = segmentsOf(g, hw, K);
-  const { prod, cons, allGroups } = graphFacts(g);
+  const { prod, cons } = graphFacts(g);
+  const allGroups = paramGroups(g);
   const small = smallGroups(allGroups, opts.smallGroupsShare ?? SMALL_GROUPS_SHARE);
   const groups = allGroups.filter((_, i) => !small[i]); // the groups the LP places
   const inGroup = new Uint8Array(g.tensors.length);
