@@ -93,8 +93,17 @@ export async function trainingGraph(opts: CompileOptions, onForward?: (forward: 
   return { graph: step, preset: imported.preset, config: imported.config, ...(sharding ? { sharding } : {}) };
 }
 
-/** The plan of a placement; `built` (from place) is its program, arenas and simulation, when already made for this graph and placement. */
+/** The plan of a placement and its bound; `built` (from place) is its program, arenas and simulation, when already made for this graph and placement. */
 export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, lp?: LpSolution, built?: Built): Plan {
+  return withBound(unboundPlan(g, hw, p, model, optimizer, built), lp);
+}
+
+/**
+ * The plan of a placement without its bound, assembled and verified (the
+ * verifier reads no bound): compile makes it while the bound of a model kept
+ * on the GPU still solves (place's promise), then adds the bound (withBound).
+ */
+function unboundPlan(g: Graph, hw: HardwareProfile, p: Placement, model: Plan['model'], optimizer: AdamAttrs, built?: Built): Plan {
   const b = built && built.placement === p ? built : build(g, hw, p);
   const arenas = b.arenas;
   const sim = simulated(g, hw, b);
@@ -109,13 +118,6 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
   }
   for (const t of g.tensors) if (t.role === 'input') traffic.inputBytes += t.sizeBytes;
   const tiers = Object.fromEntries((['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => [t, { capacityBytes: hw[t].capacityBytes, peakBytes: arenas.arenaBytes[t] }])) as Plan['tiers'];
-  // the bound holds for every plan of the family: a plan simulated below it
-  // means the solver's "optimal" was wrong or a row of the bound LP is not
-  // valid (seen with a trial row: HiGHS answered 1.42 s where a plan of the
-  // family ran 0.44 s) — never reported as a negative gap
-  const bounded = lp && (lp.status === 'optimal' || lp.opCostFloor || lp.keptOnGpu);
-  if (bounded && sim.stepSeconds < lp.lowerBoundSeconds * (1 - 1e-6))
-    throw new Error(`internal: the ${lp.opCostFloor ? 'op-cost floor' : lp.keptOnGpu ? "GPU's own work" : "LP's lower bound"} (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${sim.stepSeconds} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
   for (const t of ['cpu', 'nvme'] as Tier[]) {
     if (tiers[t].peakBytes > tiers[t].capacityBytes) throw diag.doesNotFit(`does not fit: the ${t} tier needs ${fmtBytes(tiers[t].peakBytes)}, capacity is ${fmtBytes(tiers[t].capacityBytes)} (short by ${fmtBytes(tiers[t].peakBytes - tiers[t].capacityBytes)}); raise --${t === 'cpu' ? 'cpu-mem' : 'nvme'}`);
   }
@@ -123,12 +125,32 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
     formatVersion: FORMAT_VERSION, generator: 'tiercut 0.1.0', model, hardware: hw, optimizer, graph: g, placement: p,
     tiers, buffers: arenas.buffers, instructions: arenas.instructions, traffic: traffic as Traffic,
     predicted: { stepSeconds: sim.stepSeconds, streamBusySeconds: sim.streamBusySeconds, peakBytes: arenas.arenaBytes },
+  };
+  mark('plan assembled');
+  const problems = verifyPlan(plan);
+  mark('plan verified');
+  if (problems.length) throw new Error(`internal: the emitted plan fails verification:\n  ${problems.slice(0, 8).join('\n  ')}`);
+  return plan;
+}
+
+/** A plan (unboundPlan's) with its bound: lpStatus where the LP was not optimal, and plan.bound where it bounds the plan. */
+function withBound(plan: Plan, lp?: LpSolution): Plan {
+  const step = plan.predicted.stepSeconds;
+  // the bound holds for every plan of the family: a plan simulated below it
+  // means the solver's "optimal" was wrong or a row of the bound LP is not
+  // valid (seen with a trial row: HiGHS answered 1.42 s where a plan of the
+  // family ran 0.44 s) — never reported as a negative gap
+  const bounded = lp && (lp.status === 'optimal' || lp.opCostFloor || lp.keptOnGpu);
+  if (bounded && step < lp.lowerBoundSeconds * (1 - 1e-6))
+    throw new Error(`internal: the ${lp.opCostFloor ? 'op-cost floor' : lp.keptOnGpu ? "GPU's own work" : "LP's lower bound"} (${lp.lowerBoundSeconds} s) lies above this plan's simulated step (${step} s): the solver's optimum is wrong or a bound row is not valid; please report the model and profile`);
+  return {
+    ...plan,
     ...(lp && lp.status !== 'optimal' ? { lpStatus: lp.status } : {}),
     ...(bounded ? {
       bound: {
         lowerBoundSeconds: lp.lowerBoundSeconds,
         // (a step below the bound within the tolerance above is rounding: gap 0, not '-0.0 %')
-        gapPercent: Math.max(0, (100 * (sim.stepSeconds - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds),
+        gapPercent: Math.max(0, (100 * (step - lp.lowerBoundSeconds)) / lp.lowerBoundSeconds),
         lp: { ...lp.size, status: lp.status },
         ...(lp.keptOnGpu ? { keptOnGpu: true } : {}),
         ...(lp.anyPlacementSeconds !== undefined ? { anyPlacementLowerBoundSeconds: lp.anyPlacementSeconds } : {}),
@@ -137,11 +159,6 @@ export function planFor(g: Graph, hw: HardwareProfile, p: Placement, model: Plan
       },
     } : {}),
   };
-  mark('plan assembled');
-  const problems = verifyPlan(plan);
-  mark('plan verified');
-  if (problems.length) throw new Error(`internal: the emitted plan fails verification:\n  ${problems.slice(0, 8).join('\n  ')}`);
-  return plan;
 }
 
 /**
@@ -199,7 +216,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
     const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
     const model = { source: opts.model, preset, config };
-    const plan = planFor(graph, hw, placement, model, optimizer, lp, built);
+    const plan = withBound(unboundPlan(graph, hw, placement, model, optimizer, built), await lp);
     if (sharding) {
       checkRingWorkspace(plan);
       return { ...plan, sp: spSection(plan, sharding) };
@@ -224,7 +241,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       if (!(e instanceof UserError) || e.code !== DOES_NOT_FIT) throw e;
       return { ...plan, dpu: { warmupSteps, declined: { reason: 'does-not-fit', delayedUpdates, message: e.message } } };
     }
-    const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, steadyPlace.lp, steadyPlace.built);
+    const steady = planFor(steadyGraph, hw, steadyPlace.placement, model, optimizer, await steadyPlace.lp, steadyPlace.built);
     // delaying them must pay: the steady step's order (every cast first, the
     // delayed updates before the forward, their gradients written over the
     // ones they read) can cost more than the overlap gains (gpt3-13b/h200:

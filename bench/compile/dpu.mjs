@@ -37,7 +37,7 @@ for (const c of cases) {
   try {
     const g = lowerDpu(graph);
     const placed = await place(g, hw, { solver });
-    all = planFor(g, hw, placed.placement, { source: 'x', preset: 'y', config: {} }, ADAM_DEFAULTS, placed.lp, placed.built).predicted.stepSeconds;
+    all = planFor(g, hw, placed.placement, { source: 'x', preset: 'y', config: {} }, ADAM_DEFAULTS, await placed.lp, placed.built).predicted.stepSeconds;
   } catch (e) {
     if (!/^does not fit/.test(e.message)) throw e;
   } finally { solver.close(); }

@@ -63,7 +63,8 @@ for (const { name, opts } of cells) {
   const hw = loadProfile(opts.hw, opts);
   const solver = new LpWorker();
   try {
-    const { placement, lp, built } = await place(g, hw, { solver });
+    const placed = await place(g, hw, { solver });
+    const { placement, built } = placed, lp = await placed.lp;
     const ways = lp?.widenedBy ?? [];
     const widen = Object.fromEntries(ways.map((k) => [k, true]));
     const own = lp?.opCostFloor ? 'cpu ops' : await placementBound(g, hw, placement, solver, { widen });

@@ -189,7 +189,8 @@ function followUpOf(data: HighsModelData, prev: { objective: number; iterations:
 }
 
 export class LpWorker {
-  private worker: Worker;
+  /** The solver thread; a deferLoad worker's starts on its first load() or solve (until then it costs nothing). */
+  private thread?: Worker;
   private readonly pending = new Map<number, { resolve(r: HighsResult): void; reject(e: Error): void }>();
   /** The messages of the pending solves, by id (posted again to a fresh thread when one is stopped). */
   private readonly sent = new Map<number, { timeLimit: number; data: HighsModelData; after?: SolveAfter & { id: number } } & Record<string, unknown>>();
@@ -202,11 +203,27 @@ export class LpWorker {
   /** What load() asked for, so that a fresh thread loads highs the same way. */
   private loaded?: boolean;
 
-  /** deferLoad: highs is loaded on load() or the first solve, not at once (see WORKER_SOURCE). */
+  /**
+   * deferLoad: the thread starts, and highs loads on it, on load() or the
+   * first solve, not at once (see WORKER_SOURCE). A thread's start costs
+   * ~0.1 s of CPU (Node's bootstrap of a worker): compile makes a second
+   * solver for fp16/bf16 and asks it for nothing where the model stays on the
+   * GPU, on two cores beside the graph's build and the first solve
+   * (gpt2-1.5b on a100-80g, a cold compile: docs/BENCHMARKS.md, thirty-third
+   * session).
+   */
   constructor(opts: { deferLoad?: boolean } = {}) {
     const highsPath = createRequire(import.meta.url).resolve('highs');
     this.workerData = { highsPath, liftoffOnly: true, tierUp: tierUpForced(), deferLoad: opts.deferLoad ?? false };
-    this.worker = this.start();
+    if (!opts.deferLoad) this.thread = this.start();
+  }
+
+  private closed = false;
+
+  /** The solver thread, started now if it has not been (never after close()). */
+  private get worker(): Worker {
+    if (this.closed) throw new Error('internal: an LP solve asked of a closed solver thread');
+    return (this.thread ??= this.start());
   }
 
   private start(): Worker {
@@ -255,11 +272,11 @@ export class LpWorker {
     const old = this.worker;
     old.removeAllListeners();
     void old.terminate();
+    this.thread = undefined;
     this.pending.delete(id);
     this.sent.delete(id);
     mark(`HiGHS solve ${id} stopped at its time limit (${msg.timeLimit} s)`);
     p.resolve(timedOut(msg.data.numCols));
-    this.worker = this.start();
     if (this.loaded !== undefined) this.worker.postMessage({ load: true, liftoffOnly: !this.loaded });
     for (const [k, m] of [...this.sent].sort((a, b) => a[0] - b[0])) {
       // (a follow-up whose first is queued too goes as it was: its first goes ahead of it)
@@ -350,13 +367,14 @@ export class LpWorker {
       this.sent.set(id, msg);
       this.worker.ref();
       this.worker.postMessage({ id, ...msg });
-    }).finally(() => { if (this.pending.size === 0) this.worker.unref(); }) as Promise<HighsResult>;
+    }).finally(() => { if (this.pending.size === 0) this.thread?.unref(); }) as Promise<HighsResult>;
   }
 
   close(): void {
     if (this.limit) clearTimeout(this.limit.timer);
     this.limit = undefined;
-    void this.worker.terminate();
+    this.closed = true;
+    void this.thread?.terminate();
   }
 
   private failAll(e: Error): void {

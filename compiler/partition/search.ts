@@ -79,8 +79,8 @@ function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined
  * choices fixed to p's, solved on a second solver thread: 0.02 % lower, and
  * ~0.2 s of a 2-core machine's CPU in a cold compile of gpt2-1.5b.
  */
-function keptOnGpu(g: Graph, hw: HardwareProfile, p: Placement, any: LpSolution): LpSolution {
-  return { ...any, lowerBoundSeconds: computeFloorSeconds(g, p, hw), keptOnGpu: true, ...(any.status === 'optimal' ? { anyPlacementSeconds: any.lowerBoundSeconds } : {}) };
+function keptOnGpu(floorSeconds: number, any: LpSolution): LpSolution {
+  return { ...any, lowerBoundSeconds: floorSeconds, keptOnGpu: true, ...(any.status === 'optimal' ? { anyPlacementSeconds: any.lowerBoundSeconds } : {}) };
 }
 
 /** The min-cut candidate with its arenas (the same as build's). */
@@ -91,7 +91,18 @@ function cutBuilt(hw: HardwareProfile, c: CutCandidate): Built {
 }
 
 
-export interface Placed { placement: Placement; /** the plan's bound (none for a probe) */ lp?: LpSolution; /** the placement's program and arenas, when place built them */ built?: Built }
+export interface Placed {
+  placement: Placement;
+  /**
+   * The plan's bound (none for a probe). A model kept on the GPU gets it as
+   * a promise, its LP (over every placement) still solving: planFor builds
+   * and checks the plan meanwhile (gpt2-1.5b/a100: its ~0.09 s of assembly
+   * and verification off a cold compile's wall time).
+   */
+  lp?: LpSolution | Promise<LpSolution>;
+  /** the placement's program and arenas, when place built them */
+  built?: Built;
+}
 
 /**
  * The candidate families build on the best plan so far, so what they find
@@ -150,17 +161,31 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   // few per cent: gpt2-124m/v100 72.1 against 75.1 ms). Known before any LP
   // is posted, so that the bound LP, whose vertex is then never rounded, is
   // built and solved for its optimum alone (startLp's numberOnly); a probe
-  // needs no LP at all
-  const whole = persistentBytes <= hw.gpu.capacityBytes ? build(g, hw, allGpu(g)) : undefined;
+  // needs no LP at all. Where the step's liveness estimate fits the GPU, that
+  // LP is posted before the all-GPU program and its arenas are built, which
+  // then overlap its solve (gpt2-1.5b/a100: posted ~0.13 s sooner); the
+  // arenas have the last word, and where they do not fit after all (they hold
+  // a little more than the estimate: alignment, order), that solve is wasted
+  // and the LPs below queue behind it
+  const lpOptions = { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds };
+  const kept = persistentBytes <= hw.gpu.capacityBytes ? allGpu(g) : undefined;
+  const early = kept && !opts.probe && tierPeakEstimate(g, kept, 'gpu') <= hw.gpu.capacityBytes ? startLp(g, hw, { ...lpOptions, numberOnly: true }) : undefined;
+  const whole = kept && build(g, hw, kept);
   const stays = whole !== undefined && fitsTiers(whole.arenas.arenaBytes, hw);
   if (stays && opts.probe) return { placement: whole.placement, built: whole };
   // the LPs solve on worker threads while this thread searches a placement;
   // when the state cannot all stay on the GPU, the placement LPs' shares are
   // almost always wanted: they are queued at once, before the bound LP
-  const lp = startLp(g, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds, numberOnly: stays });
+  const lp = stays && early ? early : startLp(g, hw, { ...lpOptions, numberOnly: stays });
   mark('LP build');
   try {
-    if (stays) return { placement: whole.placement, lp: keptOnGpu(g, hw, whole.placement, await lp.firstVertex), built: whole };
+    if (stays) {
+      const floor = computeFloorSeconds(g, whole.placement, hw);
+      // (its caller may fail before it awaits this: a failed solve is then no unhandled rejection)
+      const bound = lp.firstVertex.then((any) => keptOnGpu(floor, any));
+      bound.catch(() => {});
+      return { placement: whole.placement, lp: bound, built: whole };
+    }
     const cutC = minCutPrepared(g, hw);
     const cutOk = cutC && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cutC.placement.home[t.id] === 'gpu'));
     // no capacity binds (the cut's price is zero): the cut is exact for two

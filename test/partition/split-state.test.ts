@@ -79,7 +79,7 @@ describe('state split by tensor', () => {
     const peak = readBuffersPeak(b.prog);
     expect(peak).toBeGreaterThan(0);
     expect(b.arenas.ringBytes).toBeLessThanOrEqual(3 * peak);
-    const plan = planFor(g, hw, b.placement, { source: opts.model, preset: opts.preset, config: {} }, ADAM_DEFAULTS, placed.lp, b);
+    const plan = planFor(g, hw, b.placement, { source: opts.model, preset: opts.preset, config: {} }, ADAM_DEFAULTS, await placed.lp, b);
     expect(verifyPlan(plan)).toEqual([]);
     // (the candidate families again from the second-fastest rounding, then the
     // ring's spare given back to NVMe moments: 6.216 -> 5.720 -> 5.210 s)
