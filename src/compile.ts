@@ -201,16 +201,18 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   // whose state does not fit in the GPU
   // (in fp16/bf16 a second thread solves the second placement LP beside the first)
   const solver = new LpWorker({ deferLoad: true });
-  const second = (opts.precision ?? 'fp32') !== 'fp32' ? new LpWorker({ deferLoad: true }) : undefined;
+  let second: LpWorker | undefined;
   mark('compile start');
   try {
     const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => {
       const offGpu = stateBytes(forward) > hw.gpu.capacityBytes;
       const optimised = forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS && offGpu;
       solver.load(optimised);
-      // (a model that stays on the GPU solves one LP, on the first thread: the
-      // second loads highs only if it is asked to solve after all)
-      if (offGpu) second?.load(optimised);
+      // (a model that stays on the GPU solves one LP, on the first thread: no
+      // second thread, whose start alone costs ~0.1 s of CPU beside the
+      // graph's build and that solve, gpt2-1.5b/a100's; where the state fits
+      // and the arenas do not after all, the first thread solves every LP)
+      if (offGpu && (opts.precision ?? 'fp32') !== 'fp32') (second = new LpWorker({ deferLoad: true })).load(optimised);
     });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
     const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });

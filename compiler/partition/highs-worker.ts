@@ -90,8 +90,35 @@ const load = (liftoffOnly) => (highsReady ??= (() => {
     : liftoffOnly ? ['--liftoff', '--liftoff-only', '--no-wasm-dynamic-tiering'] : ['--no-liftoff', '--no-liftoff-only', '--no-wasm-dynamic-tiering'];
   for (const f of flags) v8.setFlagsFromString(f);
   const mod = require(workerData.highsPath);
-  return (mod.default ?? mod)();
+  return (mod.default ?? mod)().then(warmUp);
 })());
+// A small LP of the bound LP's shape (shares summing to 1, loads, an
+// epigraph, a suffix chain), solved once as highs loads: V8 compiles each
+// function of HiGHS on its first call, and this makes those calls while the
+// thread waits for the main thread's first LP, not inside that solve
+// (gpt2-1.5b/a100's one LP: ~0.07 s sooner; docs/BENCHMARKS.md, thirty-third
+// session). Its answer is not read; each solve's model is its own.
+const warmUp = (highs) => {
+  const n = 40, starts = [0], indices = [], values = [], lower = [], upper = [];
+  const row = (terms, lo, hi) => { for (const [c, v] of terms) { indices.push(c); values.push(v); } starts.push(indices.length); lower.push(lo); upper.push(hi); };
+  const x = (g) => 1 + 3 * g, y = (g) => 2 + 3 * g, s = (g) => 3 + 3 * g, b = (g) => 2 + ((g * 3) % 7) / 3;
+  const each = (f) => Array.from({ length: n }, (_, g) => f(g));
+  for (let g = 0; g < n; g++) row([[x(g), 1], [y(g), 1]], 1, 1);
+  row([[0, 1], ...each((g) => [x(g), -(1 + ((g * 7) % 5) / 4)])], 0.3 * n, Infinity);
+  row([[0, 1], ...each((g) => [y(g), -b(g)])], 0, Infinity);
+  row([[0, 1], ...each((g) => [y(g), -(0.5 + ((g * 5) % 3) / 2)])], 0, Infinity);
+  for (let g = n - 1; g >= 0; g--) {
+    row(g + 1 < n ? [[s(g), 1], [y(g), -b(g)], [s(g + 1), -1]] : [[s(g), 1], [y(g), -b(g)]], 0, 0);
+    row([[0, 1], [s(g), -1]], 0.2 * g, Infinity);
+  }
+  const cols = 1 + 3 * n, colCost = new Float64Array(cols), colUpper = new Float64Array(cols).fill(Infinity);
+  colCost[0] = 1;
+  for (let g = 0; g < n; g++) colUpper[x(g)] = colUpper[y(g)] = 1;
+  const model = highs.createModel({ numCols: cols, numRows: lower.length, colCost, colLower: new Float64Array(cols), colUpper, rowLower: Float64Array.from(lower), rowUpper: Float64Array.from(upper),
+    matrix: { format: 'csr', numRows: lower.length, numCols: cols, starts: Int32Array.from(starts), indices: Int32Array.from(indices), values: Float64Array.from(values) } });
+  try { model.options.set({ output_flag: false, simplex_scale_strategy: 4 }); model.run(); } catch {} finally { model.dispose(); }
+  return highs;
+};
 if (!workerData.deferLoad) load(workerData.liftoffOnly);
 const done = new Map(); // id -> { status, objective, iterations } of solves a follow-up may name
 parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimit, iterationLimit, options, after, keep }) => {
@@ -189,8 +216,7 @@ function followUpOf(data: HighsModelData, prev: { objective: number; iterations:
 }
 
 export class LpWorker {
-  /** The solver thread; a deferLoad worker's starts on its first load() or solve (until then it costs nothing). */
-  private thread?: Worker;
+  private worker: Worker;
   private readonly pending = new Map<number, { resolve(r: HighsResult): void; reject(e: Error): void }>();
   /** The messages of the pending solves, by id (posted again to a fresh thread when one is stopped). */
   private readonly sent = new Map<number, { timeLimit: number; data: HighsModelData; after?: SolveAfter & { id: number } } & Record<string, unknown>>();
@@ -203,27 +229,11 @@ export class LpWorker {
   /** What load() asked for, so that a fresh thread loads highs the same way. */
   private loaded?: boolean;
 
-  /**
-   * deferLoad: the thread starts, and highs loads on it, on load() or the
-   * first solve, not at once (see WORKER_SOURCE). A thread's start costs
-   * ~0.1 s of CPU (Node's bootstrap of a worker): compile makes a second
-   * solver for fp16/bf16 and asks it for nothing where the model stays on the
-   * GPU, on two cores beside the graph's build and the first solve
-   * (gpt2-1.5b on a100-80g, a cold compile: docs/BENCHMARKS.md, thirty-third
-   * session).
-   */
+  /** deferLoad: highs is loaded on load() or the first solve, not at once (see WORKER_SOURCE). */
   constructor(opts: { deferLoad?: boolean } = {}) {
     const highsPath = createRequire(import.meta.url).resolve('highs');
     this.workerData = { highsPath, liftoffOnly: true, tierUp: tierUpForced(), deferLoad: opts.deferLoad ?? false };
-    if (!opts.deferLoad) this.thread = this.start();
-  }
-
-  private closed = false;
-
-  /** The solver thread, started now if it has not been (never after close()). */
-  private get worker(): Worker {
-    if (this.closed) throw new Error('internal: an LP solve asked of a closed solver thread');
-    return (this.thread ??= this.start());
+    this.worker = this.start();
   }
 
   private start(): Worker {
@@ -272,7 +282,7 @@ export class LpWorker {
     const old = this.worker;
     old.removeAllListeners();
     void old.terminate();
-    this.thread = undefined;
+    this.worker = this.start();
     this.pending.delete(id);
     this.sent.delete(id);
     mark(`HiGHS solve ${id} stopped at its time limit (${msg.timeLimit} s)`);
@@ -367,14 +377,13 @@ export class LpWorker {
       this.sent.set(id, msg);
       this.worker.ref();
       this.worker.postMessage({ id, ...msg });
-    }).finally(() => { if (this.pending.size === 0) this.thread?.unref(); }) as Promise<HighsResult>;
+    }).finally(() => { if (this.pending.size === 0) this.worker.unref(); }) as Promise<HighsResult>;
   }
 
   close(): void {
     if (this.limit) clearTimeout(this.limit.timer);
     this.limit = undefined;
-    this.closed = true;
-    void this.thread?.terminate();
+    void this.worker.terminate();
   }
 
   private failAll(e: Error): void {
