@@ -126,7 +126,9 @@ export interface LpOptions {
    * others cost copies or GPU work, so every segment count has the same
    * optimum (to 1e-15 on those models), and one leaves those columns out
    * (gpt2-1.5b/a100: 8441 -> 6802 rows, 4266 -> 2920 simplex iterations,
-   * a cold compile 1.39 -> 1.23 s). Elsewhere its
+   * a cold compile 1.39 -> 1.23 s), and without the choices no solution
+   * needs then (buildLp: state on NVMe, p16 resting on the CPU; 1772
+   * iterations). Elsewhere its
    * vertex is rounded into candidates, and another vertex of the same optimum
    * makes other plans (gpt3-6.7b/a100, whose state fits in 80 GB and arenas
    * do not: 0.3956 -> 0.4033 s).
