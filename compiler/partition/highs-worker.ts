@@ -282,11 +282,11 @@ export class LpWorker {
     const old = this.worker;
     old.removeAllListeners();
     void old.terminate();
-    this.worker = this.start();
     this.pending.delete(id);
     this.sent.delete(id);
     mark(`HiGHS solve ${id} stopped at its time limit (${msg.timeLimit} s)`);
     p.resolve(timedOut(msg.data.numCols));
+    this.worker = this.start();
     if (this.loaded !== undefined) this.worker.postMessage({ load: true, liftoffOnly: !this.loaded });
     for (const [k, m] of [...this.sent].sort((a, b) => a[0] - b[0])) {
       // (a follow-up whose first is queued too goes as it was: its first goes ahead of it)

@@ -71,12 +71,13 @@ function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined
 }
 
 /**
- * The bound of a model that stays on the GPU (p: everything there): over the
- * plans that keep it there, the GPU's own work (computeFloorSeconds: every op
- * runs on it, one at a time; the all-GPU program runs just that, so its gap
- * is 0), with the bound LP's optimum over every placement beside it (`any`,
- * when optimal; the status stays that LP's). It was the bound LP with its
- * choices fixed to p's, solved on a second solver thread: 0.02 % lower, and
+ * The bound of a model that stays on the GPU: over the plans that keep it
+ * there, the GPU's own work (floorSeconds, computeFloorSeconds of the all-GPU
+ * placement: every op runs on it, one at a time; the all-GPU program runs
+ * just that, so its gap is 0), with the bound LP's optimum over every
+ * placement beside it (`any`, when optimal; the status stays that LP's). It
+ * was the bound LP with its
+ * choices fixed to the all-GPU placement's, solved on a second solver thread: 0.02 % lower, and
  * ~0.2 s of a 2-core machine's CPU in a cold compile of gpt2-1.5b.
  */
 function keptOnGpu(floorSeconds: number, any: LpSolution): LpSolution {
