@@ -74,6 +74,19 @@ describe('LP partition over gpu, cpu and nvme', () => {
     expect(b.lowerBoundSeconds).toBeCloseTo(gpuBusy, 12);
     expect(b.gapPercent).toBeLessThan(1e-6);
     expect(b.lp.status).toBe('optimal'); // (the LP over every placement)
+    // that LP is built without memory rows, over one segment, and without the
+    // choices no solution then needs (state on NVMe, p16 resting on the CPU):
+    // the same optimum as the whole bound LP's, every choice and capacity in
+    const g = (await trainingGraph({ model: 'models/gpt.ts', preset: 'gpt2-124m', hw: 'v100-32g', precision: 'fp16' })).graph;
+    const solver = new LpWorker();
+    try {
+      const whole = await startLp(g, loadProfile('v100-32g'), { solver }).firstVertex;
+      expect(whole.status).toBe('optimal');
+      expect(whole.size.rows).toBeGreaterThan(b.lp.rows);
+      expect(Math.abs(b.anyPlacementLowerBoundSeconds! - whole.lowerBoundSeconds)).toBeLessThan(1e-9 * whole.lowerBoundSeconds);
+    } finally {
+      solver.close();
+    }
     const text = textReport(planStats(plan));
     expect(text).toMatch(/lower bound \(the GPU's own work, over the plans that keep this model on the GPU, where it fits\)/);
     expect(text).toMatch(/lower bound over every placement \(LP\): /);
