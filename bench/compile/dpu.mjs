@@ -19,6 +19,8 @@ const { isDelayedUpdate, lowerDpu } = await import(`${root}/dist/compiler/lower/
 const { loadProfile } = await import(`${root}/dist/compiler/cost/profiles.js`);
 const { LpWorker } = await import(`${root}/dist/compiler/partition/highs-worker.js`);
 const { ADAM_DEFAULTS } = await import(`${root}/dist/compiler/lower/optimizer.js`);
+const { diag, UserError } = await import(`${root}/dist/src/diagnostics.js`);
+const DOES_NOT_FIT = diag.doesNotFit('').code;
 
 const only = process.argv.slice(2);
 const cases = [...large, ...grid, ...hostBound, ...small].filter((c) => (c.opts.precision ?? 'fp32') !== 'fp32' && (!only.length || only.some((s) => c.name.includes(s))));
@@ -39,7 +41,7 @@ for (const c of cases) {
     const placed = await place(g, hw, { solver });
     all = planFor(g, hw, placed.placement, { source: 'x', preset: 'y', config: {} }, ADAM_DEFAULTS, await placed.lp, placed.built).predicted.stepSeconds;
   } catch (e) {
-    if (!/^does not fit/.test(e.message)) throw e;
+    if (!(e instanceof UserError) || e.code !== DOES_NOT_FIT) throw e;
   } finally { solver.close(); }
   const cpu = d.steady ? d.steady.predicted.stepSeconds : d.declined.steadyStepSeconds; // (undefined: it does not fit)
   const kept = d.steady ? cpu : plain;
