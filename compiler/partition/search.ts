@@ -171,6 +171,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   const lpOptions = { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds };
   const kept = persistentBytes <= hw.gpu.capacityBytes ? allGpu(g) : undefined;
   const early = kept && !opts.probe && tierPeakEstimate(g, kept, 'gpu') <= hw.gpu.capacityBytes ? startLp(g, hw, { ...lpOptions, numberOnly: true }) : undefined;
+  if (early) mark('LP build (kept on the GPU?)');
   const whole = kept && build(g, hw, kept);
   const stays = whole !== undefined && fitsTiers(whole.arenas.arenaBytes, hw);
   if (stays && opts.probe) return { placement: whole.placement, built: whole };
