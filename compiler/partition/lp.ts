@@ -115,27 +115,26 @@ export interface LpOptions {
   widen?: Widening;
   /**
    * Only the bound LP's optimum is wanted (firstVertex's), never its vertex
-   * (a model kept on the GPU: search.ts keptOnGpu): HiGHS's strongest scaling
-   * and its primal simplex solve it sooner (gpt2-1.5b/v100: 4042 simplex
-   * iterations against 5052 with that scaling; once its dominated choices
-   * are out, the primal simplex took 0.17-0.23 s against 0.23-0.29 s for the
-   * dual on gpt2-1.5b over the four GPUs, 0.11 against 0.18 s on
-   * gpt3-6.7b/h200, 33 ms either way on gpt2-124m, the same optimum),
-   * and it is built without its memory rows, a relaxation (its optimum is
-   * still a bound over every placement) that the capacities do not tighten
-   * where the model fits in the GPU: the same optimum to 1e-14 on every model
-   * kept there of the gap grid and the tiny ones. Without them it is built
-   * over one segment: the segments then only decide which activations get a
-   * keep / offload / recompute choice, and keeping costs no load where the
-   * others cost copies or GPU work, so every segment count has the same
-   * optimum (to 1e-15 on those models), and one leaves those columns out
-   * (gpt2-1.5b/a100: 8441 -> 6802 rows, 4266 -> 2920 simplex iterations,
-   * a cold compile 1.39 -> 1.23 s), and without the choices no solution
-   * needs then (buildLp: state on NVMe, p16 resting on the CPU; 1772
-   * iterations). Elsewhere its
-   * vertex is rounded into candidates, and another vertex of the same optimum
-   * makes other plans (gpt3-6.7b/a100, whose state fits in 80 GB and arenas
-   * do not: 0.3956 -> 0.4033 s).
+   * (a model kept on the GPU: search.ts keptOnGpu). So:
+   * - it is built without its memory rows, a relaxation (its optimum is still
+   *   a bound over every placement) that the capacities do not tighten where
+   *   the model fits in the GPU: the same optimum to 1e-14 on every model
+   *   kept there of the gap grid and the tiny ones;
+   * - over one segment: without memory rows the segments only decide which
+   *   activations get a keep / offload / recompute choice, and keeping costs
+   *   no load where the others cost copies or GPU work, so every segment
+   *   count has the same optimum (to 1e-15 on those models) (gpt2-1.5b/a100:
+   *   8441 -> 6802 rows, 4266 -> 2920 simplex iterations);
+   * - without the choices no solution then needs (buildLp's `dominated`: state
+   *   on NVMe, p16 resting on the CPU; 1772 iterations);
+   * - solved with HiGHS's strongest scaling and its primal simplex
+   *   (gpt2-1.5b/v100: 4042 simplex iterations against 5052 with that
+   *   scaling; the primal simplex 0.17-0.23 s against 0.23-0.29 s for the
+   *   dual on gpt2-1.5b over the four GPUs, 0.11 against 0.18 s on
+   *   gpt3-6.7b/h200, 33 ms either way on gpt2-124m, the same optimum).
+   * Elsewhere its vertex is rounded into candidates, and another vertex of
+   * the same optimum makes other plans (gpt3-6.7b/a100, whose state fits in
+   * 80 GB and arenas do not: 0.3956 -> 0.4033 s).
    */
   numberOnly?: boolean;
 }

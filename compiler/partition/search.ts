@@ -76,9 +76,9 @@ function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined
  * placement: every op runs on it, one at a time; the all-GPU program runs
  * just that, so its gap is 0), with the bound LP's optimum over every
  * placement beside it (`any`, when optimal; the status stays that LP's). It
- * was the bound LP with its
- * choices fixed to the all-GPU placement's, solved on a second solver thread: 0.02 % lower, and
- * ~0.2 s of a 2-core machine's CPU in a cold compile of gpt2-1.5b.
+ * was the bound LP with its choices fixed to the all-GPU placement's, solved
+ * on a second solver thread: 0.02 % lower, and ~0.2 s of a 2-core machine's
+ * CPU in a cold compile of gpt2-1.5b.
  */
 function keptOnGpu(floorSeconds: number, any: LpSolution): LpSolution {
   return { ...any, lowerBoundSeconds: floorSeconds, keptOnGpu: true, ...(any.status === 'optimal' ? { anyPlacementSeconds: any.lowerBoundSeconds } : {}) };
@@ -169,10 +169,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   // a little more than the estimate: alignment, order), that solve is wasted
   // and the LPs below queue behind it
   const lpOptions = { keepParamsOnGpu: opts.keepParamsOnGpu, solver: opts.solver, second: opts.second, refineAtOnce: persistentBytes > hw.gpu.capacityBytes, timeLimitSeconds: opts.lpTimeLimitSeconds };
-  const kept = persistentBytes <= hw.gpu.capacityBytes ? allGpu(g) : undefined;
-  const early = kept && !opts.probe && tierPeakEstimate(g, kept, 'gpu') <= hw.gpu.capacityBytes ? startLp(g, hw, { ...lpOptions, numberOnly: true }) : undefined;
+  const allOnGpu = persistentBytes <= hw.gpu.capacityBytes ? allGpu(g) : undefined;
+  const early = allOnGpu && !opts.probe && tierPeakEstimate(g, allOnGpu, 'gpu') <= hw.gpu.capacityBytes ? startLp(g, hw, { ...lpOptions, numberOnly: true }) : undefined;
   if (early) mark('LP build (kept on the GPU?)');
-  const whole = kept && build(g, hw, kept);
+  const whole = allOnGpu && build(g, hw, allOnGpu);
   const stays = whole !== undefined && fitsTiers(whole.arenas.arenaBytes, hw);
   if (stays && opts.probe) return { placement: whole.placement, built: whole };
   // the LPs solve on worker threads while this thread searches a placement;
