@@ -4,7 +4,9 @@
 // and keeps one where it simulates faster:
 //  - lpTryStartup: the first forward op's parameter state on the GPU;
 //  - lpTryChainHead: the head of the CPU's chain of updates on the GPU;
-//  - lpTryStream: CPU updates streamed to the GPU (state copied up and home);
+//  - lpTryStream: CPU updates streamed to the GPU (state copied up and home),
+//    also from the best with its offloads recomputed one level; lpTryUnstream:
+//    the kept plan's streamed updates back on the CPU where they do not pay;
 //  - lpTrySplit: a group's state split by tensor (master32 in CPU memory,
 //    the moments on NVMe);
 //  - lpTryCheckpoints, lpTryKeptCheckpoints: activations recomputed through
@@ -143,6 +145,7 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
  * those; the fastest kept when it beats the best.
  */
 const STREAM_SHARES = [0.25, 0.5, 0.75, 1];
+const STREAM_WALK = 8;
 
 /** The groups p updates on the CPU with all their state there, the last gradient first (lpTryStream, lpTrySplit). */
 function cpuUpdated(g: Graph, groups: readonly ParamGroup[], p: Placement): ParamGroup[] {
@@ -151,11 +154,22 @@ function cpuUpdated(g: Graph, groups: readonly ParamGroup[], p: Placement): Para
     .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
 }
 
-export function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, trying: () => void): void {
+export function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], trying: () => void): void {
   if (!acc.best) return;
   const p = acc.best.placement, onCpu = cpuUpdated(g, paramGroups(g), p);
   if (onCpu.length === 0 || !cpuChainFrom(g, hw, acc.best, onCpu[onCpu.length - 1].adam)) return;
   trying();
+  const beat = simulated(g, hw, acc.best).stepSeconds;
+  const rec = recomputedOneLevel(g, hw, acc.best, saved);
+  for (const base of rec ? [p, rec] : [p]) {
+    const win = streamedFrom(g, hw, base, onCpu, beat);
+    if (win && simulated(g, hw, win).stepSeconds < simulated(g, hw, acc.best).stepSeconds) acc.best = win;
+  }
+  mark('LP stream candidates');
+}
+
+/** The fastest of base with the first k of onCpu streamed, k by STREAM_SHARES (lpTryStream), that fits; each retimed to beat `beat`. */
+function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, onCpu: readonly ParamGroup[], beat: number): Built | undefined {
   let C = 0, P = 0;
   for (const q of onCpu) {
     C += opSeconds(g, g.ops[q.adam], 'cpu', hw);
@@ -166,19 +180,74 @@ export function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, tr
   const tried = new Map<number, Built>();
   const tryK = (k: number) => {
     if (k < 1 || k > onCpu.length || tried.has(k)) return;
-    const home = [...p.home], opTier = [...p.opTier];
+    const home = [...base.home], opTier = [...base.opTier];
     for (const q of onCpu.slice(0, k)) { opTier[q.adam] = 'gpu'; home[q.grad] = 'gpu'; }
-    const b = retimed(g, hw, build(g, hw, { ...p, home, opTier }), simulated(g, hw, acc.best!).stepSeconds);
-    tried.set(k, b);
+    tried.set(k, retimed(g, hw, build(g, hw, { ...base, home, opTier }), beat));
   };
   const groupsFor = (bytes: number) => { let k = 0, sum = 0; while (k < onCpu.length && sum < bytes) sum += onCpu[k++].stateBytes; return k; };
   for (const share of STREAM_SHARES) tryK(groupsFor(share * f * total));
   const fastest = () => [...tried].filter(([, b]) => fitsTiers(b.arenas.arenaBytes, hw)).sort(([ka, a], [kb, b]) => simulated(g, hw, a).stepSeconds - simulated(g, hw, b).stepSeconds || ka - kb)[0];
-  const first = fastest();
-  if (first) { tryK(first[0] - 1); tryK(first[0] + 1); }
-  const win = fastest();
-  if (win && simulated(g, hw, win[1]).stepSeconds < simulated(g, hw, acc.best).stepSeconds) acc.best = win[1];
-  mark('LP stream candidates');
+  // then one group more and one fewer than the fastest; where one of those is
+  // faster, on that way one group at a time while the fastest is at most two
+  // behind (the retimed steps are not monotone in k: gpt3-13b/v100's went
+  // 5.825 -> 5.852 -> 5.741 s from 16 to 18 groups)
+  const from = fastest()?.[0];
+  if (from === undefined) return undefined;
+  tryK(from - 1); tryK(from + 1);
+  const way = fastest()![0] - from;
+  if (way !== 0) for (let k = from + 2 * way, n = 0; n < STREAM_WALK && Math.abs(k - fastest()![0]) <= 2; k += way, n++) tryK(k);
+  return fastest()?.[1];
+}
+
+/**
+ * p with every activation it offloads that can be made again one level deep
+ * (its producer reading only what is there to read again, checkpoints.ts at
+ * depth 1: the LPs' family) recomputed instead, or undefined where none can.
+ * Each costs its producer's run on the GPU where the offload cost a copy down
+ * and one up. Where the step is the forward pass's fetches and then the CPU's
+ * updates (gpt3-13b on a V100) that alone gains nothing, but the copy streams
+ * it frees carry more streamed updates (lpTryStream), as the stream-widened
+ * bound LP's vertex does (it recomputes the attention, layer norms and GELUs).
+ */
+function recomputedOneLevel(g: Graph, hw: HardwareProfile, b: Built, saved: readonly number[]): Placement | undefined {
+  const p = b.placement, remat = p.remat ?? g.tensors.map(() => false);
+  const recompute = new Set(g.tensors.filter((t) => remat[t.id] && t.role === 'activation').map((t) => t.id));
+  const offload = new Set(saved.filter((t) => p.home[t] === 'cpu' && !remat[t]));
+  const more = checkpointed(g, saved, { stateTier: [], p16Tier: [], offload, recompute }, 1, false);
+  if (more.freedBytes === 0) return undefined;
+  // only where the GPU has room for the reruns (gpt2-1.5b on 16 GB, whose GPU is near its step, has not)
+  const made = producers(g), reruns = new Set<number>();
+  for (const t of more.recompute) if (!remat[t]) reruns.add(made[t]);
+  let rerun = 0;
+  for (const op of reruns) rerun += opSeconds(g, g.ops[op], 'gpu', hw);
+  const sim = simulated(g, hw, b);
+  if (sim.streamBusySeconds.gpu + rerun > sim.stepSeconds) return undefined;
+  const again = [...remat];
+  for (const t of more.recompute) again[t] = true;
+  return { ...p, remat: again };
+}
+
+/**
+ * The kept plan with its streamed updates back on the CPU, kept where it is
+ * no slower: the families after lpTryStream (casts, exchanges) can leave the
+ * streams nothing to gain, and a plan that streams none has the bound LP's
+ * bound not widened by stream, higher (gpt3-6.7b/a100 on 24 GB of GPU and 64
+ * GB of CPU: the same 1.3928 s step either way, bound 1.160 s streamed, 1.232
+ * s not).
+ */
+export function lpTryUnstream(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  const b = acc.best;
+  if (!b) return;
+  const p = b.placement;
+  const streamed = paramGroups(g).filter((q) => p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu'));
+  if (streamed.length === 0) return;
+  const home = [...p.home], opTier = [...p.opTier];
+  for (const q of streamed) { opTier[q.adam] = 'cpu'; home[q.grad] = 'cpu'; }
+  const step = simulated(g, hw, b).stepSeconds;
+  // (retimed in full: its floor can equal the step, which retimed(beat) would not try to reach)
+  const c = retimed(g, hw, build(g, hw, { ...p, home, opTier }));
+  if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds <= step) acc.best = c;
+  mark('LP unstreamed candidate');
 }
 
 /**

@@ -31,7 +31,7 @@ import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
 import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, tryPlacement, type Built, type LpCandidates } from './built.js';
-import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps } from './candidates.js';
+import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps, lpTryUnstream } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
@@ -262,7 +262,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         // (and the best's own, where neither guess was it: gpt3-6.7b on a V100
         // with 48 GB of CPU, whose checkpoint plan keeps NVMe state but does not split)
         wider({})();
-        lpTryStream(g, hw, acc, wider({ stream: true }));
+        lpTryStream(g, hw, acc, saved, wider({ stream: true }));
         lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
         // and both from each checkpoint candidate another beat: the cheaper
         // chain may leave the later ones less to gain (llama2-7b on 24 + 32 GB:
@@ -297,6 +297,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // plan that leaves the family, as gpt3-13b/h200's streamed one, can;
       // in a probe of the step too, whose plan is the full compile's)
       if (opts.probe !== 'fits') lpTrySwaps(g, hw, acc);
+      // and the kept plan without its streamed updates, where they no longer pay
+      if (opts.probe !== 'fits') lpTryUnstream(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
