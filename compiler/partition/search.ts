@@ -136,7 +136,8 @@ const SEED_PASSES = 3;
  * state on the GPU: lpTryStartup; with activations recomputed through chains:
  * lpTryCheckpoints; with the head of the CPU's update chain on the GPU:
  * lpTryChainHead; with master32 of NVMe state in CPU memory: lpTrySplit;
- * updates streamed to the GPU: lpTryStream; kept activations made again
+ * updates streamed to the GPU, also after its offloads are recomputed one
+ * level: lpTryStream; kept activations made again
  * through chains: lpTryKeptCheckpoints; the split and kept-checkpoint
  * candidates again from each checkpoint candidate another beat; casts on
  * the GPU from master32 copied up: lpTryCasts; with the CPU ring's spare
@@ -144,7 +145,8 @@ const SEED_PASSES = 3;
  * drafted further ahead of its updates: lpTryCastLead; all of these again from
  * each of the SEED_PASSES next-fastest roundings while the best is still
  * above the bound LP's optimum; then groups of one size exchanging their
- * configurations: lpTrySwaps), or, when the cut also fits, whichever of
+ * configurations: lpTrySwaps; then its streamed updates back on the CPU
+ * where they no longer pay: lpTryUnstream), or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
