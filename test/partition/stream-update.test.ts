@@ -108,19 +108,20 @@ describe('updates streamed to the GPU', () => {
     } finally { run.close(); solver.close(); }
   }, 180_000);
 
-  it('gpt3-13b on an H100: the families again from the next-fastest LP roundings find a streamed plan, and with every gated schedule retimed it runs under 1.15 s (1.364 s from the fastest two; 1.185 s when a gate\'s own makespan pruned it)', async () => {
+  it('gpt3-13b on an H100: the families again from the next-fastest LP roundings find a streamed plan, and with every gated schedule retimed it runs under 1.15 s (1.364 s from the fastest two; 1.185 s when a gate\'s own makespan pruned it), under 1.11 s with the smallest groups streamed first where the arena held back more (1.123 s without)', async () => {
     // (seeds 1363.5, 1370.3 and 1405.7 ms: from the third, the stream candidate; search.ts SEED_PASSES;
     // built.ts retimed: the reserving gate at 99.5 % of the GPU, makespan 1.644 s, placed and simulated 1.150 s)
     const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'h100-80g', precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     expect(streamsUpdates(plan.graph, plan.placement)).toBe(true);
     console.log(`gpt3-13b/h100: step ${plan.predicted.stepSeconds.toFixed(3)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(3)} s over ${plan.bound!.widenedBy?.join(', ')}`);
-    expect(plan.predicted.stepSeconds).toBeLessThan(1.15);
+    expect(plan.predicted.stepSeconds).toBeLessThan(1.11);
     expect(plan.bound!.widenedBy).toContain('stream');
     expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds);
   }, 240_000);
 
   it('gpt3-13b on a V100: more streamed updates once the offloads are recomputed one level, under 5.8 s (5.934 s streamed from the best as it was), its bound widened by streaming alone', async () => {
+    // (5.741 s with the groups whose gradients come last streamed first; 5.682 with the smallest first too)
     const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'v100-32g', precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     const g = plan.graph, p = plan.placement;
@@ -135,16 +136,16 @@ describe('updates streamed to the GPU', () => {
     expect(plan.bound!.widenedBy).toEqual(['stream']);
   }, 240_000);
 
-  it('a kept plan whose streamed updates no longer pay streams none (gpt3-6.7b, v100-32g, 48 GB CPU): its bound is not widened by streaming', async () => {
-    const opts = { model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'v100-32g', precision: 'fp16' as const, cpuMemBytes: 48e9 };
+  it('a kept plan whose streamed updates no longer pay streams none (gpt3-6.7b, a100-80g, 24 GB GPU, 64 GB CPU): its bound is not widened by streaming', async () => {
+    const opts = { model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'a100-80g', precision: 'fp16' as const, gpuMemBytes: 24e9, cpuMemBytes: 64e9 };
     const plan = await compile(opts);
     expect(verifyPlan(plan)).toEqual([]);
     expect(streamsUpdates(plan.graph, plan.placement)).toBe(false);
     expect(plan.bound!.widenedBy).not.toContain('stream');
-    console.log(`gpt3-6.7b/v100/48 GB: step ${plan.predicted.stepSeconds.toFixed(3)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(3)} s over ${plan.bound!.widenedBy?.join(', ')}`);
-    // (3.988 s before the stream candidates from recomputed offloads; its bound streamed 2.119 s, now 2.481)
-    expect(plan.predicted.stepSeconds).toBeLessThan(3.7);
-    const hw = loadProfile('v100-32g', opts);
+    console.log(`gpt3-6.7b/a100/24 + 64 GB: step ${plan.predicted.stepSeconds.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s over ${plan.bound!.widenedBy?.join(', ')}`);
+    // (its families' best streamed one group, 1.3928 s either way; the bound streamed 1.160 s, not 1.232)
+    expect(plan.predicted.stepSeconds).toBeLessThan(1.4);
+    const hw = loadProfile('a100-80g', opts);
     const solver = new LpWorker();
     const run = startLp(plan.graph, hw, { solver });
     try {
