@@ -215,10 +215,14 @@ function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, order: rea
   return { fastest: best, heldBack };
 }
 
+/** recomputedOneLevel's least copy time saved, as a share of the step. */
+const RECOMPUTE_MIN_COPIES = 0.01;
+
 /**
  * p with every activation it offloads that can be made again one level deep
  * (its producer reading only what is there to read again, checkpoints.ts at
- * depth 1: the LPs' family) recomputed instead, or undefined where none can.
+ * depth 1: the LPs' family) recomputed instead, or undefined where that
+ * is not worth a try (below).
  * Each costs its producer's run on the GPU where the offload cost a copy down
  * and one up. Where the step is the forward pass's fetches and then the CPU's
  * updates (gpt3-13b on a V100) that alone gains nothing, but the copy streams
@@ -230,13 +234,17 @@ function recomputedOneLevel(g: Graph, hw: HardwareProfile, b: Built, saved: read
   const recompute = new Set(g.tensors.filter((t) => remat[t.id] && t.role === 'activation').map((t) => t.id));
   const offload = new Set(saved.filter((t) => p.home[t] === 'cpu' && !remat[t]));
   const more = checkpointed(g, saved, { stateTier: [], p16Tier: [], offload, recompute }, 1, false);
-  if (more.freedBytes === 0) return undefined;
-  // only where the GPU has room for the reruns (gpt2-1.5b on 16 GB, whose GPU is near its step, has not)
+  // only where the copies it saves are worth a try (at least RECOMPUTE_MIN_COPIES
+  // of the step: gpt3-13b/h100's best left two activations, whose streams
+  // cost 7 s of builds to come out the same) and the GPU has room for the
+  // reruns (gpt2-1.5b on 16 GB, whose GPU is near its step, has not)
+  const sim = simulated(g, hw, b);
+  const copies = copySeconds(more.freedBytes, 'gpu', 'cpu', hw) + copySeconds(more.freedBytes, 'cpu', 'gpu', hw);
+  if (copies < RECOMPUTE_MIN_COPIES * sim.stepSeconds) return undefined;
   const made = producers(g), reruns = new Set<number>();
   for (const t of more.recompute) if (!remat[t]) reruns.add(made[t]);
   let rerun = 0;
   for (const op of reruns) rerun += opSeconds(g, g.ops[op], 'gpu', hw);
-  const sim = simulated(g, hw, b);
   if (sim.streamBusySeconds.gpu + rerun > sim.stepSeconds) return undefined;
   const again = [...remat];
   for (const t of more.recompute) again[t] = true;
