@@ -27,7 +27,7 @@ import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
 import { consumers, producers } from '../ir/graph.js';
 import { checkpointed } from './checkpoints.js';
-import { paramGroups, type ParamGroup, type Widening } from './lp.js';
+import { paramGroups, streamedUpdate, type ParamGroup, type Widening } from './lp.js';
 import type { Placement } from './placement.js';
 import { compactArenaBytes, readBuffersPeak } from '../schedule/arena.js';
 import { buildProgram } from '../schedule/program.js';
@@ -263,7 +263,7 @@ export function lpTryUnstream(g: Graph, hw: HardwareProfile, acc: LpCandidates):
   const b = acc.best;
   if (!b) return;
   const p = b.placement;
-  const streamed = paramGroups(g).filter((q) => p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu'));
+  const streamed = paramGroups(g).filter((q) => streamedUpdate(p, q));
   if (streamed.length === 0) return;
   const home = [...p.home], opTier = [...p.opTier];
   for (const q of streamed) { opTier[q.adam] = 'cpu'; home[q.grad] = 'cpu'; }

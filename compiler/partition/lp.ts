@@ -1031,8 +1031,8 @@ export function wideningOf(g: Graph, p: Placement, saved: readonly number[]): Wi
   return w.chains || w.split || w.stream || w.cast ? w : undefined;
 }
 
-/** Whether a group's update runs on the GPU while its state rests on the CPU. */
-const streamedUpdate = (p: Placement, q: ParamGroup): boolean => p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu');
+/** Whether a group's update runs on the GPU while its state rests on the CPU (streamed: compile's stream candidates). */
+export const streamedUpdate = (p: Placement, q: ParamGroup): boolean => p.opTier[q.adam] === 'gpu' && q.state.every((t) => p.home[t] === 'cpu');
 
 /** Whether a group's p16 is made again on the GPU for each use from its master32 resting on the CPU. */
 const castOnGpu = (p: Placement, q: ParamGroup): boolean => q.cast >= 0 && p.opTier[q.cast] === 'gpu' && !!p.remat?.[q.p16] && q.state.every((t) => p.home[t] === 'cpu');
