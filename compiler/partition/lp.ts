@@ -1066,7 +1066,8 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
  *  - released work: group i's update (CPU share), its gradient's d2h and its
  *    NVMe write-back cannot start before the gradient exists, at r_i =
  *    before[producer of the gradient] (0 for a delayed update, whose gradient
- *    is the previous step's);
+ *    is the previous step's); with the fetch-then-update rows, a CPU update
+ *    also waits for its gradient's copy down (copyDelays);
  *  - work with a tail: the fp16/bf16 copy of a parameter is made anew each step
  *    (cast where the state is: on the CPU for the state's non-GPU share, then
  *    h2d; in fp32 a non-GPU parameter is copied in, read from NVMe first when
@@ -1114,8 +1115,10 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   const { before, after } = gpuProgramTimes(g, hw);
   // the GPU's work before each gradient that the placement puts there (with
   // the fetch-then-update rows; without them, only checked: gpuWorkBefore)
+  // (and before the last forward first reader: the fetch-then-update rows count the work between)
   const gradOps = groups.map((q) => prod[q.grad]).filter((gp, i) => gp >= 0 && gp < groups[i].adam);
-  const workBefore = fetchThenUpdate && gpuBefore.length ? gpuWorkBefore(lp, unit, gpuBefore, gradOps) : new Map<number, number>();
+  const L = forwardFetch.lastReader;
+  const workBefore = fetchThenUpdate && gpuBefore.length ? gpuWorkBefore(lp, unit, gpuBefore, L >= 0 ? [...gradOps, L] : gradOps) : new Map<number, number>();
   const E = (gp: number): [number, number][] => { const c = workBefore.get(gp); return c === undefined ? [] : [[c, -1]]; };
   const half = g.precision !== 'fp32';
   // after the forward fetches (F, on h2d): every update released by this
@@ -1147,9 +1150,10 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     if (writesAfterFetch && nwAfterF.length) lp.row([[T, 1], ...F, ...nwAfterF.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, Infinity);
     if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
-  const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, upd, prod, forwardFetch, before, fetchThenUpdate);
+  const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, upd, prod, forwardFetch, before, link.d2h, fetchThenUpdate, gpuBefore, workBefore);
   const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
   const chains: Job[] = []; // per group: its gradient, the copy down and the CPU update, one after the other
+  const copiedCpu: Job[] = []; // released.cpu with each gradient's copy down (as the bound's rows have it; only checked without them)
   const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
   groups.forEach((q, i) => {
     const gpuShare = x2[i][0], nvmeShare = x2[i][2];
@@ -1158,7 +1162,8 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), down = link.d2h(q.gradBytes);
     const at = gp >= 0 && gp < q.adam ? gp : undefined;
     chains.push({ h: r, c: aC + down, col: upd[i], k: -(aC + down), at });
-    released.cpu.push({ h: r, c: aC, col: upd[i], k: -aC, at });
+    released.cpu.push({ h: r, c: aC, col: upd[i], k: -aC, at, copy: fetchThenUpdate && at !== undefined ? down : undefined });
+    copiedCpu.push({ h: r, c: aC, col: upd[i], k: -aC, at, copy: at !== undefined ? down : undefined });
     released.d2h.push({ h: r, c: down, col: upd[i], k: -down, at });
     released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes), at });
     lp.row([[T, 1], [upd[i], (aC + down) * unit], ...(at !== undefined ? E(at) : [])], (r + aC + down) * unit, Infinity);
@@ -1189,7 +1194,8 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   });
   for (const jobs of Object.values(released)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs, (j) => (j.at !== undefined ? E(j.at) : []));
   for (const jobs of Object.values(tailed)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);
-  if (fetchThenUpdate || gpuBefore.length === 0) return violated;
+  if (fetchThenUpdate) return violated;
+  if (gpuBefore.length === 0) return (x) => violated(x) || suffixBroken(unit, copiedCpu, x, T);
   // (without them: whether x breaks a released row once that work counts)
   const steps = workSteps(gpuBefore, gradOps);
   return (x) => {
@@ -1198,7 +1204,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     let sum = 0;
     for (const [gp, items] of steps) { for (const it of items) sum += it.k * x[it.col] * unit; workAt.set(gp, sum); }
     const extra = (j: Job) => (j.at !== undefined ? workAt.get(j.at) ?? 0 : 0);
-    return Object.values(released).some((jobs) => suffixBroken(unit, jobs, x, T, extra))
+    return [...Object.values(released), copiedCpu].some((jobs) => suffixBroken(unit, jobs, x, T, extra))
       || chains.some((j) => x[T] < (j.h + j.c + j.k * x[j.col]) * unit + extra(j) - 1e-7 * Math.max(1, x[T]));
   };
 }
@@ -1233,8 +1239,35 @@ function gpuWorkBefore(lp: LinearProgram, unit: number, items: GpuItem[], at: nu
   return out;
 }
 
-/** A job on one resource: work c + k * x[col] seconds at threshold h (e.g. a CPU update: c = its seconds, k = -c on the share updated on the GPU). */
-type Job = { h: number; c: number; col: number; k: number; at?: number };
+/**
+ * A job on one resource: work c + k * x[col] seconds at threshold h (e.g. a
+ * CPU update: c = its seconds, k = -c on the share updated on the GPU); copy:
+ * seconds after h before it can start where it runs there at all (its
+ * gradient's copy down; none where the job runs elsewhere).
+ */
+export type Job = { h: number; c: number; col: number; k: number; at?: number; copy?: number };
+
+/**
+ * Per job in threshold order, how much later than its own threshold the jobs
+ * from it on can start if it runs on the resource: every one of them that
+ * runs there waits for its copy, so none starts before the least h + copy
+ * among them (0 for a job without a copy). suffixRows counts it times the
+ * opening job's share on the resource, a linear part of "some job of the
+ * suffix runs there": where none does, nothing is copied and nothing waits
+ * (a row that counted it whole put the bound above the all-GPU plan of
+ * gpt2-124m, where no gradient leaves the GPU). The LP's fractional shares
+ * take much of it back: gpt3-13b/a100 1.5573 s with it, 1.5552 without.
+ */
+export function copyDelays(sorted: readonly Job[]): Float64Array {
+  const delay = new Float64Array(sorted.length);
+  let least = Infinity;
+  for (let k = sorted.length - 1; k >= 0; k--) {
+    const j = sorted[k];
+    least = Math.min(least, j.h + (j.copy ?? 0));
+    delay[k] = j.copy !== undefined && j.c > 0 ? least - j.h : 0;
+  }
+  return delay;
+}
 
 /**
  * For every threshold h of `jobs` (on one resource, one at a time): T >= h +
@@ -1244,13 +1277,16 @@ type Job = { h: number; c: number; col: number; k: number; at?: number };
  */
 function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], extraOf?: (j: Job) => [number, number][]): void {
   jobs.sort((a, b) => a.h - b.h || (a.at ?? 0) - (b.at ?? 0));
+  const delay = copyDelays(jobs);
   let next = -1; // S_{k+1}
   for (let k = jobs.length - 1; k >= 0; k--) {
     const j = jobs[k];
     // S_k = c_k + k_k x + S_{k+1} (in time units; every job's work is >= 0)
     const S = lp.col(`pre_${lp.numCols}`);
     lp.row(next >= 0 ? [[S, 1], [j.col, -j.k * unit], [next, -1]] : [[S, 1], [j.col, -j.k * unit]], j.c * unit, j.c * unit);
-    if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], ...(extraOf ? extraOf(j) : []), [S, -1]], j.h * unit, Infinity);
+    // T >= h + S + the copy delay x the opening job's share on the resource, (c + k x) / c
+    const d = delay[k];
+    if (k === 0 || jobs[k - 1].h !== j.h) lp.row([[T, 1], ...(extraOf ? extraOf(j) : []), [S, -1], ...(d > 0 ? [[j.col, -d * (j.k / j.c) * unit] as [number, number]] : [])], (j.h + d) * unit, Infinity);
     next = S;
   }
 }
@@ -1258,12 +1294,14 @@ function suffixRows(lp: LinearProgram, T: number, unit: number, jobs: Job[], ext
 /** Whether x breaks a row of suffixRows(jobs) by more than HiGHS's feasibility tolerance; `extraOf`: the value of a job's row's extra terms at x (time units). */
 function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, extraOf?: (j: Job) => number): boolean {
   const sorted = [...jobs].sort((a, b) => a.h - b.h || (a.at ?? 0) - (b.at ?? 0));
+  const delay = copyDelays(sorted);
   const tol = 1e-7 * Math.max(1, x[T]);
   let S = 0;
   for (let k = sorted.length - 1; k >= 0; k--) {
     const j = sorted[k];
     S += (j.c + j.k * x[j.col]) * unit;
-    if ((k === 0 || sorted[k - 1].h !== j.h) && x[T] < (extraOf ? extraOf(j) : 0) + j.h * unit + S - tol) return true;
+    const late = delay[k] > 0 ? delay[k] * ((j.c + j.k * x[j.col]) / j.c) * unit : 0;
+    if ((k === 0 || sorted[k - 1].h !== j.h) && x[T] < (extraOf ? extraOf(j) : 0) + j.h * unit + late + S - tol) return true;
   }
   return false;
 }
@@ -1275,35 +1313,49 @@ function suffixBroken(unit: number, jobs: Job[], x: Float64Array, T: number, ext
  * forward pass's first fetches starts after the h2d stream has done all of
  * them (F, one at a time), and the GPU runs its ops in program order, so a
  * gradient made at op p exists no sooner than F + the GPU's work from the
- * last forward first reader L to p; every CPU update released at or after it
- * comes later still. So for each gradient in order, T >= F + before[p] -
- * before[L] + the CPU's update work released from p on (a suffix sum, as in
- * suffixRows). Where the forward pass is h2d-bound and the CPU's updates
- * decide the step (gpt3-13b on a V100 or an A100, gpt2-1.5b on 16 GB) the
- * bound rises 0.8-1.2 % (docs/BENCHMARKS.md, tenth session).
+ * last forward first reader L (itself included) to p, and the work the
+ * placement puts on the GPU between them (gpuWorkBefore's columns at p and at
+ * L: casts, the GPU's updates); every CPU update released at or after it
+ * comes later still, and after its gradient's copy down (copyDelays). So for
+ * each gradient in order, T >= F + before[p] - before[L - 1] + that work +
+ * the CPU's update work released from p on (a suffix sum, as in suffixRows).
+ * Where the forward pass is h2d-bound and the CPU's updates decide the step
+ * (gpt3-13b on a V100 or an A100, gpt2-1.5b on 16 GB) the bound rises 0.8-1.2
+ * % (docs/BENCHMARKS.md, tenth session); L, the work between and the copies,
+ * 0.1-0.2 % more (thirty-fifth session).
  * Added only when `add`; returns whether a solution of the LP without them
  * breaks one (then the LP with them has a higher optimum; else the same).
  */
 function fetchThenUpdateRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], upd: number[], prod: Int32Array,
-  forwardFetch: { terms: [number, number][]; c: number; lastReader: number }, before: Float64Array, add: boolean): (x: Float64Array) => boolean {
+  forwardFetch: { terms: [number, number][]; c: number; lastReader: number }, before: Float64Array, d2h: (bytes: number) => number, add: boolean,
+  gpuBefore: readonly GpuItem[], workBefore: ReadonlyMap<number, number>): (x: Float64Array) => boolean {
   const L = forwardFetch.lastReader;
   if (forwardFetch.terms.length === 0 || L < 0) return () => false;
-  // the CPU's share of each update released by this step's gradient, from F on
+  // the CPU's share of each update released by this step's gradient, from F
+  // on: L starts there, the GPU runs L to p (and the work the placement puts
+  // between: gpuWorkBefore's columns at p and at L), the gradient is copied down
+  const startL = L > 0 ? before[L - 1] : 0;
   const jobs: Job[] = [];
   groups.forEach((q, i) => {
     const p = prod[q.grad], aC = opSeconds(g, g.ops[q.adam], 'cpu', hw);
-    if (p > L && p < q.adam) jobs.push({ h: before[p] - before[L], c: aC, col: upd[i], k: -aC });
+    if (p > L && p < q.adam) jobs.push({ h: before[p] - startL, c: aC, col: upd[i], k: -aC, at: p, copy: d2h(q.gradBytes) });
   });
   if (add) {
     // (F in one column, so that each row names it once)
     const Fc = lp.col(`fetchfwd_${lp.numCols}`);
     lp.row([[Fc, 1], ...forwardFetch.terms.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, forwardFetch.c * unit);
-    suffixRows(lp, T, unit, jobs, () => [[Fc, -1]]);
+    const atL = workBefore.get(L);
+    suffixRows(lp, T, unit, jobs, (j) => {
+      const atP = workBefore.get(j.at!);
+      return atP === undefined || atL === undefined ? [[Fc, -1]] : [[Fc, -1], [atP, -1], [atL, 1]];
+    });
   }
+  // (only checked: the work between L and each gradient, at x)
+  const between = (x: Float64Array, j: Job) => { let w = 0; for (const it of gpuBefore) if (it.at > L && it.at <= j.at!) w += it.k * x[it.col] * unit; return w; };
   return (x) => {
     let f = forwardFetch.c * unit;
     for (const [c, v] of forwardFetch.terms) f += v * unit * x[c];
-    return suffixBroken(unit, jobs, x, T, () => f);
+    return suffixBroken(unit, jobs, x, T, (j) => f + between(x, j));
   };
 }
 

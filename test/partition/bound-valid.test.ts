@@ -34,7 +34,7 @@
 import { describe, it, expect } from 'vitest';
 import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
-import { boundWith, inLpFamily, paramGroups, placementBound, placementFrom, roundSolution, startLp, streamsUpdates } from '../../compiler/partition/lp.js';
+import { boundWith, copyDelays, inLpFamily, paramGroups, placementBound, placementFrom, roundSolution, startLp, streamsUpdates } from '../../compiler/partition/lp.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import type { Tier } from '../../compiler/cost/cost.js';
@@ -133,6 +133,16 @@ describe('LP lower bound validity', () => {
 });
 
 describe('fetch-then-update rows', () => {
+  it('wait for a gradient\'s copy down only where some update from the opening one on has one', () => {
+    // three CPU updates in threshold order: the first copied 5 s down, the
+    // second 1 s, the third (a delayed update's, the previous step's
+    // gradient) not at all: from the first on, none starts before 2 + 1 = 3
+    const jobs = [{ h: 0, c: 1, col: 0, k: -1, copy: 5 }, { h: 2, c: 1, col: 1, k: -1, copy: 1 }, { h: 10, c: 1, col: 2, k: -1 }];
+    expect([...copyDelays(jobs)]).toEqual([3, 1, 0]);
+    // a job with no work there opens no wait (c = 0: nothing of it runs on the CPU)
+    expect([...copyDelays([{ h: 0, c: 0, col: 0, k: 0, copy: 5 }, { h: 1, c: 1, col: 1, k: -1, copy: 1 }])]).toEqual([0, 1]);
+  });
+
   // the forward pass's parameter fetches come before any gradient, and the GPU
   // runs its ops in program order, so the CPU updates released by a gradient
   // start no sooner than those fetches plus the GPU's work up to it: solved

@@ -90,10 +90,11 @@ describe('casts on the GPU from master32 copied up', () => {
     try {
       const wide = await run.wideBound({ cast: true });
       expect(wide.status).toBe('optimal');
-      // (widened every way: a relaxation of this one, so no higher; the unwidened LP no lower)
+      // (widened every way: a relaxation of this one, so no higher; the unwidened LP no lower;
+      // up to HiGHS's tolerances, 1e-7: where the same row binds in both, 6e-9 apart)
       const widest = await run.wideBound({ chains: true, split: true, stream: true, cast: true });
-      expect(widest.lowerBoundSeconds).toBeLessThanOrEqual(wide.lowerBoundSeconds * (1 + 1e-9));
-      expect(wide.lowerBoundSeconds).toBeLessThanOrEqual((await run.bound).lowerBoundSeconds * (1 + 1e-9));
+      expect(widest.lowerBoundSeconds).toBeLessThanOrEqual(wide.lowerBoundSeconds * (1 + 1e-7));
+      expect(wide.lowerBoundSeconds).toBeLessThanOrEqual((await run.bound).lowerBoundSeconds * (1 + 1e-7));
       const ipm = await boundWith(g, hw, solver, { solver: 'ipm' }, { widen: { cast: true } });
       expect(typeof ipm).toBe('number');
       expect(Math.abs(wide.lowerBoundSeconds - (ipm as number)), `simplex ${wide.lowerBoundSeconds} s, interior point ${ipm} s`).toBeLessThanOrEqual(1e-6 * (ipm as number));
