@@ -654,7 +654,12 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
  * 5.075, gpt tiny fp16 on NVMe 0.1755 -> 0.1660 ms. More partners (6) or
  * tries (24-48) gained on one or two plans and lost on others or cost 1-4 s
  * of the 13b compiles; 6.7b/a100's gain (0.3956 -> 0.3917, a script in
- * /tmp) needs partners ten layers away.
+ * /tmp) needs partners ten layers away. Then, at most SWAP_HEAD_MOVES times,
+ * the head of the CPU's chain of updates (the CPU-updated group whose
+ * gradient comes first) with the SWAP_PARTNERS groups of its size configured
+ * otherwise whose gradients come just before it: the chain starts sooner
+ * (gpt3-13b/a100: h.39.mlp.proj.w updated on the CPU in h.39.mlp.fc.w's
+ * place, 1.5975 -> 1.5911 s; the tail's 16 tries never reach the head).
  */
 const SWAP_PARTNERS = 3;
 const SWAP_TRIES = 16;
@@ -691,6 +696,20 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   const alike = (q: ParamGroup, r: ParamGroup) => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0) && r.remakeable === q.remakeable;
   const offGpu = groups.filter((q) => q.state.some((t) => p.home[t] !== 'gpu')).sort((a, b) => b.adam - a.adam);
   const nvme = p.home.includes('nvme');
+  /** Whether q and r exchanged beat the best by SWAP_MIN_GAIN (then kept). */
+  const tryExchange = (q: ParamGroup, r: ParamGroup): boolean => {
+    const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - SWAP_MIN_GAIN);
+    const x = exchanged(p, q, r), prog = buildProgram(g, x);
+    // its program without the arena's waits first (retimed's floor): where it
+    // does not beat the best, neither does any placement of its arenas. (Its
+    // buffers' offsets do not change that simulation without NVMe: a copy
+    // follows a producer on another tier.)
+    if (!nvme && simulate(g, x, prog.buffers.map((buf) => ({ ...buf, offsetBytes: 0 })), prog.instructions, hw).stepSeconds >= beat) return false;
+    const c = retimed(g, hw, build(g, hw, x, prog), beat);
+    if (!fitsTiers(c.arenas.arenaBytes, hw) || simulated(g, hw, c).stepSeconds >= beat) return false;
+    acc.best = c; p = c.placement;
+    return true;
+  };
   let tries = 0;
   exchanges: for (const q of offGpu) {
     const mine = config(q);
@@ -698,16 +717,23 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
       .sort((a, b) => Math.abs(a.adam - q.adam) - Math.abs(b.adam - q.adam) || a.adam - b.adam).slice(0, SWAP_PARTNERS);
     for (const r of partners) {
       if (tries++ >= SWAP_TRIES) break exchanges;
-      const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - SWAP_MIN_GAIN);
-      const x = exchanged(p, q, r), prog = buildProgram(g, x);
-      // its program without the arena's waits first (retimed's floor): where it
-      // does not beat the best, neither does any placement of its arenas. (Its
-      // buffers' offsets do not change that simulation without NVMe: a copy
-      // follows a producer on another tier.)
-      if (!nvme && simulate(g, x, prog.buffers.map((buf) => ({ ...buf, offsetBytes: 0 })), prog.instructions, hw).stepSeconds >= beat) continue;
-      const c = retimed(g, hw, build(g, hw, x, prog), beat);
-      if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) { acc.best = c; p = c.placement; break; }
+      if (tryExchange(q, r)) break;
     }
+  }
+  // then the head of the CPU's chain of updates (the CPU-updated group whose
+  // gradient comes first) with the groups of its size configured otherwise
+  // whose gradients come just before it, while that wins
+  const made = producers(g);
+  for (let moves = 0; moves < SWAP_HEAD_MOVES; moves++) {
+    const head = groups.filter((q) => p.opTier[q.adam] === 'cpu').sort((a, b) => made[a.grad] - made[b.grad])[0];
+    if (!head) break;
+    const mine = config(head);
+    const partners = groups.filter((r) => alike(head, r) && config(r) !== mine && made[r.grad] < made[head.grad])
+      .sort((a, b) => made[b.grad] - made[a.grad]).slice(0, SWAP_PARTNERS);
+    if (!partners.some((r) => tryExchange(head, r))) break;
   }
   mark('LP swap candidates');
 }
+
+/** The most exchanges lpTrySwaps keeps that move the head of the CPU's chain of updates sooner. */
+const SWAP_HEAD_MOVES = 2;
