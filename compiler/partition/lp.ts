@@ -1153,7 +1153,6 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
   const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, upd, prod, forwardFetch, before, link.d2h, fetchThenUpdate, gpuBefore, workBefore);
   const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
   const chains: Job[] = []; // per group: its gradient, the copy down and the CPU update, one after the other
-  const copiedCpu: Job[] = []; // released.cpu with each gradient's copy down (as the bound's rows have it; only checked without them)
   const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
   groups.forEach((q, i) => {
     const gpuShare = x2[i][0], nvmeShare = x2[i][2];
@@ -1162,8 +1161,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), down = link.d2h(q.gradBytes);
     const at = gp >= 0 && gp < q.adam ? gp : undefined;
     chains.push({ h: r, c: aC + down, col: upd[i], k: -(aC + down), at });
-    released.cpu.push({ h: r, c: aC, col: upd[i], k: -aC, at, copy: fetchThenUpdate && at !== undefined ? down : undefined });
-    copiedCpu.push({ h: r, c: aC, col: upd[i], k: -aC, at, copy: at !== undefined ? down : undefined });
+    released.cpu.push({ h: r, c: aC, col: upd[i], k: -aC, at, copy: at !== undefined ? down : undefined });
     released.d2h.push({ h: r, c: down, col: upd[i], k: -down, at });
     released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes), at });
     lp.row([[T, 1], [upd[i], (aC + down) * unit], ...(at !== undefined ? E(at) : [])], (r + aC + down) * unit, Infinity);
@@ -1192,10 +1190,13 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     tailed.nr.push({ h: tail, c: 0, col: masterNvme[i], k: link.nr(masterBytes) });
     lp.row([[T, 1], ...(castOff === gpuShare ? [[gpuShare, (up + cast) * unit] as [number, number]] : [[gpuShare, up * unit], [castOff, cast * unit]] as [number, number][])], (tail + up + cast) * unit, Infinity);
   });
-  for (const jobs of Object.values(released)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs, (j) => (j.at !== undefined ? E(j.at) : []));
+  // (the CPU updates' copies down only with the fetch-then-update rows; without them, only checked)
+  for (const [on, jobs] of Object.entries(released)) {
+    if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, on === 'cpu' && !fetchThenUpdate ? jobs.map(({ copy: _, ...j }) => j) : jobs, (j) => (j.at !== undefined ? E(j.at) : []));
+  }
   for (const jobs of Object.values(tailed)) if (jobs.some((j) => j.c > 0 || j.k !== 0)) suffixRows(lp, T, unit, jobs);
   if (fetchThenUpdate) return violated;
-  if (gpuBefore.length === 0) return (x) => violated(x) || suffixBroken(unit, copiedCpu, x, T);
+  if (gpuBefore.length === 0) return (x) => violated(x) || suffixBroken(unit, released.cpu, x, T);
   // (without them: whether x breaks a released row once that work counts)
   const steps = workSteps(gpuBefore, gradOps);
   return (x) => {
@@ -1204,7 +1205,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     let sum = 0;
     for (const [gp, items] of steps) { for (const it of items) sum += it.k * x[it.col] * unit; workAt.set(gp, sum); }
     const extra = (j: Job) => (j.at !== undefined ? workAt.get(j.at) ?? 0 : 0);
-    return [...Object.values(released), copiedCpu].some((jobs) => suffixBroken(unit, jobs, x, T, extra))
+    return Object.values(released).some((jobs) => suffixBroken(unit, jobs, x, T, extra))
       || chains.some((j) => x[T] < (j.h + j.c + j.k * x[j.col]) * unit + extra(j) - 1e-7 * Math.max(1, x[T]));
   };
 }
