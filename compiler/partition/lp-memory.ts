@@ -30,7 +30,11 @@ import type { ParamGroup } from './lp.js';
  *  - the placed groups' persistent state on the GPU (PG) and, in fp16/bf16, the
  *    GPU-resident share of every p16 between its first and last reader (it is
  *    made at the step start; small groups' only when parameters are kept on
- *    the GPU);
+ *    the GPU), and with `held` its share fetched (resting on the CPU, or made
+ *    there and copied up) between two reads of a cluster (heldCopies; the
+ *    bound LP's second solve, the widened LPs and placementBound: its first
+ *    solve only checks them, as precedenceRows' fetch-then-update rows, so
+ *    that the vertex the plans are rounded from stays where it was);
  *  - a saved activation's kept share from its producer to its last reader, and
  *    its offloaded share too after its reuse when fetched back there (the
  *    copy made was dropped across a gap before it): then it stays.
@@ -52,6 +56,15 @@ export interface MemoryColumns {
   PG: number; PC: number; keepParams: boolean;
   /** The wide bound LP with streamed updates: per placed group, the share of its update streamed to the GPU (lp.ts). */
   streamed?: number[];
+  /**
+   * Per placed group (fp16/bf16), the columns whose sum is the share of its
+   * p16 that reaches the GPU as a copy (resting on the CPU, or made again on
+   * the CPU and copied up), which the scheduler keeps across a cluster of
+   * reads; a p16 made again on the GPU is made anew for each read. None
+   * where recompute runs through chains (a remade activation's producers
+   * then read a p16 wherever the chain reaches).
+   */
+  fetched: number[][];
   /** Per tensor, 1 for the groups' tensors (p16, state, gradient), small groups' too. */
   inGroup: Uint8Array;
 }
@@ -68,7 +81,34 @@ export function readClusters(g: Graph, readers: readonly number[]): number[] {
   return starts;
 }
 
-export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns): void {
+/**
+ * Where the scheduler (program.ts) certainly holds a copy of a parameter it
+ * fetched to the GPU (a p16 resting on the CPU, or made there and copied up):
+ * from a forward/backward read to the next within REFETCH_GAP ops, unless a
+ * recompute reads it before (the producer of a saved activation, run again
+ * at a reader of it, drops the copies it fetched): then to the first reader
+ * of such an activation. Per tensor, the spans (a, b): held at every op
+ * strictly between. A copy made on the GPU (a p16 cast there) is made anew
+ * for each read; recompute through chains (checkpoints.ts) reruns producers
+ * these spans do not see.
+ */
+export function heldCopies(g: Graph, prod: Int32Array, cons: number[][], saved: readonly number[], inGroup: Uint8Array): (t: number) => [number, number][] {
+  const drops = new Map<number, number[]>();
+  for (const t of saved) for (const x of g.ops[prod[t]].inputs) if (inGroup[x]) { const d = drops.get(x) ?? []; d.push(...cons[t]); drops.set(x, d); }
+  return (t) => {
+    const r = cons[t].filter((o) => g.ops[o].phase !== 'update');
+    const d = drops.get(t) ?? [];
+    const held: [number, number][] = [];
+    for (let k = 1; k < r.length; k++) {
+      if (r[k] - r[k - 1] > REFETCH_GAP) continue;
+      const end = Math.min(r[k], ...d.filter((c) => c > r[k - 1]));
+      if (end - r[k - 1] > 1) held.push([r[k - 1], end]);
+    }
+    return held;
+  };
+}
+
+export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns, held: boolean): (x: Float64Array) => boolean {
   const n = g.ops.length;
   const half = g.precision !== 'fp32';
   const first = new Int32Array(g.tensors.length).fill(-1), last = new Int32Array(g.tensors.length).fill(-1);
@@ -90,14 +130,18 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
   // the instant of each segment: its op with the most constant bytes
   const instant = new Int32Array(K).fill(-1);
   for (let o = 0; o < n; o++) { const s = seg[o]; if (instant[s] < 0 || atOp[o] > atOp[instant[s]]) instant[s] = o; }
-  // per placed p16: its forward/backward readers (first, last, start of the last cluster)
+  // per placed p16: its forward/backward readers (first, last, start of the
+  // last cluster) and the spans a copy fetched is held (heldCopies)
+  const heldOf = heldCopies(g, prod, cons, m.saved, m.inGroup);
   const span = (q: ParamGroup) => {
     const r = cons[q.p16].filter(isGpuOp);
-    if (r.length === 0) return { lo: -1, hi: -2, lastCluster: -1 };
+    if (r.length === 0) return { lo: -1, hi: -2, lastCluster: -1, held: [] as [number, number][] };
     const starts = readClusters(g, r);
-    return { lo: r[0], hi: r[r.length - 1], lastCluster: starts[starts.length - 1] };
+    const held = half ? heldOf(q.p16) : [];
+    return { lo: r[0], hi: r[r.length - 1], lastCluster: starts[starts.length - 1], held };
   };
   const spans = m.groups.map(span);
+  const heldAt = (i: number, o: number) => spans[i].held.some(([a, b]) => a < o && o < b);
   const smallSpans = m.keepParams && half ? m.allGroups.filter((_, i) => m.small[i]).map((q) => ({ q, ...span(q) })) : [];
   // a saved activation's offloaded share is back on the GPU from its reuse to
   // its last read when its copy was dropped before the reuse (a gap of more
@@ -112,44 +156,57 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
   lp.row([[m.PC, 1]], -Infinity, hw.cpu.capacityBytes);
   // the most the groups' terms of a GPU and a CPU row can add up to: all their state and p16
   const placedMost = m.groups.reduce((a, q) => a + q.stateBytes + q.p16Bytes, 0);
-  // at each segment's instant; and at each update's run where the LP may
-  // stream it (m.streamed: its state copied up and updated on the GPU, which
-  // holds that state then beside all else alive across the update)
-  const at: [number, [number, number][]][] = [...instant].filter((o) => o >= 0).map((o) => [o, []]);
-  if (m.streamed) m.groups.forEach((q, i) => at.push([q.adam, [[m.streamed![i], q.stateBytes]]]));
-  for (const [o, extra] of at) {
-    let c = always + atOp[o];
-    const gpu: [number, number][] = [[m.PG, 1], ...extra], cpu: [number, number][] = [[m.PC, 1]];
-    m.groups.forEach((q, i) => {
-      const { lo, hi, lastCluster } = spans[i];
-      const reads = operand(o, q.p16);
-      // fp32: the resident share is in PG and the op's operand is counted whole
-      if (!half) { if (reads) gpu.push([m.x1[i][0], -q.p16Bytes]); return; }
-      if (lo <= o && o <= hi && !reads) gpu.push([m.x1[i][0], q.p16Bytes]);
-      if (lo <= o && o < lastCluster) cpu.push([m.x1[i][1], q.p16Bytes]);
-    });
-    for (const { q, lo, hi } of smallSpans) if (lo <= o && o <= hi && !operand(o, q.p16)) c += q.p16Bytes;
-    // (both tiers together: a saved activation not recomputed is on one of
-    // them, or both, from its producer to its last reader, whatever the copies)
-    const both: [number, number][] = [];
-    const ownTerms = gpu.length, cOwn = c;
-    let cBoth = 0;
-    m.saved.forEach((t, j) => {
-      const { p, reuse, last: end, fetchedBack } = savedSpans[j];
-      if (o <= p || o >= end || operand(o, t)) return;
-      const b = g.tensors[t].sizeBytes;
-      if (o < reuse || !fetchedBack) gpu.push([m.keep[j], b]);
-      else { c += b; gpu.push([m.again[j], -b]); }
-      cBoth += b; both.push([m.again[j], -b]);
-    });
-    lp.row(gpu, -Infinity, hw.gpu.capacityBytes - c);
-    if (cpu.length > 1) lp.row(cpu, -Infinity, hw.cpu.capacityBytes);
-    // (only where it can bind: a redundant row still moves the LP's vertex)
-    if (both.length && placedMost > hw.gpu.capacityBytes + hw.cpu.capacityBytes - cOwn - cBoth) {
-      // the GPU's own terms but an activation's, the CPU's, and each such activation's share not recomputed
-      lp.row([...gpu.slice(0, ownTerms), ...cpu, ...both], -Infinity, hw.gpu.capacityBytes + hw.cpu.capacityBytes - cOwn - cBoth);
+  type Row = { terms: [number, number][]; hi: number };
+  // the rows, with the held copies or without
+  const rowsOf = (withHeld: boolean): Row[] => {
+    // at each segment's instant; and at each update's run where the LP may
+    // stream it (m.streamed: its state copied up and updated on the GPU, which
+    // holds that state then beside all else alive across the update)
+    const at: [number, [number, number][]][] = [...instant].filter((o) => o >= 0).map((o) => [o, []]);
+    if (m.streamed) m.groups.forEach((q, i) => at.push([q.adam, [[m.streamed![i], q.stateBytes]]]));
+    const rows: Row[] = [];
+    for (const [o, extra] of at) {
+      let c = always + atOp[o];
+      const gpu: [number, number][] = [[m.PG, 1], ...extra], cpu: [number, number][] = [[m.PC, 1]];
+      m.groups.forEach((q, i) => {
+        const { lo, hi, lastCluster } = spans[i];
+        const reads = operand(o, q.p16);
+        // fp32: the resident share is in PG and the op's operand is counted whole
+        if (!half) { if (reads) gpu.push([m.x1[i][0], -q.p16Bytes]); return; }
+        if (lo <= o && o <= hi && !reads) gpu.push([m.x1[i][0], q.p16Bytes]);
+        // (and the shares fetched: held between two reads of a cluster around o)
+        if (withHeld && !reads && heldAt(i, o)) for (const col of m.fetched[i]) gpu.push([col, q.p16Bytes]);
+        if (lo <= o && o < lastCluster) cpu.push([m.x1[i][1], q.p16Bytes]);
+      });
+      for (const { q, lo, hi } of smallSpans) if (lo <= o && o <= hi && !operand(o, q.p16)) c += q.p16Bytes;
+      // (both tiers together: a saved activation not recomputed is on one of
+      // them, or both, from its producer to its last reader, whatever the copies)
+      const both: [number, number][] = [];
+      const ownTerms = gpu.length, cOwn = c;
+      let cBoth = 0;
+      m.saved.forEach((t, j) => {
+        const { p, reuse, last: end, fetchedBack } = savedSpans[j];
+        if (o <= p || o >= end || operand(o, t)) return;
+        const b = g.tensors[t].sizeBytes;
+        if (o < reuse || !fetchedBack) gpu.push([m.keep[j], b]);
+        else { c += b; gpu.push([m.again[j], -b]); }
+        cBoth += b; both.push([m.again[j], -b]);
+      });
+      rows.push({ terms: gpu, hi: hw.gpu.capacityBytes - c });
+      if (cpu.length > 1) rows.push({ terms: cpu, hi: hw.cpu.capacityBytes });
+      // (only where it can bind: a redundant row still moves the LP's vertex)
+      if (both.length && placedMost > hw.gpu.capacityBytes + hw.cpu.capacityBytes - cOwn - cBoth) {
+        // the GPU's own terms but an activation's, the CPU's, and each such activation's share not recomputed
+        rows.push({ terms: [...gpu.slice(0, ownTerms), ...cpu, ...both], hi: hw.gpu.capacityBytes + hw.cpu.capacityBytes - cOwn - cBoth });
+      }
     }
-  }
+    return rows;
+  };
+  for (const r of rowsOf(held)) lp.row(r.terms, -Infinity, r.hi);
+  if (held) return () => false;
+  // (without them: whether x breaks a row once the held copies count)
+  let tight: Row[] | undefined;
+  return (x) => (tight ??= rowsOf(true)).some((r) => r.terms.reduce((a, [c, v]) => a + v * x[c], 0) > r.hi + 1e-7 * Math.max(1, Math.abs(r.hi)));
 }
 
 /**

@@ -862,10 +862,16 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (let k = 0; k < terms.length; k++) { const [c, v] = terms[k]; secondary[c] += v; row.push([c, -v * unit]); }
     if (terms.length || constant) lp.row(row, constant * unit, Infinity);
   }
-  const breaksFetchThenUpdate = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
-  const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed };
-  if (rows === 'bound') { if (!extras.noMemory) boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns); }
+  const breaksPrecedence = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
+  // (a p16 made again on the CPU for a state there or on NVMe is copied up, unless cast on the GPU: castWide's)
+  const fetched = groups.map((_, i) => (pair && !chains ? [x1[i][1], pair[i][2][2], ...(castWide ? [] : [pair[i][2][1]])] : []));
+  const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed, fetched };
+  // (the bound LP's memory rows count the p16 copies held across a cluster of
+  // reads with the fetch-then-update rows, and are checked for them without)
+  let breaksHeld = (_: Float64Array) => false;
+  if (rows === 'bound') { if (!extras.noMemory) breaksHeld = boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns, extras.fetchThenUpdate ?? false); }
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
+  const breaksFetchThenUpdate = (x: Float64Array) => breaksPrecedence(x) || breaksHeld(x);
 
   const secondaryCost = new Float64Array(lp.numCols);
   for (let c = 0; c < lp.numCols; c++) secondaryCost[c] = (secondary[c] ?? 0) + 1e-12;
