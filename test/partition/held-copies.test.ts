@@ -20,16 +20,7 @@ import { buildProgram } from '../../compiler/schedule/program.js';
 import { trainingGraph, placeLp } from '../../src/compile.js';
 import type { Placement } from '../../compiler/partition/placement.js';
 import type { Tier } from '../../compiler/cost/cost.js';
-
-/** A seeded generator (mulberry32), so the random placements are the same every run. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seeded } from '../helpers.js';
 
 const cases = [
   { preset: 'gpt3-6.7b', layers: 4, hw: 'v100-32g', gpuMemBytes: 6e9 },
@@ -49,7 +40,7 @@ describe('p16 copies held across a cluster of reads', () => {
         const sols = await run.placements();
         saved = sols[0].saved;
         sols.forEach((s, k) => { for (const how of ['largest', 'bytes'] as const) { try { placements.push([`lp ${k} ${how}`, placeLp(g, hw, s, how)]); } catch { /* may not fit */ } } });
-        const next = random(7);
+        const next = seeded(7);
         const r = roundSolution(g, sols[0], 'largest');
         const tiers: Tier[] = ['gpu', 'cpu'];
         for (let k = 0; k < 6; k++) {
