@@ -10,7 +10,8 @@
 // finds it again from the plan with the two exchanged back, the plan's bound
 // holds, and the runtime trains that plan bit-identically to the all-GPU plan.
 // Then the head of the CPU's chain of updates exchanged with a group of its
-// size whose gradient comes before it (gpt3-13b on an A100).
+// size whose gradient comes before it (gpt3-13b on an A100), and its tail
+// with one whose gradient comes first (gpt3-6.7b on an A100).
 import { describe, expect, it } from 'vitest';
 import { paramGroups, type ParamGroup } from '../../compiler/partition/lp.js';
 import { exchanged, lpTrySwaps } from '../../compiler/partition/candidates.js';
@@ -75,6 +76,24 @@ describe('groups of one size exchanging their configurations', () => {
     console.log(`gpt3-13b/a100: step ${plan.predicted.stepSeconds.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s, the CPU's first update ${g.tensors[head.p16].name}`);
     expect(g.tensors[head.p16].name).toBe('h.39.mlp.proj.w');
     expect(plan.predicted.stepSeconds).toBeLessThan(1.595);
+    expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds);
+  }, 240_000);
+
+  it('gpt3-6.7b on an A100: the tail of the CPU\'s chain of updates moves to a gradient that comes first (under 0.3935 s, 0.3951 with h.2.attn.qkv.w updated last)', async () => {
+    // h.2.attn.qkv.w's gradient comes last of the CPU-updated groups: its
+    // update, after the backward pass, was the step's last work; exchanged
+    // with a qkv group of a late layer (its gradient among the first), it
+    // rests on the GPU and the CPU's update comes early in the backward pass
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'a100-80g', precision: 'fp16' });
+    expect(verifyPlan(plan)).toEqual([]);
+    const g = plan.graph, p = plan.placement, made = producers(g);
+    const groups = paramGroups(g);
+    const tail = groups.filter((q) => p.opTier[q.adam] === 'cpu').sort((a, b) => made[b.grad] - made[a.grad])[0];
+    const h2qkv = groups.find((q) => g.tensors[q.p16].name === 'h.2.attn.qkv.w')!;
+    console.log(`gpt3-6.7b/a100: step ${plan.predicted.stepSeconds.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s, the CPU's last update ${g.tensors[tail.p16].name}`);
+    expect(configOf(p, h2qkv).update).toBe('gpu');
+    expect(configOf(p, h2qkv).state).toEqual(h2qkv.state.map(() => 'gpu'));
+    expect(plan.predicted.stepSeconds).toBeLessThan(0.3935);
     expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds);
   }, 240_000);
 });
