@@ -728,29 +728,25 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
       if (tryExchange(q, r)) break;
     }
   }
-  // then the head of the CPU's chain of updates (the CPU-updated group whose
-  // gradient comes first) with the groups of its size configured otherwise
-  // whose gradients come just before it, while that wins
+  // then an end of the CPU's chain of updates, at most `moves` times while
+  // that wins: its head (the CPU-updated group whose gradient comes first)
+  // with the groups of its size configured otherwise whose gradients come
+  // just before it; its tail (whose gradient comes last: its update is the
+  // step's last work) with those whose gradients come first
   const made = producers(g);
-  for (let moves = 0; moves < SWAP_HEAD_MOVES; moves++) {
-    const head = groups.filter((q) => p.opTier[q.adam] === 'cpu').sort((a, b) => made[a.grad] - made[b.grad])[0];
-    if (!head) break;
-    const mine = config(head);
-    const partners = groups.filter((r) => alike(head, r) && config(r) !== mine && made[r.grad] < made[head.grad])
-      .sort((a, b) => made[b.grad] - made[a.grad]).slice(0, SWAP_PARTNERS);
-    if (!partners.some((r) => tryExchange(head, r))) break;
-  }
-  // and the tail of the chain (the CPU-updated group whose gradient comes
-  // last: its update is the step's last work) with the groups of its size
-  // configured otherwise whose gradients come first, while that wins
-  for (let moves = 0; moves < SWAP_TAIL_MOVES; moves++) {
-    const tail = groups.filter((q) => p.opTier[q.adam] === 'cpu').sort((a, b) => made[b.grad] - made[a.grad])[0];
-    if (!tail) break;
-    const mine = config(tail);
-    const partners = groups.filter((r) => alike(tail, r) && config(r) !== mine && made[r.grad] < made[tail.grad])
-      .sort((a, b) => made[a.grad] - made[b.grad]).slice(0, SWAP_PARTNERS);
-    if (!partners.some((r) => tryExchange(tail, r))) break;
-  }
+  const chainEnd = (tail: boolean, moves: number) => {
+    for (let k = 0; k < moves; k++) {
+      const cpu = groups.filter((q) => p.opTier[q.adam] === 'cpu').sort((a, b) => made[a.grad] - made[b.grad]);
+      const end = tail ? cpu[cpu.length - 1] : cpu[0];
+      if (!end) return;
+      const mine = config(end);
+      const partners = groups.filter((r) => alike(end, r) && config(r) !== mine && made[r.grad] < made[end.grad])
+        .sort((a, b) => (tail ? made[a.grad] - made[b.grad] : made[b.grad] - made[a.grad])).slice(0, SWAP_PARTNERS);
+      if (!partners.some((r) => tryExchange(end, r))) return;
+    }
+  };
+  chainEnd(false, SWAP_HEAD_MOVES);
+  chainEnd(true, SWAP_TAIL_MOVES);
   mark('LP swap candidates');
 }
 
