@@ -489,7 +489,7 @@ interface BuiltLp {
   seconds: number;
   /** Per column, its name (lp-model.ts). */
   colNames: readonly string[];
-  /** Whether a solution of this LP breaks a fetch-then-update row (fetchThenUpdateRows; never true when the LP has them). */
+  /** Whether a solution of this LP breaks a fetch-then-update row (fetchThenUpdateRows) or a memory row once the p16 copies held across a cluster count (boundMemoryRows); never true when the LP has them. */
   breaksFetchThenUpdate(x: Float64Array): boolean;
 }
 
