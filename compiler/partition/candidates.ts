@@ -659,7 +659,8 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
  * gradient comes first) with the SWAP_PARTNERS groups of its size configured
  * otherwise whose gradients come just before it: the chain starts sooner
  * (gpt3-13b/a100: h.39.mlp.proj.w updated on the CPU in h.39.mlp.fc.w's
- * place, 1.5975 -> 1.5911 s; the tail's 16 tries never reach the head).
+ * place, 1.5975 -> 1.5911 s; the 16 tries above, latest gradients first,
+ * never reach the head).
  * Last, at most SWAP_TAIL_MOVES times, the chain's tail (the CPU-updated
  * group whose gradient comes last: its update after the backward pass is
  * the step's last work) with the SWAP_PARTNERS groups of its size configured

@@ -130,18 +130,18 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
   // the instant of each segment: its op with the most constant bytes
   const instant = new Int32Array(K).fill(-1);
   for (let o = 0; o < n; o++) { const s = seg[o]; if (instant[s] < 0 || atOp[o] > atOp[instant[s]]) instant[s] = o; }
-  // per placed p16: its forward/backward readers (first, last, start of the
-  // last cluster) and the spans a copy fetched is held (heldCopies)
-  const heldOf = heldCopies(g, prod, cons, m.saved, m.inGroup);
+  // per placed p16: its forward/backward readers (first, last, start of the last cluster)
   const span = (q: ParamGroup) => {
     const r = cons[q.p16].filter(isGpuOp);
-    if (r.length === 0) return { lo: -1, hi: -2, lastCluster: -1, held: [] as [number, number][] };
+    if (r.length === 0) return { lo: -1, hi: -2, lastCluster: -1 };
     const starts = readClusters(g, r);
-    const held = half ? heldOf(q.p16) : [];
-    return { lo: r[0], hi: r[r.length - 1], lastCluster: starts[starts.length - 1], held };
+    return { lo: r[0], hi: r[r.length - 1], lastCluster: starts[starts.length - 1] };
   };
   const spans = m.groups.map(span);
-  const heldAt = (i: number, o: number) => spans[i].held.some(([a, b]) => a < o && o < b);
+  // and where a copy of it fetched is held (heldCopies; fp16/bf16, where p16 is not state)
+  const heldOf = heldCopies(g, prod, cons, m.saved, m.inGroup);
+  const heldSpans = m.groups.map((q) => (half ? heldOf(q.p16) : []));
+  const heldAt = (i: number, o: number) => heldSpans[i].some(([a, b]) => a < o && o < b);
   const smallSpans = m.keepParams && half ? m.allGroups.filter((_, i) => m.small[i]).map((q) => ({ q, ...span(q) })) : [];
   // a saved activation's offloaded share is back on the GPU from its reuse to
   // its last read when its copy was dropped before the reuse (a gap of more
