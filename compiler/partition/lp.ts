@@ -265,17 +265,20 @@ function segmentsOf(g: Graph, hw: HardwareProfile, K: number): Int32Array {
 /** LPs being solved: the bound LP at once; the placement LPs at once or on demand. */
 export interface LpRun {
   /**
-   * The bound, with the shares of some optimal solution of the bound LP:
+   * The bound LP's optimum, with the shares of some optimal solution:
    * firstVertex's, or, where that breaks a fetch-then-update row
    * (fetchThenUpdateRows), the bound LP's with those rows too (solved then,
    * on the second solver thread when there is one: a higher optimum).
-   * That second solve starts when bound is first read.
+   * That second solve starts when bound is first read. Its rows count a CPU
+   * update after its gradient's copy down (compile's search rounds and
+   * retimes from it); the bound reported with a plan is followBound's.
    */
   readonly bound: Promise<LpSolution>;
   /** The bound LP's first solution, without the fetch-then-update rows (its optimum is a bound too, at most bound's). */
   readonly firstVertex: Promise<LpSolution>;
   /**
-   * The bound LP widened, with the fetch-then-update rows: the bound of a
+   * The bound LP widened, with the fetch-then-update rows and each CPU update
+   * following its gradient's copy down (BoundExtras.follow): the bound of a
    * plan outside the family, as far as `w` says it leaves it (wideningOf),
    * each way a relaxation of its own (at most bound's): chains, over
    * recompute through chains (any saved activation may be recomputed, at the
@@ -292,6 +295,13 @@ export interface LpRun {
    * Each widening solved on its first call (on the second solver thread when there is one).
    */
   wideBound(w: Widening): Promise<LpSolution>;
+  /**
+   * The bound reported with a plan: the bound LP with the fetch-then-update
+   * rows, each CPU update following its gradient's copy down (BoundExtras.follow),
+   * widened as `w` says (wideBound's), or not at all ({}: the family's, solved
+   * on its first call, on the second solver thread when there is one).
+   */
+  followBound(w: Widening): Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
@@ -416,8 +426,11 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (!solving) widened.set(key, solving = widenedBound(w));
     return solving;
   };
+  // the family's (no widening): solved on its first call
+  let familyFollowed: Promise<LpSolution> | undefined;
+  const followBound = (w: Widening) => (wideningWays(w).length ? wideBound(w) : (familyFollowed ??= widenedBound({})));
   const widenedBound = (w: Widening) => quiet((async () => {
-    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, ...w });
+    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...w });
     // (HiGHS's strongest scaling: gpt3-175b's widened LP 1.3-1.6 s against 4.3 s with its default)
     const r = await (opts.second ?? solver).solve(wide.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
     return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
@@ -473,7 +486,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { get bound() { return bound(); }, firstVertex, wideBound, boundLeanest, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { get bound() { return bound(); }, firstVertex, wideBound, followBound, boundLeanest, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
@@ -522,7 +535,7 @@ export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}):
 }
 
 /** The bound LP with the fetch-then-update rows, widened by opts.widen (placementBound's and boundModel's). */
-const wideBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp => buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
+const wideBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp => buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...opts.widen });
 
 
 /**
@@ -534,7 +547,7 @@ const wideBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp =>
  * simplex's bound with this on every case, so a row that trips it shows.
  */
 export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker, options: Readonly<Record<string, number | string>>, opts: LpOptions = {}): Promise<number | 'infeasible'> {
-  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, ...opts.widen });
+  const model = buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...opts.widen });
   const r = await solver.solve(model.data, opts.timeLimitSeconds ?? LP_TIME_LIMIT_SECONDS, undefined, options);
   if (r.status === 'infeasible') return 'infeasible';
   if (r.status !== 'optimal') throw new Error(`boundWith: HiGHS ended ${r.status}`);
@@ -551,7 +564,21 @@ export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker,
  * (compile's cast candidates). The last four widen the bound LP (wideBound),
  * each on its own.
  */
-interface BoundExtras extends Widening { fetchThenUpdate?: boolean; /** no memory rows (LpOptions.numberOnly) */ noMemory?: boolean }
+interface BoundExtras extends Widening {
+  fetchThenUpdate?: boolean;
+  /**
+   * (with fetchThenUpdate) a CPU update follows its gradient's copy down
+   * chunk by chunk, as the executor and simulator run one: a group's chain is
+   * its gradient and then the longer of the copy and the update, and no
+   * update waits for a copy to end (precedenceRows). The bound reported with
+   * a plan (followBound, wideBound); the bound LP's first solve and its
+   * second (LpRun.bound), which compile rounds and retimes from, keep the
+   * sum and the copy waits (the same rows there moved plans both ways:
+   * docs/BENCHMARKS.md, thirty-sixth session).
+   */
+  follow?: boolean;
+  /** no memory rows (LpOptions.numberOnly) */ noMemory?: boolean;
+}
 
 /**
  * The ways a plan leaves the bound LP's family, each a relaxation of its
@@ -862,7 +889,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (let k = 0; k < terms.length; k++) { const [c, v] = terms[k]; secondary[c] += v; row.push([c, -v * unit]); }
     if (terms.length || constant) lp.row(row, constant * unit, Infinity);
   }
-  const breaksPrecedence = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, split, gpuBefore);
+  const breaksPrecedence = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, (extras.fetchThenUpdate && extras.follow) ?? false, split, gpuBefore);
   // (a p16 made again on the CPU for a state there or on NVMe is copied up, unless cast on the GPU: castWide's)
   const fetched = groups.map((_, i) => (pair && !chains ? [x1[i][1], pair[i][2][2], ...(castWide ? [] : [pair[i][2][1]])] : []));
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed, fetched };
@@ -1117,7 +1144,7 @@ function gpuProgramTimes(g: Graph, hw: HardwareProfile): { before: Float64Array;
 function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw: HardwareProfile, groups: ParamGroup[], x2: number[][], upd: number[], streamed: number[] | undefined, upCastLast: number[], masterNvme: number[],
   link: Record<'h2d' | 'd2h' | 'nr' | 'nw', (bytes: number) => number>, prod: Int32Array, cons: number[][],
   forwardFetch: { terms: [number, number][]; c: number; lastReader: number; nr: [number, number][] }, forwardOffload: { terms: [number, number][]; c: number },
-  fetchThenUpdate: boolean, writesAfterFetch: boolean, gpuBefore: GpuItem[]): (x: Float64Array) => boolean {
+  fetchThenUpdate: boolean, follow: boolean, writesAfterFetch: boolean, gpuBefore: GpuItem[]): (x: Float64Array) => boolean {
   const { before, after } = gpuProgramTimes(g, hw);
   // the GPU's work before each gradient that the placement puts there (with
   // the fetch-then-update rows; without them, only checked: gpuWorkBefore)
@@ -1156,7 +1183,7 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     if (writesAfterFetch && nwAfterF.length) lp.row([[T, 1], ...F, ...nwAfterF.map(([c, v]): [number, number] => [c, -v * unit])], forwardFetch.c * unit, Infinity);
     if (forwardFetch.lastReader >= 0) lp.row([[T, 1], ...F, ...gpuAfterF.map(([c, v]): [number, number] => [c, -v * unit])], (forwardFetch.c + after[forwardFetch.lastReader]) * unit, Infinity);
   }
-  const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, upd, prod, forwardFetch, before, link.d2h, fetchThenUpdate, gpuBefore, workBefore);
+  const violated = fetchThenUpdateRows(lp, T, unit, g, hw, groups, upd, prod, forwardFetch, before, follow ? () => 0 : link.d2h, fetchThenUpdate, gpuBefore, workBefore);
   const released: Record<'cpu' | 'd2h' | 'nw', Job[]> = { cpu: [], d2h: [], nw: [] };
   const chains: Job[] = []; // per group: its gradient, the copy down and the CPU update, one after the other
   const tailed: Record<'cpu' | 'h2d' | 'nr', Job[]> = { cpu: [], h2d: [], nr: [] };
@@ -1166,11 +1193,13 @@ function precedenceRows(lp: LinearProgram, T: number, unit: number, g: Graph, hw
     const r = gp >= 0 && gp < q.adam ? before[gp] : 0;
     const aC = opSeconds(g, g.ops[q.adam], 'cpu', hw), down = link.d2h(q.gradBytes);
     const at = gp >= 0 && gp < q.adam ? gp : undefined;
-    chains.push({ h: r, c: aC + down, col: upd[i], k: -(aC + down), at });
-    released.cpu.push({ h: r, c: aC, col: upd[i], k: -aC, at, copy: at !== undefined ? down : undefined });
+    // (the copy down, then the update; one that follows its copy: the longer of the two, and no copy wait)
+    const chain = follow ? Math.max(aC, down) : aC + down;
+    chains.push({ h: r, c: chain, col: upd[i], k: -chain, at });
+    released.cpu.push({ h: r, c: aC, col: upd[i], k: -aC, at, copy: at !== undefined && !follow ? down : undefined });
     released.d2h.push({ h: r, c: down, col: upd[i], k: -down, at });
     released.nw.push({ h: r, c: 0, col: nvmeShare, k: link.nw(q.stateBytes), at });
-    lp.row([[T, 1], [upd[i], (aC + down) * unit], ...(at !== undefined ? E(at) : [])], (r + aC + down) * unit, Infinity);
+    lp.row([[T, 1], [upd[i], chain * unit], ...(at !== undefined ? E(at) : [])], (r + chain) * unit, Infinity);
     if (streamed) {
       // a streamed update: after the gradient, the update on the GPU, then
       // its state's copy home (the copy up may come before the gradient)

@@ -45,6 +45,13 @@
 // producer: it starts once the producer has started (and its other waits are
 // done) and ends no earlier than the producer's end plus the copy of the last
 // chunk it takes (FOLLOW_CHUNK elements). Busy time stays its own duration.
+// The other way round, as the executor does it too: a fused CPU adam (p, m, v
+// f32, updated in place) whose gradient's last writer is a copy down from the
+// GPU that it waits on follows that copy chunk by chunk: it starts once the copy has
+// started and ends no earlier than the copy's end plus the update of the
+// last chunk (the copy checks the whole gradient for inf/NaN before it moves
+// any of it, so the update knows the verdict first; on a GPU a pass where the
+// backward pass left the gradient, not priced here).
 //
 // Instructions start in time order (always the one that can start earliest;
 // ties by id), so that when a batch forms at t every instruction that ended by
@@ -170,7 +177,7 @@ export function mergedRuns(copies: readonly { f0: number; f1: number }[], blockB
 
 const FOLLOW_CHUNK = 1 << 18;  // kFollowChunk in native/exec/executor.cc
 
-/** Per instruction: the producer a copy follows tile by tile (see the header), or -1. */
+/** Per instruction: the producer a copy follows tile by tile, or the copy down an adam follows chunk by chunk (see the header), or -1. */
 export function followedProducers(g: Graph, buffers: readonly PlanBuffer[], ins: readonly PlanInstruction[]): Int32Array {
   const follows = new Int32Array(ins.length).fill(-1);
   const lastWriter = new Int32Array(buffers.length).fill(-1);
@@ -184,12 +191,28 @@ export function followedProducers(g: Graph, buffers: readonly PlanBuffer[], ins:
     return op.kind === 'reshape' && w.inputs.length === 1 && t(w.inputs[0]).dtype === 'f32' && half(buffer) &&
       buffers[w.inputs[0]].tier !== 'nvme' && buffers[buffer].tier !== 'nvme';
   };
+  // the executor's fused adam (fused_adam_types): p, m, v f32 and updated in place, on host tiers
+  const fusedAdam = (x: PlanInstruction) => {
+    if (g.ops[x.op].kind !== 'adam' || x.inputs.length !== 4 || (x.outputs.length !== 3 && x.outputs.length !== 4)) return false;
+    if (x.outputs[0] !== x.inputs[0] || x.outputs[1] !== x.inputs[2] || x.outputs[2] !== x.inputs[3]) return false;
+    return [0, 2, 3].every((j) => g.tensors[buffers[x.inputs[j]].tensor].dtype === 'f32') && [...x.inputs, ...x.outputs].every((b) => buffers[b].tier !== 'nvme');
+  };
+  const claimed = new Uint8Array(ins.length);
   for (const x of ins) {
     if (x.kind === 'copy') {
       const src = buffers[x.inputs[0]], dst = buffers[x.outputs[0]];
       const w = lastWriter[x.inputs[0]];
       if (w >= 0 && src.tier !== 'nvme' && dst.tier !== 'nvme' && !overlaps(src, dst) && x.waits.includes(w) && halfOut(ins[w], x.inputs[0]) &&
           [...ins[w].inputs, ...ins[w].outputs].every((b) => !overlaps(dst, buffers[b]))) follows[x.id] = w;
+    }
+    if (x.kind === 'run' && fusedAdam(x)) {
+      const w = lastWriter[x.inputs[1]], grad = buffers[x.inputs[1]];
+      if (w >= 0 && !claimed[w] && ins[w].kind === 'copy' && x.waits.includes(w) && buffers[ins[w].inputs[0]].sizeBytes === grad.sizeBytes) {
+        claimed[w] = 1;  // (the copy checks this adam's gradient: no other adam's)
+        // (the executor also asks that the gradient share no bytes with the adam's other operands: all
+        // alive at the adam, so the arena keeps them apart; before it places them, offsets are not set)
+        if (buffers[ins[w].inputs[0]].tier === 'gpu' && grad.tier === 'cpu') follows[x.id] = w;
+      }
     }
     for (const b of x.outputs) lastWriter[b] = x.id;
   }
@@ -297,7 +320,8 @@ export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[],
     }
     let e = t + d;
     const producer = follows[x.id];
-    if (producer >= 0) e = Math.max(e, end[producer] + d * Math.min(1, FOLLOW_CHUNK / Math.max(1, numel(g.tensors[buffers[x.inputs[0]].tensor].shape))));
+    // (a copy follows its producer's output, an adam its gradient: input 1)
+    if (producer >= 0) e = Math.max(e, end[producer] + d * Math.min(1, FOLLOW_CHUNK / Math.max(1, numel(g.tensors[buffers[x.inputs[x.kind === 'run' ? 1 : 0]].tensor].shape))));
     if (members) members.forEach((m, i) => { start[m] = t; end[m] = memberEnds ? t + memberEnds[i] : e; started[m] = 1; });
     else { start[x.id] = t; end[x.id] = e; started[x.id] = 1; }
     next[s] += members?.length ?? 1;

@@ -323,13 +323,16 @@ void cpu_adam_step(const AdamTensors& t, const AdamHyper& hp, const AdamRunOptio
   SpanFn span = select_span(opts.isa, mode, t.g_type, half_type);
   TilePass pass(t.n, tile_elems);
   if (opts.on_tile) pass.enable_events(opts.on_tile, opts.ctx);
+  std::atomic<bool> stopped{false};
   pool.run(threads_for(opts, pass.tiles), [&](int) {
     int64_t tile, b, e;
-    while (pass.claim(&tile, &b, &e)) {
+    while (!stopped.load(std::memory_order_relaxed) && pass.claim(&tile, &b, &e)) {
+      if (opts.wait_tile && !opts.wait_tile(opts.wait_ctx, e)) { stopped.store(true, std::memory_order_relaxed); break; }
       span(k, t.p, t.m, t.v, t.g, t.half, b, e);
       pass.complete(tile);
     }
   });
+  result->stopped = stopped.load();
 }
 
 void adam_roofline(float* p, const float* g, float* m, float* v, int64_t n, const AdamRunOptions& opts) {
@@ -348,6 +351,10 @@ bool adam_copy_grads_checked(void* dst, const void* src, int64_t n, AdamGradType
                    : g_type == ADAM_GRAD_BF16 ? copy_check_isa<ADAM_GRAD_BF16>(isa)
                                               : copy_check_isa<ADAM_GRAD_F32>(isa);
   return fn(dst, src, 0, n);
+}
+
+bool adam_grads_finite(const void* g, int64_t n, AdamGradType g_type, AdamIsa isa) {
+  return n <= 0 || select_check(isa, g_type)(g, 1.0f, 0, n);
 }
 
 void adam_half_copy(const float* x, uint16_t* out, int64_t n, AdamHalfType type, const AdamRunOptions& opts) {

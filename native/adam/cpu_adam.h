@@ -29,6 +29,12 @@
 //     tile's p, g, m, v fit a 1 MiB L2 with room to spare) handed out in
 //     increasing order to the threads of the shared ThreadPool; no thread is
 //     created per step.
+//   - arriving gradients: when wait_tile is set, a worker calls it before it
+//     updates tile [begin, end) and updates only once it returns true (the
+//     gradient's elements [0, end) are there: the runtime's update that follows
+//     its gradient's copy down chunk by chunk); false stops the update, tiles
+//     already updated stay so (AdamResult::stopped: the step is being aborted).
+//     The gradient must have been checked whole before (check_finite = false).
 //   - tile completion: when on_tile is set, it is called once per tile, in
 //     tile order (0, 1, 2, ...), serialised, from whichever worker finished the
 //     last tile of the completed prefix, as soon as every tile up to it is
@@ -73,6 +79,7 @@ struct AdamTileEvent {
   int64_t tiles;          // total
 };
 using AdamTileCallback = void (*)(void* ctx, const AdamTileEvent& event);
+using AdamTileWait = bool (*)(void* ctx, int64_t end);
 
 struct AdamRunOptions {
   AdamIsa isa = AdamIsa::scalar;        // see adam_default_isa
@@ -81,10 +88,13 @@ struct AdamRunOptions {
   bool check_finite = true;
   AdamTileCallback on_tile = nullptr;   // called off the calling thread; must be cheap and thread-safe
   void* ctx = nullptr;
+  AdamTileWait wait_tile = nullptr;     // see "arriving gradients"; called off the calling thread, may block
+  void* wait_ctx = nullptr;
 };
 
 struct AdamResult {
   bool finite = true;     // false: some grad * grad_scale was inf/NaN and nothing was written
+  bool stopped = false;   // wait_tile returned false: some tiles were not updated
 };
 
 // The scalars of one step, as torch computes them (double, rounded to float once).
@@ -115,6 +125,11 @@ void adam_roofline(float* p, const float* g, float* m, float* v, int64_t n, cons
 // byte anyway, so the update can run with check_finite = false. The runtime
 // does this on the copy that delivers an adam's gradient (exec/executor.cc).
 bool adam_copy_grads_checked(void* dst, const void* src, int64_t n, AdamGradType g_type, AdamIsa isa);
+
+// The same check without a copy, single-threaded: whether n gradient elements
+// are all finite. The runtime checks a gradient whole before its update follows
+// its copy chunk by chunk (on a GPU, a pass where the backward pass left it).
+bool adam_grads_finite(const void* g, int64_t n, AdamGradType g_type, AdamIsa isa);
 
 // The half-precision copy of n fp32 values (fp16 or bf16, nearest-even, the
 // bits of adam_half_round), over tiles on the shared pool with opts.on_tile

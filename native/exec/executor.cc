@@ -69,6 +69,10 @@ static int32_t half_cast_type(const Program& p, const Instruction& ins) {
   return ADAM_HALF_NONE;
 }
 
+// Elements per wake-up of a follower (512 KiB of fp16): a copy following its
+// producer's tiles, an adam following its gradient's copy down; simulate.ts's FOLLOW_CHUNK.
+constexpr int64_t kFollowChunk = 1 << 18;
+
 static bool overlaps(const BufferSpec& a, const BufferSpec& b) {
   return a.tier == b.tier && a.offset_bytes < b.offset_bytes + b.size_bytes && b.offset_bytes < a.offset_bytes + a.size_bytes;
 }
@@ -78,7 +82,15 @@ static bool overlaps(const BufferSpec& a, const BufferSpec& b) {
 //  - the copy that delivers a fused adam's gradient (the last writer of the
 //    gradient buffer before the adam, waited on by it, a host-to-host memory
 //    copy) checks the gradient for inf/NaN as it copies: the adam then skips its
-//    own check pass, which would read the gradient a second time.
+//    own check pass, which would read the gradient a second time. Where the
+//    copy brings the gradient down from the GPU and shares no bytes with the
+//    adam's other operands, the adam follows it chunk by chunk instead: the
+//    copy checks the whole gradient first (on a GPU, a pass where the backward
+//    pass left it), so the adam knows the verdict before it takes anything and
+//    a non-finite gradient still leaves p, m, v and p16 untouched, then moves
+//    it chunk by chunk; the adam starts once the copy has begun and updates
+//    each tile once its gradient is there (execute_grad_copy_ahead,
+//    execute_fused_adam).
 //  - a copy of the half-precision output of a fused adam or of a half cast,
 //    waited on for that output, follows its producer tile by tile: it starts
 //    when its other waits are done and moves each finished tile while later
@@ -104,6 +116,14 @@ void Executor::prepare_arrivals() {
           p.buffers[p.instructions[w].inputs[0]].size_bytes == p.buffers[ins.inputs[1]].size_bytes) {
         prepared_[w].check_grad_type = pr.adam_grad_type;
         pr.grad_checked_by = w;
+        bool clear = prepared_[w].link == LINK_D2H;
+        const BufferSpec& g = p.buffers[ins.inputs[1]];
+        for (size_t j = 0; j < ins.inputs.size(); j++) clear = clear && (j == 1 || !overlaps(g, p.buffers[ins.inputs[j]]));
+        for (int32_t b : ins.outputs) clear = clear && !overlaps(g, p.buffers[b]);
+        if (clear) {
+          pr.follows = w;
+          prepared_[w].progress = producers++;
+        }
       }
     }
     if (host_copy(ins)) {
@@ -553,6 +573,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     if (pr.follows >= 0) return execute_following_copy(s, id, msg);
     const BufferSpec& src = p_.buffers[ins.inputs[0]];
     const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+    if (pr.check_grad_type >= 0 && pr.progress >= 0) return execute_grad_copy_ahead(s, id);
     if (pr.check_grad_type >= 0) {  // a gradient on its way to its adam: checked as it is copied
       const int64_t numel = p_.tensors[src.tensor].numel;
       const bool finite = adam_copy_grads_checked(arenas_.host_ptr(dst.tier, dst.offset_bytes), arenas_.host_ptr(src.tier, src.offset_bytes),
@@ -646,7 +667,20 @@ bool Executor::execute_fused_adam(int32_t id, std::string* msg) {
   const char* nonfinite = "adam: the gradient has an inf or NaN; parameters and moments left unchanged";
   AdamRunOptions run;
   run.isa = adam_isa_;
-  if (pr.grad_checked_by >= 0) {  // the copy that brought the gradient checked it
+  Arrival arrival{this, pr.follows, t.n};
+  if (pr.follows >= 0) {
+    // following the gradient's copy down: once it has begun, its verdict on the
+    // whole gradient is known (waited for here, not in the pool: until the
+    // copy begins, its gradient may still wait for work that needs the pool)
+    Clock::time_point w0 = Clock::now();
+    const bool begun = wait_arrival(&arrival, std::min<int64_t>(t.n, 1));
+    streams_[ins.stream].idle_seconds += seconds_between(w0, Clock::now());
+    if (!begun) { *msg = "stopped: the step was aborted"; return false; }
+    if (grad_verdict_[pr.follows].load(std::memory_order_acquire) == -gen_) { *msg = nonfinite; return false; }
+    run.check_finite = false;
+    run.wait_tile = &Executor::wait_arrival;
+    run.wait_ctx = &arrival;
+  } else if (pr.grad_checked_by >= 0) {  // the copy that brought the gradient checked it
     const int64_t verdict = grad_verdict_[pr.grad_checked_by].load(std::memory_order_acquire);
     if (verdict == -gen_) { *msg = nonfinite; return false; }
     run.check_finite = verdict != gen_;
@@ -659,6 +693,46 @@ bool Executor::execute_fused_adam(int32_t id, std::string* msg) {
   AdamResult result;
   cpu_adam_step(t, hp, run, &result);
   if (!result.finite) { *msg = nonfinite; return false; }
+  if (result.stopped) { *msg = "stopped: the step was aborted"; return false; }
+  return true;
+}
+
+// Blocks until the gradient's elements [0, end) have landed in this step; false
+// when the step aborts first. Called by the adam's pool workers before each tile.
+bool Executor::wait_arrival(void* ctx, int64_t end) {
+  const Arrival* a = (const Arrival*)ctx;
+  Executor* ex = a->ex;
+  if (ex->available_elems(a->copy, a->n) >= end) return true;
+  std::unique_lock<std::mutex> lk(ex->mu_);
+  ex->progress_cv_.wait(lk, [&] { return ex->abort_ || ex->available_elems(a->copy, a->n) >= end; });
+  return ex->available_elems(a->copy, a->n) >= end;
+}
+
+// The copy down of a gradient whose update follows it (prepare_arrivals): the
+// whole gradient checked first and the verdict published, then the bytes
+// moved chunk by chunk, each chunk published to the update as it lands.
+bool Executor::execute_grad_copy_ahead(int32_t s, int32_t id) {
+  const Instruction& ins = p_.instructions[id];
+  const Prepared& pr = prepared_[id];
+  const BufferSpec& src = p_.buffers[ins.inputs[0]];
+  const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+  const int64_t n = p_.tensors[src.tensor].numel;
+  const int64_t esize = n > 0 ? src.size_bytes / n : 0;
+  const uint8_t* from = arenas_.host_ptr(src.tier, src.offset_bytes);
+  uint8_t* to = arenas_.host_ptr(dst.tier, dst.offset_bytes);
+  const bool finite = adam_grads_finite(from, n, (AdamGradType)pr.check_grad_type, adam_isa_);
+  grad_verdict_[id].store(finite ? gen_ : -gen_, std::memory_order_release);
+  begin_progress(id);  // after the verdict: an update that sees this step's progress sees its verdict
+  TileProgress& tp = progress_[pr.progress];
+  for (int64_t done = 0; done < n;) {
+    const int64_t end = std::min(n, done + kFollowChunk);
+    std::memcpy(to + done * esize, from + done * esize, (size_t)((end - done) * esize));
+    tp.elems.store(end);
+    done = end;
+    std::lock_guard<std::mutex> lk(mu_);
+    progress_cv_.notify_all();
+  }
+  if (pr.link >= 0) streams_[s].link_bytes[pr.link] += src.size_bytes;
   return true;
 }
 
@@ -717,7 +791,6 @@ int64_t Executor::available_elems(int32_t producer, int64_t n) const {
 // until at least kFollowChunk more elements (or the rest) are final, the
 // producer completes, or the step aborts. The time asleep is not busy time.
 bool Executor::execute_following_copy(int32_t s, int32_t id, std::string* msg) {
-  constexpr int64_t kFollowChunk = 1 << 18;  // elements: 512 KiB of fp16 per wake-up
   StreamState& st = streams_[s];
   const Instruction& ins = p_.instructions[id];
   const int32_t producer = prepared_[id].follows;

@@ -154,11 +154,12 @@ class Executor {
     int32_t half_cast_type = 0;
     // adam of a delayed update (its op's iattr[2] == 1): delayed_step_ applies
     bool delayed_adam = false;
-    // a producer of half-precision tiles (fused adam with a p16 output, half cast)
-    // that a copy follows: index into progress_ (-1: none)
+    // a producer that another instruction follows (fused adam with a p16 output,
+    // half cast, a gradient's copy down): index into progress_ (-1: none)
     int32_t progress = -1;
-    // a copy that follows its producer tile by tile: the producer's id (-1: none);
-    // its wait on the producer is replaced by the producer's tile progress
+    // a copy that follows its producer tile by tile, or a fused adam that follows
+    // its gradient's copy down chunk by chunk: the producer's id (-1: none); its
+    // wait on the producer is replaced by the producer's progress
     int32_t follows = -1;
   };
   // Tile progress of one producer in the current step (see execute_following_copy).
@@ -188,6 +189,10 @@ class Executor {
   bool execute_fused_adam(int32_t id, std::string* msg);
   bool execute_half_cast(int32_t id, std::string* msg);
   bool execute_following_copy(int32_t s, int32_t id, std::string* msg);
+  bool execute_grad_copy_ahead(int32_t s, int32_t id);
+  // an adam following its gradient's copy down: what its tile waits read
+  struct Arrival { Executor* ex; int32_t copy; int64_t n; };
+  static bool wait_arrival(void* ctx, int64_t end);
   void begin_progress(int32_t id);                   // a producer starts: its progress is 0 in this step
   int64_t available_elems(int32_t producer, int64_t n) const;
   static void on_tile_done(void* ctx, const AdamTileEvent& e);
