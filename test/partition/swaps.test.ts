@@ -29,16 +29,15 @@ const configOf = (p: Placement, q: ParamGroup) => ({
 });
 
 describe('groups of one size exchanging their configurations', () => {
-  // (with the CPU updates following their gradients' copies down, thirty-seventh
-  // session, compile's plan is 0.1756 ms, and the same plan with h.0.mlp.fc.w
-  // and h.1.mlp.fc.w exchanged 0.1647: compile and lpTrySwaps miss that
-  // exchange now, where they had kept it at 0.1660 ms; open, docs/BENCHMARKS.md)
-  it('gpt tiny fp16 with its state on NVMe: an exchange of h.0.mlp.fc.w and h.1.mlp.fc.w is exact, and the faster of the two plans is kept by lpTrySwaps; the bound holds; the runtime trains it bit-identically to the all-GPU plan', async () => {
+  it('gpt tiny fp16 with its state on NVMe: compile keeps an exchange of h.0.mlp.fc.w and h.1.mlp.fc.w (under 0.166 ms, 0.1756 without), as fast again from the plan exchanged back; the bound holds; the runtime trains it bit-identically to the all-GPU plan', async () => {
+    // (with the CPU updates following their gradients down, the tries went to
+    // the biases and norms before these two: lpTrySwaps leaves out groups far
+    // smaller than the largest, SWAP_SMALLEST)
     const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16', gpuMemBytes: 400_000, cpuMemBytes: 200_000 });
     expect(verifyPlan(plan)).toEqual([]);
     const step = plan.predicted.stepSeconds;
     console.log(`gpt tiny fp16 on NVMe: step ${(step * 1e3).toFixed(4)} ms, bound ${(plan.bound!.lowerBoundSeconds * 1e3).toFixed(4)} ms`);
-    expect(step).toBeLessThan(0.1760e-3);
+    expect(step).toBeLessThan(0.166e-3);
     expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(step);
 
     const g = plan.graph, hw = plan.hardware, p = plan.placement;
@@ -56,15 +55,14 @@ describe('groups of one size exchanging their configurations', () => {
     expect(back.opTier.filter((t, i) => !myOps.has(i) && t !== p.opTier[i])).toEqual([]);
     expect(exchanged(back, a, b)).toEqual(p);
 
-    // exchanged, the plan is faster by more than 2 %; from there the family keeps it
-    const faster = retimed(g, hw, build(g, hw, back));
-    expect(fitsTiers(faster.arenas.arenaBytes, hw)).toBe(true);
-    const fasterStep = simulated(g, hw, faster).stepSeconds;
-    console.log(`  exchanged: ${(fasterStep * 1e3).toFixed(4)} ms`);
-    expect(fasterStep).toBeLessThan(step / 1.02);
-    const acc: LpCandidates = { seen: new Set(), best: faster };
+    // exchanged back, the plan is slower; the family finds the exchange again
+    const slower = retimed(g, hw, build(g, hw, back));
+    expect(fitsTiers(slower.arenas.arenaBytes, hw)).toBe(true);
+    expect(simulated(g, hw, slower).stepSeconds).toBeGreaterThan(step * 1.02);
+    const acc: LpCandidates = { seen: new Set(), best: slower };
     lpTrySwaps(g, hw, acc);
-    expect(simulated(g, hw, acc.best!).stepSeconds).toBeLessThanOrEqual(fasterStep * (1 + 1e-9));
+    // (as fast again, by this exchange or an equal one: h.0's and h.1's other groups of that size)
+    expect(simulated(g, hw, acc.best!).stepSeconds).toBeLessThanOrEqual(step * (1 + 1e-9));
 
     const [gpt] = await tinyHalfModels();
     expect(await gpt.losses(plan)).toEqual(gpt.reference);
