@@ -271,15 +271,16 @@ export interface LpRun {
    * on the second solver thread when there is one: a higher optimum).
    * That second solve starts when bound is first read. Its rows count a CPU
    * update after its gradient's copy down (compile's search rounds and
-   * retimes from it); the bound reported with a plan is followBound's.
+   * retimes from it); the bound reported with a plan is wideBound's.
    */
   readonly bound: Promise<LpSolution>;
   /** The bound LP's first solution, without the fetch-then-update rows (its optimum is a bound too, at most bound's). */
   readonly firstVertex: Promise<LpSolution>;
   /**
    * The bound LP widened, with the fetch-then-update rows and each CPU update
-   * following its gradient's copy down (BoundExtras.follow): the bound of a
-   * plan outside the family, as far as `w` says it leaves it (wideningOf),
+   * following its gradient's copy down (BoundExtras.follow): the bound
+   * reported with a plan, widened as far as `w` says it leaves the family
+   * (wideningOf; {}: not at all),
    * each way a relaxation of its own (at most bound's): chains, over
    * recompute through chains (any saved activation may be recomputed, at the
    * cost of one run of its producer: a chain plan runs it at least once, and
@@ -295,13 +296,6 @@ export interface LpRun {
    * Each widening solved on its first call (on the second solver thread when there is one).
    */
   wideBound(w: Widening): Promise<LpSolution>;
-  /**
-   * The bound reported with a plan: the bound LP with the fetch-then-update
-   * rows, each CPU update following its gradient's copy down (BoundExtras.follow),
-   * widened as `w` says (wideBound's), or not at all ({}: the family's, solved
-   * on its first call, on the second solver thread when there is one).
-   */
-  followBound(w: Widening): Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
   refine(): Promise<LpSolution>;
   /** Every placement LP's shares (refine's first), with the bound; the bound LP's when none has a solution. */
@@ -418,7 +412,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     // (its optimum is at least the first's, up to HiGHS's tolerances)
     return r.status === 'optimal' && r.objective * tight.seconds >= loose.lowerBoundSeconds ? tight.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3) : loose;
   })()));
-  // the bound LP widened, for a plan outside the family (each widening started on first use)
+  // the bound LP widened (each widening, none too, started on first use)
   const widened = new Map<string, Promise<LpSolution>>();
   const wideBound = (w: Widening) => {
     const key = wideningWays(w).join();
@@ -426,9 +420,6 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (!solving) widened.set(key, solving = widenedBound(w));
     return solving;
   };
-  // the family's (no widening): solved on its first call
-  let familyFollowed: Promise<LpSolution> | undefined;
-  const followBound = (w: Widening) => (wideningWays(w).length ? wideBound(w) : (familyFollowed ??= widenedBound({})));
   const widenedBound = (w: Widening) => quiet((async () => {
     const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...w });
     // (HiGHS's strongest scaling: gpt3-175b's widened LP 1.3-1.6 s against 4.3 s with its default)
@@ -486,7 +477,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     if (sol.status !== 'optimal' || !out.length) return [sol];
     return out.map((p) => ({ ...p, lowerBoundSeconds: sol.lowerBoundSeconds, solveSeconds: (performance.now() - t0) / 1e3, size: sol.size }));
   })());
-  return { get bound() { return bound(); }, firstVertex, wideBound, followBound, boundLeanest, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
+  return { get bound() { return bound(); }, firstVertex, wideBound, boundLeanest, headroom, refine: async () => (await placements())[0], placements, early, earlyEach, close: () => { if (!opts.solver) solver.close(); } };
 }
 
 interface BuiltLp {
@@ -534,7 +525,7 @@ export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}):
   return { data, colNames, seconds };
 }
 
-/** The bound LP with the fetch-then-update rows, widened by opts.widen (placementBound's and boundModel's). */
+/** The bound LP with the fetch-then-update rows and the updates following their copies down, widened by opts.widen (placementBound's and boundModel's). */
 const wideBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp => buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...opts.widen });
 
 
@@ -571,7 +562,7 @@ interface BoundExtras extends Widening {
    * chunk by chunk, as the executor and simulator run one: a group's chain is
    * its gradient and then the longer of the copy and the update, and no
    * update waits for a copy to end (precedenceRows). The bound reported with
-   * a plan (followBound, wideBound); the bound LP's first solve and its
+   * a plan (wideBound); the bound LP's first solve and its
    * second (LpRun.bound), which compile rounds and retimes from, keep the
    * sum and the copy waits (the same rows there moved plans both ways:
    * docs/BENCHMARKS.md, thirty-sixth session).
@@ -889,7 +880,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (let k = 0; k < terms.length; k++) { const [c, v] = terms[k]; secondary[c] += v; row.push([c, -v * unit]); }
     if (terms.length || constant) lp.row(row, constant * unit, Infinity);
   }
-  const breaksPrecedence = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, (extras.fetchThenUpdate && extras.follow) ?? false, split, gpuBefore);
+  const breaksPrecedence = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, !!(extras.fetchThenUpdate && extras.follow), split, gpuBefore);
   // (a p16 made again on the CPU for a state there or on NVMe is copied up, unless cast on the GPU: castWide's)
   const fetched = groups.map((_, i) => (pair && !chains ? [x1[i][1], pair[i][2][2], ...(castWide ? [] : [pair[i][2][1]])] : []));
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed, fetched };

@@ -354,7 +354,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
 /**
  * The bound reported with a plan: the bound LP's with the fetch-then-update
  * rows and its CPU updates following their gradients' copies down, as the
- * executor runs them (lp.ts followBound), which holds for the plans
+ * executor runs them (lp.ts wideBound, widened by no way or more), which holds for the plans
  * that recompute one level deep and rest each group's state in one place (the
  * LPs' family); for one that recomputes through chains (checkpoints.ts),
  * splits a group's state (lpTrySplit), streams updates to the GPU
@@ -379,7 +379,7 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
   }
   if (sol.status !== 'optimal') return sol;
   const w = wideningOf(g, b.placement, (await lp.firstVertex).saved);
-  const wide = await lp.followBound(w ?? {});
+  const wide = await lp.wideBound(w ?? {});
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
   return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size, ...(w ? { widenedBy: wideningWays(w) } : {}) };

@@ -708,31 +708,35 @@ bool Executor::wait_arrival(void* ctx, int64_t end) {
   return ex->available_elems(a->copy, a->n) >= end;
 }
 
+// A copy's source and destination, its elements, their size and its bytes: what
+// the two copies moved chunk by chunk (above and below) take.
+Executor::ChunkedCopy Executor::chunked_copy(int32_t id) const {
+  const Instruction& ins = p_.instructions[id];
+  const BufferSpec& src = p_.buffers[ins.inputs[0]];
+  const BufferSpec& dst = p_.buffers[ins.outputs[0]];
+  const int64_t n = p_.tensors[src.tensor].numel;
+  return {arenas_.host_ptr(src.tier, src.offset_bytes), arenas_.host_ptr(dst.tier, dst.offset_bytes), n, n > 0 ? src.size_bytes / n : 0, src.size_bytes};
+}
+
 // The copy down of a gradient whose update follows it (prepare_arrivals): the
 // whole gradient checked first and the verdict published, then the bytes
 // moved chunk by chunk, each chunk published to the update as it lands.
 bool Executor::execute_grad_copy_ahead(int32_t s, int32_t id) {
-  const Instruction& ins = p_.instructions[id];
   const Prepared& pr = prepared_[id];
-  const BufferSpec& src = p_.buffers[ins.inputs[0]];
-  const BufferSpec& dst = p_.buffers[ins.outputs[0]];
-  const int64_t n = p_.tensors[src.tensor].numel;
-  const int64_t esize = n > 0 ? src.size_bytes / n : 0;
-  const uint8_t* from = arenas_.host_ptr(src.tier, src.offset_bytes);
-  uint8_t* to = arenas_.host_ptr(dst.tier, dst.offset_bytes);
-  const bool finite = adam_grads_finite(from, n, (AdamGradType)pr.check_grad_type, adam_isa_);
+  const ChunkedCopy c = chunked_copy(id);
+  const bool finite = adam_grads_finite(c.from, c.n, (AdamGradType)pr.check_grad_type, adam_isa_);
   grad_verdict_[id].store(finite ? gen_ : -gen_, std::memory_order_release);
   begin_progress(id);  // after the verdict: an update that sees this step's progress sees its verdict
   TileProgress& tp = progress_[pr.progress];
-  for (int64_t done = 0; done < n;) {
-    const int64_t end = std::min(n, done + kFollowChunk);
-    std::memcpy(to + done * esize, from + done * esize, (size_t)((end - done) * esize));
+  for (int64_t done = 0; done < c.n;) {
+    const int64_t end = std::min(c.n, done + kFollowChunk);
+    std::memcpy(c.to + done * c.esize, c.from + done * c.esize, (size_t)((end - done) * c.esize));
     tp.elems.store(end);
     done = end;
     std::lock_guard<std::mutex> lk(mu_);
     progress_cv_.notify_all();
   }
-  if (pr.link >= 0) streams_[s].link_bytes[pr.link] += src.size_bytes;
+  if (pr.link >= 0) streams_[s].link_bytes[pr.link] += c.bytes;
   return true;
 }
 
@@ -792,34 +796,28 @@ int64_t Executor::available_elems(int32_t producer, int64_t n) const {
 // producer completes, or the step aborts. The time asleep is not busy time.
 bool Executor::execute_following_copy(int32_t s, int32_t id, std::string* msg) {
   StreamState& st = streams_[s];
-  const Instruction& ins = p_.instructions[id];
   const int32_t producer = prepared_[id].follows;
-  const BufferSpec& src = p_.buffers[ins.inputs[0]];
-  const BufferSpec& dst = p_.buffers[ins.outputs[0]];
-  const int64_t n = p_.tensors[src.tensor].numel;
-  const int64_t esize = n > 0 ? src.size_bytes / n : 0;
-  const uint8_t* from = arenas_.host_ptr(src.tier, src.offset_bytes);
-  uint8_t* to = arenas_.host_ptr(dst.tier, dst.offset_bytes);
+  const ChunkedCopy c = chunked_copy(id);
   TileProgress& tp = progress_[prepared_[producer].progress];
   int64_t copied = 0;
-  while (copied < n) {
-    const int64_t ready = available_elems(producer, n);
+  while (copied < c.n) {
+    const int64_t ready = available_elems(producer, c.n);
     if (ready > copied) {
-      std::memcpy(to + copied * esize, from + copied * esize, (size_t)((ready - copied) * esize));
+      std::memcpy(c.to + copied * c.esize, c.from + copied * c.esize, (size_t)((ready - copied) * c.esize));
       copied = ready;
       continue;
     }
     Clock::time_point w0 = Clock::now();
     {
       std::unique_lock<std::mutex> lk(mu_);
-      tp.want.store(std::min(n, copied + kFollowChunk));
-      progress_cv_.wait(lk, [&] { return abort_ || available_elems(producer, n) >= tp.want.load(); });
+      tp.want.store(std::min(c.n, copied + kFollowChunk));
+      progress_cv_.wait(lk, [&] { return abort_ || available_elems(producer, c.n) >= tp.want.load(); });
       tp.want.store(INT64_MAX);
     }
     st.idle_seconds += seconds_between(w0, Clock::now());
     if (abort_) { *msg = "stopped: the step was aborted"; return false; }
   }
-  if (prepared_[id].link >= 0) st.link_bytes[prepared_[id].link] += src.size_bytes;
+  if (prepared_[id].link >= 0) st.link_bytes[prepared_[id].link] += c.bytes;
   return true;
 }
 

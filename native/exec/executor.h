@@ -190,6 +190,8 @@ class Executor {
   bool execute_half_cast(int32_t id, std::string* msg);
   bool execute_following_copy(int32_t s, int32_t id, std::string* msg);
   bool execute_grad_copy_ahead(int32_t s, int32_t id);
+  struct ChunkedCopy { const uint8_t* from; uint8_t* to; int64_t n, esize, bytes; };
+  ChunkedCopy chunked_copy(int32_t id) const;
   // an adam following its gradient's copy down: what its tile waits read
   struct Arrival { Executor* ex; int32_t copy; int64_t n; };
   static bool wait_arrival(void* ctx, int64_t end);

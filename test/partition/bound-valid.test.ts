@@ -85,7 +85,7 @@ describe('LP lower bound validity', () => {
       try {
         // (the bound a plan reports: its CPU updates following their gradients' copies down, as they run)
         const boundSol = await run.bound;
-        const bound = (await run.followBound({})).lowerBoundSeconds;
+        const bound = (await run.wideBound({})).lowerBoundSeconds;
         // the simplex's optimum is the interior point solver's (HiGHS's simplex has answered too high on some row sets)
         await expectInteriorPoint(g, hw, solver, bound);
         const candidates: [string, Placement | undefined][] = [['all-gpu', allGpu(g)], ['mincut', placeMinCut(g, hw)]];
@@ -255,7 +255,7 @@ describe("the simplex's bound", () => {
     const solver = new LpWorker();
     const run = startLp(g, hw, { solver });
     try {
-      const bound = (await run.followBound({})).lowerBoundSeconds;
+      const bound = (await run.wideBound({})).lowerBoundSeconds;
       await expectInteriorPoint(g, hw, solver, bound);
     } finally { run.close(); solver.close(); }
   }, 120_000);
