@@ -72,7 +72,7 @@
 // Rounding: the placement LPs' shares each to its largest tier or keeping
 // their bytes per tier, each activation to its largest choice; the bound LP's
 // (its first stage's vertex, its second stage's — least total load within
-// its optimum — and the same LP's over HEADROOM_SHARE of the GPU) keeping its
+// its optimum — and the same LP's over HEADROOM_SHARES of the GPU) keeping its
 // bytes per tier (roundShares); castOnce keeps on the CPU a
 // remade p16 whose state rounds there, remakeOnGpu remakes on the GPU a p16
 // homed on the CPU whose state is on the GPU; the caller verifies the rounded plans
@@ -310,12 +310,12 @@ export interface LpRun {
   /** early()'s shares one placement LP at a time, each as soon as it is solved (undefined: that LP has none); empty as early() is. */
   earlyEach(): Promise<Promise<LpSolution | undefined>[]>;
   /**
-   * The bound LP's rows over HEADROOM_SHARE of the GPU (queued on the first
-   * call, on the second solver thread when there is one): shares to round, as
-   * the bound LP's are, for a plan that leaves the schedule some room to
-   * prefetch. Its optimum is no bound.
+   * The bound LP's rows over `share` of the GPU (one of HEADROOM_SHARES;
+   * each queued on its first call, on the second solver thread when there is
+   * one): shares to round, as the bound LP's are, for a plan that leaves the
+   * schedule some room to prefetch. Its optimum is no bound.
    */
-  headroom(): Promise<LpSolution>;
+  headroom(share: number): Promise<LpSolution>;
   /** The bound LP's shares with the least total load within its optimum (a second stage, queued on the first call behind what the solver thread has); undefined when that stage fails. */
   boundLeanest(): Promise<LpSolution | undefined>;
   /** Ends the solver thread (unless the caller passed its own). */
@@ -326,9 +326,19 @@ export interface LpRun {
  * The bound LP's rows count only what every schedule must hold, so the bound
  * LP's rounding fills the GPU to the brim and its prefetches wait for room
  * (gpt3-13b/a100: the ideal schedule 1.67 s, the arena's 3.26 s); the same rows
- * over 98 % of the GPU leave room (docs/BENCHMARKS.md).
+ * over 98 % of the GPU leave room (docs/BENCHMARKS.md). How much room rounds
+ * best varies by cell and erratically (gpt3-6.7b/a100's roundings at 100,
+ * 98, 97.5, 97, 96 and 95 %: 451, 407, 394, 414, 401 and 415 ms retimed), so
+ * compile rounds two: 98 %, whose rounding may also seed the families' later
+ * passes, and 97.5 %, a start for their first pass only (as a seed too it
+ * displaced the seed gpt3-6.7b/v100 on 48 GB of CPU had won from: 3.52 ->
+ * 3.96 s). Over bench/compile/plans.mjs's 31 plans the second made one
+ * faster (gpt3-6.7b/a100 0.3911 -> 0.3847 s: 97.5 %'s rounding, own bound
+ * 383.0 ms, is the first pass's start) and none slower; five shares (down to
+ * 95 %) made the same one faster and gpt3-175b 0.4 % slower
+ * (docs/BENCHMARKS.md, thirty-eighth session).
  */
-export const HEADROOM_SHARE = 0.98;
+export const HEADROOM_SHARES = [0.98, 0.975] as const;
 
 /**
  * LPs with the same columns and loads, solved on worker threads. The bound LP
@@ -433,12 +443,16 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const first = await boundFirst;
     return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
   })()));
-  let roomy: Promise<LpSolution> | undefined;
-  const headroom = () => (roomy ??= (() => {
-    const lp = buildLp(g, { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes * HEADROOM_SHARE } }, opts, segments, 'bound');
-    const solving = (opts.second ?? solver).solve(lp.data, optionalLimit);
-    return quiet((async () => { const r = await solving; return lp.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3); })());
-  })());
+  const roomy = new Map<number, Promise<LpSolution>>();
+  const headroom = (share: number) => {
+    let solving = roomy.get(share);
+    if (!solving) {
+      const lp = buildLp(g, { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes * share } }, opts, segments, 'bound');
+      const r = (opts.second ?? solver).solve(lp.data, optionalLimit);
+      roomy.set(share, solving = quiet((async () => { const x = await r; return lp.solution(x.status, x.objective, x.x, (performance.now() - t0) / 1e3); })()));
+    }
+    return solving;
+  };
   const solved = async (run: PlanRun): Promise<LpSolution | undefined> => {
     const first = await run.first;
     if (first.status !== 'optimal') return undefined;

@@ -20,7 +20,7 @@ import type { Graph } from '../ir/types.js';
 import { tensorBytes } from '../ir/graph.js';
 import { allGpu, partitionMinCut } from './mincut.js';
 import { formatBytes as fmtBytes } from '../../src/sizes.js';
-import { inLpFamily, LP_TIME_LIMIT_SECONDS, startLp, wideningOf, wideningWays, type LpSolution, type Widening } from './lp.js';
+import { HEADROOM_SHARES, inLpFamily, LP_TIME_LIMIT_SECONDS, startLp, wideningOf, wideningWays, type LpSolution, type Widening } from './lp.js';
 import { LpWorker } from './highs-worker.js';
 import type { Placement } from './placement.js';
 import { assignOffsets, compactArenaBytes } from '../schedule/arena.js';
@@ -209,7 +209,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     const earlyEach = lp.earlyEach();
     if (!opts.probe) void lp.bound; // (its second solve, where it needs one, queued as soon as the first is done)
     if (opts.probe !== 'fits') {
-      lp.headroom(); // queued on the second solver thread, behind its placement LP
+      for (const share of HEADROOM_SHARES) lp.headroom(share); // queued on the second solver thread, behind its placement LP
       lp.boundLeanest(); // and the bound LP's second stage, behind the bound LP
     }
     for (const shares of await earlyEach) {
@@ -227,9 +227,16 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       const boundSol = await lp.firstVertex;
       if (boundSol.status === 'optimal') tried.push(...lpTry(g, hw, boundSol, acc));
       mark('LP bound candidate');
-      // and the bound LP's over 98 % of the GPU (its rounding leaves the schedule room to prefetch)
-      const roomy = await lp.headroom();
-      if (roomy.status === 'optimal') tried.push(...lpTry(g, hw, roomy, acc));
+      // and the bound LP's over 98 % of the GPU (its rounding leaves the
+      // schedule room to prefetch), then over 97.5 %: a start for the first
+      // pass of the families only, not one of the later passes' seeds
+      // (HEADROOM_SHARES)
+      for (const [k, share] of HEADROOM_SHARES.entries()) {
+        const roomy = await lp.headroom(share);
+        if (roomy.status !== 'optimal') continue;
+        const built = lpTry(g, hw, roomy, acc);
+        if (k === 0) tried.push(...built);
+      }
       // and the bound LP's vertex with the least total load (its first stage's
       // vertex is any of its optima: either rounds better in some cells;
       // tried last, so that it does not change the others' retiming)

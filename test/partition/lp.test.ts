@@ -3,7 +3,7 @@
 // bit-identical to training in memory.
 import { describe, it, expect } from 'vitest';
 import { compile, trainingGraph } from '../../src/compile.js';
-import { startLp } from '../../compiler/partition/lp.js';
+import { HEADROOM_SHARES, startLp } from '../../compiler/partition/lp.js';
 import { LpWorker, type HighsModelData } from '../../compiler/partition/highs-worker.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import type { Plan } from '../../compiler/plan/types.js';
@@ -211,7 +211,7 @@ describe('the solver thread', () => {
         for (const w of [solver, second]) w.load(true);
         const lp = startLp(graph, hw, { solver, second, refineAtOnce: true }); // queued as compile queues them
         try {
-          const [bound, roomy] = await Promise.all([lp.bound, lp.headroom()]);
+          const [bound, roomy] = await Promise.all([lp.bound, lp.headroom(HEADROOM_SHARES[0])]);
           expect(bound.status).toBe('optimal');
           expect(roomy.status).toBe('optimal');
           runs.push([bound, roomy].map((s) => [s.lowerBoundSeconds, s.stateShare, s.p16Share, s.keepShare, s.recomputeShare]));
@@ -237,7 +237,7 @@ describe('the solver thread', () => {
       for (let k = 0; k < 3; k++) {
         const solver = new LpWorker(), second = new LpWorker();
         const lp = startLp(graph, hw, { solver, second, refineAtOnce: true });
-        lp.headroom();
+        for (const share of HEADROOM_SHARES) lp.headroom(share);
         lp.boundLeanest();
         solver.close();
         second.close();
