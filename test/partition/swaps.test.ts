@@ -10,8 +10,9 @@
 // finds it again from the plan with the two exchanged back, the plan's bound
 // holds, and the runtime trains that plan bit-identically to the all-GPU plan.
 // Then the head of the CPU's chain of updates exchanged with a group of its
-// size whose gradient comes before it (gpt3-13b on an A100), and its tail
-// with one whose gradient comes first (gpt3-6.7b on an A100).
+// size whose gradient comes before it (gpt3-13b on an A100), and on
+// gpt3-6.7b on an A100 the plan the chain's ends exchanged lead to: within
+// 2 % of its bound, the GPU never waiting.
 import { describe, expect, it } from 'vitest';
 import { paramGroups, type ParamGroup } from '../../compiler/partition/lp.js';
 import { exchanged, lpTrySwaps } from '../../compiler/partition/candidates.js';
@@ -81,22 +82,22 @@ describe('groups of one size exchanging their configurations', () => {
     expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds);
   }, 240_000);
 
-  it('gpt3-6.7b on an A100: under 0.3935 s with h.2.attn.qkv.w updated last on the CPU, its update following its gradient down', async () => {
-    // h.2.attn.qkv.w's gradient comes last of the CPU-updated groups: its
-    // update, after the backward pass, was the step's last work, and
-    // lpTrySwaps' chain tail exchanged it with a qkv group of a late layer
-    // (0.3951 -> 0.3928 s); now that the update follows its gradient's copy
-    // down chunk by chunk the tail costs less, and the plan that keeps it
-    // there is faster still (0.3911 s: thirty-seventh session)
+  it('gpt3-6.7b on an A100: within 2 % of its bound, the GPU never waiting (its busy time the step), the CPU\'s last update hidden under the GPU\'s', async () => {
+    // The families' first pass starts from the bound LP's rounding over 97.5 %
+    // of the GPU (lp.ts HEADROOM_SHARES: 0.3937 s retimed), lpTryChainHead
+    // takes it to 0.3885 and the ends of the CPU's chain of updates exchanged
+    // (lpTrySwaps) to 0.3847 s; before, from 98 %'s, 0.3911 s with the GPU
+    // waiting 9 ms (the forward pass's fetches, h.2.attn.qkv.w's update after
+    // the backward pass: thirty-eighth session)
     const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'a100-80g', precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     const g = plan.graph, p = plan.placement, made = producers(g);
-    const groups = paramGroups(g);
-    const tail = groups.filter((q) => p.opTier[q.adam] === 'cpu').sort((a, b) => made[b.grad] - made[a.grad])[0];
-    const h2qkv = groups.find((q) => g.tensors[q.p16].name === 'h.2.attn.qkv.w')!;
-    console.log(`gpt3-6.7b/a100: step ${plan.predicted.stepSeconds.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s, the CPU's last update ${g.tensors[tail.p16].name}`);
-    expect(tail).toBe(h2qkv);
-    expect(plan.predicted.stepSeconds).toBeLessThan(0.3935);
-    expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds);
+    const tail = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu').sort((a, b) => made[b.grad] - made[a.grad])[0];
+    const step = plan.predicted.stepSeconds, bound = plan.bound!.lowerBoundSeconds;
+    console.log(`gpt3-6.7b/a100: step ${step.toFixed(4)} s, bound ${bound.toFixed(4)} s, GPU busy ${plan.predicted.streamBusySeconds.gpu.toFixed(4)} s, the CPU's last update ${g.tensors[tail.p16].name}`);
+    expect(bound).toBeLessThanOrEqual(step);
+    expect(step).toBeLessThanOrEqual(bound * 1.02);
+    expect(plan.predicted.streamBusySeconds.gpu).toBeGreaterThan(step * 0.999);
+    expect(plan.predicted.streamBusySeconds.cpu).toBeGreaterThan(0.2); // (the CPU does update some groups)
   }, 240_000);
 });
