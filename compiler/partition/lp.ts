@@ -443,15 +443,15 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const first = await boundFirst;
     return second?.status === 'optimal' ? model.solution('optimal', first.objective, second.x, (performance.now() - t0) / 1e3) : undefined;
   })()));
-  const roomy = new Map<number, Promise<LpSolution>>();
+  const roomy = new Map<number, Promise<LpSolution>>(); // per share of the GPU
   const headroom = (share: number) => {
-    let solving = roomy.get(share);
-    if (!solving) {
+    let sol = roomy.get(share);
+    if (!sol) {
       const lp = buildLp(g, { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes * share } }, opts, segments, 'bound');
-      const r = (opts.second ?? solver).solve(lp.data, optionalLimit);
-      roomy.set(share, solving = quiet((async () => { const x = await r; return lp.solution(x.status, x.objective, x.x, (performance.now() - t0) / 1e3); })()));
+      const solving = (opts.second ?? solver).solve(lp.data, optionalLimit);
+      roomy.set(share, sol = quiet((async () => { const r = await solving; return lp.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3); })()));
     }
-    return solving;
+    return sol;
   };
   const solved = async (run: PlanRun): Promise<LpSolution | undefined> => {
     const first = await run.first;
