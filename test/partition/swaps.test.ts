@@ -85,7 +85,7 @@ describe('groups of one size exchanging their configurations', () => {
   it('gpt3-6.7b on an A100: within 2 % of its bound, the GPU never waiting (its busy time the step), the CPU\'s last update hidden under the GPU\'s', async () => {
     // The families' first pass starts from the bound LP's rounding over 97.5 %
     // of the GPU (lp.ts HEADROOM_SHARES: 0.3937 s retimed), lpTryChainHead
-    // takes it to 0.3885 s, the GPU waiting 96 ms for the forward pass's
+    // takes it to 0.3885 s, the GPU waiting 3.8 ms in the forward pass for
     // fetches of early layers' weights; lpTrySwaps' chain tail then exchanges
     // h.6.attn.qkv.w with h.30.attn.qkv.w and h.3.attn.proj.w with
     // h.28.attn.proj.w (their state onto the GPU, the late layers' updated on
