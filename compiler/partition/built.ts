@@ -85,7 +85,7 @@ export function placeLp(g: Graph, hw: HardwareProfile, sol: LpSolution, how: Rou
  * the fastest (the first on ties; equal roundings are built once). Which LP
  * and which rounding win varies by case (docs/BENCHMARKS.md, issue 5); place
  * adds the bound LP's roundings (its first and second stages', and its
- * headroom variant's) to the placement LPs'. Throws the first
+ * headroom variants') to the placement LPs'. Throws the first
  * rounding's does-not-fit when none fits.
  */
 export function lpBest(g: Graph, hw: HardwareProfile, sols: LpSolution[]): Built {

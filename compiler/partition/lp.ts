@@ -81,7 +81,7 @@
 // O(groups + activations) columns and O(K + groups) rows, solved on worker
 // threads (highs-worker.ts) while compile searches the min-cut: the bound LP
 // always; the placement LPs, the bound LP's second stage and its headroom
-// variant only when compile needs placements.
+// variants only when compile needs placements.
 
 import { copySeconds, opSeconds, type Tier } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
@@ -148,7 +148,7 @@ export interface LpOptions {
 export const LP_TIME_LIMIT_SECONDS = 120;
 /**
  * The time limit of the solves compile can do without (the placement LPs and
- * their second stages, the bound LP's second stage and its headroom variant:
+ * their second stages, the bound LP's second stage and its headroom variants:
  * without them compile rounds the bound LP's shares). gpt-1t's finer placement
  * LP (384 segments) runs past any limit; at 30 s, as before, the 1T test took
  * 38 s, at 120 s it took 129.
