@@ -15,6 +15,8 @@
 //  - lpTryRingSpare: the CPU ring's spare bytes given back to NVMe moments;
 //  - lpTryCastLead: the CPU's casts for the GPU drafted further ahead of its
 //    updates (Placement.castLead);
+//  - lpTryEarlyOffloads: the offloaded activations of each kind those made
+//    first;
 //  - lpTrySwaps: two groups of one size exchange where their state rests, what
 //    updates them and where their p16 is made and kept.
 // A family whose plans leave the LPs' family calls `trying` first, so that
@@ -630,6 +632,56 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
   }
   if (win) acc.best = win;
   mark('LP cast-lead candidates');
+}
+
+/**
+ * The LPs count an offloaded activation by its bytes at each instant, so they
+ * are indifferent to which layer's activation of a kind goes to the CPU, and
+ * their roundings spread the offloads over the layers. But one offloaded in a
+ * late layer is copied down just before the forward pass ends, while the GPU
+ * needs its bytes, and back just after the backward pass begins; one of an
+ * early layer has the whole forward pass to go down in and most of the
+ * backward to come back. So one more candidate: the best with, per kind of
+ * activation (its name with the digits masked, its size and its producer's
+ * kind), as many offloaded as before, those made first (gpt3-13b/h200:
+ * the GPU waited 40.7 ms in the forward pass for the copies down that free
+ * its bytes; docs/BENCHMARKS.md, thirty-ninth session). Kept where it
+ * simulates faster.
+ */
+export function lpTryEarlyOffloads(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  const b = acc.best;
+  const home = b && offloadsMadeFirst(g, b.placement);
+  if (!b || !home) return;
+  const beat = simulated(g, hw, b).stepSeconds;
+  const c = retimed(g, hw, build(g, hw, { ...b.placement, home }), beat);
+  if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) acc.best = c;
+  mark('LP early-offload candidates');
+}
+
+/**
+ * p's homes with, per kind of activation (its name with the digits masked,
+ * its size, its producer's kind; neither made again nor homed on NVMe), as
+ * many offloaded to the CPU as in p, those made first, the others kept on the
+ * GPU; undefined where that moves none.
+ */
+export function offloadsMadeFirst(g: Graph, p: Placement): Tier[] | undefined {
+  const made = producers(g);
+  const kinds = new Map<string, number[]>();
+  for (const t of g.tensors) {
+    if (t.role !== 'activation' || t.persistent || made[t.id] < 0 || p.remat?.[t.id] || (p.home[t.id] !== 'cpu' && p.home[t.id] !== 'gpu')) continue;
+    const key = `${t.name.replace(/\d+/g, '#')}|${t.sizeBytes}|${g.ops[made[t.id]].kind}`;
+    const list = kinds.get(key);
+    if (list) list.push(t.id); else kinds.set(key, [t.id]);
+  }
+  const home = [...p.home];
+  let moved = false;
+  for (const list of kinds.values()) {
+    const offloaded = list.filter((t) => p.home[t] === 'cpu').length;
+    if (offloaded === 0 || offloaded === list.length) continue;
+    list.sort((x, y) => made[x] - made[y] || x - y);
+    list.forEach((t, k) => { home[t] = k < offloaded ? 'cpu' : 'gpu'; if (home[t] !== p.home[t]) moved = true; });
+  }
+  return moved ? home : undefined;
 }
 
 /**

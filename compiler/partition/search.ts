@@ -31,7 +31,7 @@ import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
 import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, tryPlacement, type Built, type LpCandidates } from './built.js';
-import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps, lpTryUnstream } from './candidates.js';
+import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryEarlyOffloads, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps, lpTryUnstream } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
@@ -308,6 +308,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (opts.probe !== 'fits') lpTrySwaps(g, hw, acc);
       // and the kept plan without its streamed updates, where they no longer pay
       if (opts.probe !== 'fits') lpTryUnstream(g, hw, acc);
+      // and its offloads moved to the activations of their kind made first
+      if (opts.probe !== 'fits') lpTryEarlyOffloads(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
