@@ -146,7 +146,9 @@ const SEED_PASSES = 3;
  * each of the SEED_PASSES next-fastest roundings while the best is still
  * above the bound LP's optimum; then groups of one size exchanging their
  * configurations: lpTrySwaps; then its streamed updates back on the CPU
- * where they no longer pay, or those whose gradients come first: lpTryUnstream), or, when the cut also fits, whichever of
+ * where they no longer pay, or those whose gradients come first: lpTryUnstream;
+ * then its offloads moved to the activations of their kind made first:
+ * lpTryEarlyOffloads), or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
