@@ -646,16 +646,18 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
  * kind), as many offloaded as before, those made first (gpt3-13b/h200:
  * the GPU waited 40.7 ms in the forward pass for the copies down that free
  * its bytes; docs/BENCHMARKS.md, thirty-ninth session). Kept where it
- * simulates faster.
+ * simulates faster; says whether it was.
  */
-export function lpTryEarlyOffloads(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+export function lpTryEarlyOffloads(g: Graph, hw: HardwareProfile, acc: LpCandidates): boolean {
   const b = acc.best;
   const home = b && offloadsMadeFirst(g, b.placement);
-  if (!b || !home) return;
+  if (!b || !home) return false;
   const beat = simulated(g, hw, b).stepSeconds;
   const c = retimed(g, hw, build(g, hw, { ...b.placement, home }), beat);
-  if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) acc.best = c;
+  const won = fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat;
+  if (won) acc.best = c;
   mark('LP early-offload candidates');
+  return won;
 }
 
 /**

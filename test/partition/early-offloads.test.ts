@@ -8,7 +8,8 @@
 // the plan with its offloads moved to the activations made last, the family
 // finds a faster plan that offloads those made first, fits, and holds its
 // bound; and on gpt3-13b/h200 compile's plan offloads them (0.3083 s before
-// the family, 0.2999 with it: docs/BENCHMARKS.md, thirty-ninth session).
+// the family, 0.2999 with it, 0.2987 with the exchanges tried again from it:
+// docs/BENCHMARKS.md, thirty-ninth session).
 import { describe, expect, it } from 'vitest';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import type { Tier } from '../../compiler/cost/cost.js';
@@ -89,13 +90,13 @@ describe('offloads moved to the activations of their kind made first', () => {
     }
   }, 120_000);
 
-  it('gpt3-13b on an H200: compile offloads the activations of each kind made first, under 0.303 s (0.3083 s before the family), and its plan verifies', async () => {
+  it('gpt3-13b on an H200: compile offloads the activations of each kind made first, under 0.3 s (0.3083 s before the family), and its plan verifies', async () => {
     const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', precision: 'fp16', hw: 'h200-141g' });
     expect(verifyPlan(plan)).toEqual([]);
     const { graph: g } = await trainingGraph({ model: 'models/gpt.ts', preset: 'gpt3-13b', precision: 'fp16', hw: 'h200-141g' });
     const p = { ...plan.placement, home: plan.placement.home } as Placement;
     expect(madeFirst(g, p)).toBe(true);
     console.log(`gpt3-13b/h200: step ${(plan.predicted.stepSeconds * 1e3).toFixed(2)} ms, bound ${(plan.bound!.lowerBoundSeconds * 1e3).toFixed(2)} ms`);
-    expect(plan.predicted.stepSeconds).toBeLessThan(0.303);
+    expect(plan.predicted.stepSeconds).toBeLessThan(0.3);
   }, 300_000);
 });
