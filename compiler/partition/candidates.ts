@@ -15,10 +15,10 @@
 //  - lpTryRingSpare: the CPU ring's spare bytes given back to NVMe moments;
 //  - lpTryCastLead: the CPU's casts for the GPU drafted further ahead of its
 //    updates (Placement.castLead);
-//  - lpTryEarlyOffloads: the offloaded activations of each kind those made
-//    first;
 //  - lpTrySwaps: two groups of one size exchange where their state rests, what
-//    updates them and where their p16 is made and kept.
+//    updates them and where their p16 is made and kept;
+//  - lpTryEarlyOffloads: the offloaded activations of each kind those made
+//    first.
 // A family whose plans leave the LPs' family calls `trying` first, so that
 // the bound widened by that way (lp.ts wideBound) solves while its candidates
 // are built. Keeps true: acc.best only gets faster, and every candidate kept
@@ -648,9 +648,9 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
  * its bytes; docs/BENCHMARKS.md, thirty-ninth session). Kept where it
  * simulates faster; says whether it was.
  */
-export function lpTryEarlyOffloads(g: Graph, hw: HardwareProfile, acc: LpCandidates): boolean {
+export function lpTryEarlyOffloads(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[]): boolean {
   const b = acc.best;
-  const home = b && offloadsMadeFirst(g, b.placement);
+  const home = b && offloadsMadeFirst(g, b.placement, saved);
   if (!b || !home) return false;
   const beat = simulated(g, hw, b).stepSeconds;
   const c = retimed(g, hw, build(g, hw, { ...b.placement, home }), beat);
@@ -661,16 +661,19 @@ export function lpTryEarlyOffloads(g: Graph, hw: HardwareProfile, acc: LpCandida
 }
 
 /**
- * p's homes with, per kind of activation (its name with the digits masked,
- * its size, its producer's kind; neither made again nor homed on NVMe), as
- * many offloaded to the CPU as in p, those made first, the others kept on the
- * GPU; undefined where that moves none.
+ * p's homes with, per kind of saved activation (the LPs' `saved`, each kept,
+ * offloaded or made again; by its name with the digits masked, its size, its
+ * producer's kind; those made again left as they are), as many offloaded to
+ * the CPU as in p, those made first, the others kept on the GPU; undefined
+ * where that moves none. Only saved ones move: the bound LP's rows hold
+ * every other activation on the GPU from its first access to its last.
  */
-export function offloadsMadeFirst(g: Graph, p: Placement): Tier[] | undefined {
+export function offloadsMadeFirst(g: Graph, p: Placement, saved: readonly number[]): Tier[] | undefined {
   const made = producers(g);
   const kinds = new Map<string, number[]>();
-  for (const t of g.tensors) {
-    if (t.role !== 'activation' || t.persistent || made[t.id] < 0 || p.remat?.[t.id] || (p.home[t.id] !== 'cpu' && p.home[t.id] !== 'gpu')) continue;
+  for (const id of saved) {
+    const t = g.tensors[id];
+    if (p.remat?.[id] || (p.home[id] !== 'cpu' && p.home[id] !== 'gpu')) continue;
     const key = `${t.name.replace(/\d+/g, '#')}|${t.sizeBytes}|${g.ops[made[t.id]].kind}`;
     const list = kinds.get(key);
     if (list) list.push(t.id); else kinds.set(key, [t.id]);

@@ -313,7 +313,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // and its offloads moved to the activations of their kind made first;
       // where that wins, the exchanges again from it (gpt3-13b/h200 0.2999 ->
       // 0.2987 s; the other plans the same)
-      if (opts.probe !== 'fits' && lpTryEarlyOffloads(g, hw, acc)) lpTrySwaps(g, hw, acc);
+      if (opts.probe !== 'fits' && lpTryEarlyOffloads(g, hw, acc, saved)) lpTrySwaps(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
