@@ -674,9 +674,9 @@ export function offloadsMadeFirst(g: Graph, p: Placement, saved: readonly number
   for (const id of saved) {
     const t = g.tensors[id];
     if (p.remat?.[id] || (p.home[id] !== 'cpu' && p.home[id] !== 'gpu')) continue;
-    const key = `${t.name.replace(/\d+/g, '#')}|${t.sizeBytes}|${g.ops[made[t.id]].kind}`;
+    const key = `${t.name.replace(/\d+/g, '#')}|${t.sizeBytes}|${g.ops[made[id]].kind}`;
     const list = kinds.get(key);
-    if (list) list.push(t.id); else kinds.set(key, [t.id]);
+    if (list) list.push(id); else kinds.set(key, [id]);
   }
   const home = [...p.home];
   let moved = false;

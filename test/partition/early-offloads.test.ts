@@ -59,8 +59,9 @@ describe('offloads moved to the activations of their kind made first', () => {
       expect(offloaded).toBeGreaterThan(0);
       // the plan with each kind's offloads on those made last
       const home: Tier[] = [...p.home];
+      const made = producers(g);
       for (const { off, kept } of kinds.values()) {
-        const all = [...off, ...kept].sort((x, y) => producers(g)[x] - producers(g)[y] || x - y);
+        const all = [...off, ...kept].sort((x, y) => made[x] - made[y] || x - y);
         all.forEach((t, k) => { home[t] = k >= all.length - off.length ? 'cpu' : 'gpu'; });
       }
       const late: Placement = { ...p, home };
