@@ -39,6 +39,7 @@ export const diag = {
   unknownHardware: (name: string, available: string[]) =>
     new UserError('TC201', `unknown hardware profile '${name}' (built in: ${available.join(', ')}; or give a JSON file)`),
   badHardware: (file: string, msg: string) => new UserError('TC202', `${file}: ${msg}`),
+  noCapacity: (flag: string, why: string) => new UserError('TC203', `${flag}: expected a capacity above 0 bytes, got 0: ${why}`),
   // placement (3xx)
   doesNotFit: make('TC301'),
   lpTimeLimit: make('TC302'),         // the LP that places the step ran past its time limit (compile --lp-time-limit)

@@ -409,7 +409,10 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
   // the GPU's own minimum: every op on it, with all state and saved activations elsewhere
   const lean: Placement = { ...allGpu(g), home: g.tensors.map((t) => (t.persistent || t.role === 'activation' || t.role === 'param16' || t.role === 'grad16' ? 'cpu' : 'gpu')) };
   const gpuMin = liveBytesPeak(buildProgram(g, lean)).gpu;
-  if (gpuMin > hw.gpu.capacityBytes) return `does not fit: the GPU needs at least ${fmtBytes(gpuMin)} for the working set of one op at a time, capacity is ${fmtBytes(hw.gpu.capacityBytes)} (short by ${fmtBytes(gpuMin - hw.gpu.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`;
+  // (a bound for the LP's placements, which run every forward and backward op
+  // on the GPU, not for the min-cut's, which may run some on the CPU: on the
+  // local profile tiny did not fit 1 KB so, but fitted 150 KB, under this 182 KB)
+  if (gpuMin > hw.gpu.capacityBytes) return `does not fit: with every op on the GPU, the working set of one op at a time needs at least ${fmtBytes(gpuMin)} there, capacity is ${fmtBytes(hw.gpu.capacityBytes)} (short by ${fmtBytes(gpuMin - hw.gpu.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`;
   const short = keepParams ? p16 - hw.gpu.capacityBytes : need - total;
   const head = `does not fit: the model state needs ${fmtBytes(need)} (${fmtBytes(p16)} parameters${keepParams ? ' kept on the GPU' : ''}, ${fmtBytes(state)} optimizer state) plus working memory; gpu ${fmtBytes(hw.gpu.capacityBytes)} + cpu ${fmtBytes(hw.cpu.capacityBytes)} + nvme ${fmtBytes(hw.nvme.capacityBytes)}`;
   return short > 0 ? `${head} is short by at least ${fmtBytes(short)}` : `${head} hold the state but not the working memory beside it at its peak (activations, fetched parameters, staging); raise a capacity or lower --batch/--seq`;

@@ -63,6 +63,14 @@ export function dpuLine(d: NonNullable<PlanStats['dpu']>, plainSeconds: number):
 
 /** What an LP that ended without an optimum (plan.lpStatus) means for the plan: one line, for the report and for compile's stderr. */
 export function lpStatusNote(status: string, method: string): string {
+  // (infeasible: no time limit helps; the LP's placements run every forward
+  // and backward op on the GPU, and its working set does not fit there, where
+  // the cut may run ops on the CPU: a tiny GPU)
+  if (status === 'infeasible') {
+    return method === 'mincut'
+      ? "the placement LP found no placement within the capacities (its placements run every forward and backward op on the GPU): this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower; it may run those ops on the CPU); raise --gpu-mem for the LP's placement"
+      : 'the bound LP found no placement within the capacities: this plan reports no lower bound';
+  }
   const why = status === 'timeLimit' ? 'ran past its time limit' : `ended without an optimum (status ${status})`;
   return method === 'mincut'
     ? `the placement LP ${why}: this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower); raise --lp-time-limit for the LP's placement`

@@ -100,6 +100,28 @@ describe('bad input', () => {
     expect(cli('compile', 'models/gpt.ts', '--hw', ok, '-o', join(dir, 'ok.plan.json')).status).toBe(0);
   });
 
+  it('a GPU or CPU capacity of 0 given on the command line: refused as a profile file\'s is (--nvme 0 is no NVMe), by compile and fit alike', () => {
+    const out = join(dir, 'x.json');
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--hw', 'v100-32g', '--gpu-mem', '0', '-o', out), /--gpu-mem: expected a capacity above 0 bytes, got 0: every op on the GPU reads and writes its memory .*\[TC203\]$/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--cpu-mem', '0', '-o', out), /--cpu-mem: expected a capacity above 0 bytes, got 0: the host stages every copy/);
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--nvme', '0', '-o', out).status).toBe(0);
+    // fit checks the machine once, before any model (each preset had printed the error as its "no fit" reason, exit 0)
+    expectUserError(cli('fit', 'models/gpt.ts', '--gpu-mem', '0', '--json'), /--gpu-mem: expected a capacity above 0 bytes, got 0/);
+    expectUserError(cli('fit', 'models/gpt.ts', '--hw', join(dir, 'no-such-profile.json')), /unknown hardware profile '.*no-such-profile\.json'/);
+  });
+
+  it('a GPU too small for the LP\'s placements: the min-cut\'s plan, and a note that says so without pointing at the time limit', () => {
+    // (tiny on 1 KB of a V100: the LP's placements run every forward and backward op on the GPU; the cut runs them on the CPU)
+    const out = join(dir, 'small-gpu.plan.json');
+    const r = cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--hw', 'v100-32g', '--gpu-mem', '1KB', '-o', out);
+    expect(r.status, r.stderr).toBe(0);
+    const plan = JSON.parse(readFileSync(out, 'utf8'));
+    expect(plan.lpStatus).toBe('infeasible');
+    expect(plan.placement.method).toBe('mincut');
+    expect(r.stderr).toMatch(/the placement LP found no placement within the capacities \(its placements run every forward and backward op on the GPU\): this plan is the min-cut's, .*raise --gpu-mem/);
+    expect(r.stderr).not.toMatch(/lp-time-limit/);
+  });
+
   it('a model too large for every tier says by how many bytes', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'gpt2-1.5b', '--seq', '64', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '8GB', '--cpu-mem', '1GB', '--nvme', '1GB', '-o', join(dir, 'x.json')), /does not fit: the model state needs .* is short by at least [\d.]+ [KMG]iB/);
   });
