@@ -65,7 +65,8 @@ function num(args: Args, flag: string, opts: { integer?: boolean; min?: number }
   const v = args.flags.get(flag);
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || v.trim() === '' || (opts.integer && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min)) throw diag.badNumber(flag, v);
+  if (!Number.isFinite(n) || v.trim() === '') throw diag.badNumber(flag, v);
+  if ((opts.integer && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min)) throw diag.badNumber(flag, v, `${opts.integer ? 'an integer' : 'a number'}${opts.min !== undefined ? ` >= ${opts.min}` : ''}`);
   return n;
 }
 

@@ -25,7 +25,7 @@ export const diag = {
     new UserError('TC104', `${file}: unknown preset '${preset}' (available: ${available.join(', ')})`),
   modelExport: (file: string, msg: string) => new UserError('TC105', `${file}: ${msg}`),
   badSize: (flag: string, value: string) => new UserError('TC106', `${flag}: '${value}' is not a size (use e.g. 64MB, 32GiB or plain bytes)`),
-  badNumber: (flag: string, value: string) => new UserError('TC107', `${flag}: '${value}' is not a valid number`),
+  badNumber: (flag: string, value: string, want?: string) => new UserError('TC107', want ? `${flag}: expected ${want}, got '${value}'` : `${flag}: '${value}' is not a valid number`),
   cannotWrite: make('TC108'),         // an output file (plan, trace, profile) the disk would not take
   // ONNX models (11x): each names the file; ops name the node, op_type, domain and opset
   onnxFormat: onnxError('TC110'),     // not decodable / malformed

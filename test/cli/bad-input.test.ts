@@ -202,7 +202,8 @@ describe('bad input', () => {
 
   it('bad sizes and numbers', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--gpu-mem', 'lots', '-o', join(dir, 'x.json')), /--gpu-mem: 'lots' is not a size/);
-    expectUserError(cli('run', good, '--steps', '-3'), /--steps: '-3' is not a valid number/);
+    expectUserError(cli('run', good, '--steps', '-3'), /--steps: expected an integer >= 1, got '-3'/);
+    expectUserError(cli('run', good, '--steps', 'many'), /--steps: 'many' is not a valid number/);
   });
 
   it('data that does not match the model inputs', () => {
