@@ -88,7 +88,9 @@ export function textReport(s: PlanStats): string {
     L.push(`${pad(t, 10)}  ${lpad(fmtBytes(peakBytes), 10)}  ${lpad(fmtBytes(capacityBytes), 10)}  ${lpad(((100 * peakBytes) / capacityBytes).toFixed(1) + ' %', 7)}`);
   }
   L.push('');
-  L.push('role            gpu          cpu          nvme');
+  // (each tensor's bytes once, on its home tier, whatever its lifetime: a
+  // sum over the step, not what is there at once; the peaks are above)
+  L.push('homed by role   gpu          cpu          nvme     (bytes of the tensors that rest there, not at once)');
   for (const r of ROLES) {
     const row = s.placement[r];
     if (row.gpu + row.cpu + row.nvme === 0) continue;
