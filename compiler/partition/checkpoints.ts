@@ -29,7 +29,7 @@
 
 import { producers } from '../ir/graph.js';
 import type { Graph } from '../ir/types.js';
-import type { Rounded } from './lp.js';
+import type { Rounded } from './lp-round.js';
 
 export interface Checkpointed { offload: Set<number>; recompute: Set<number>; /** bytes no longer offloaded */ freedBytes: number }
 

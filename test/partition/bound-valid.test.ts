@@ -34,7 +34,8 @@
 import { describe, it, expect } from 'vitest';
 import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
-import { boundWith, inLpFamily, paramGroups, placementBound, placementFrom, roundSolution, startLp, streamsUpdates } from '../../compiler/partition/lp.js';
+import { boundWith, inLpFamily, paramGroups, placementBound, startLp, streamsUpdates } from '../../compiler/partition/lp.js';
+import { placementFrom, roundSolution } from '../../compiler/partition/lp-round.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import type { Tier } from '../../compiler/cost/cost.js';

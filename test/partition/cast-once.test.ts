@@ -4,7 +4,8 @@
 // rounds the bound LP's shares too, so a plan can come from either LP; the
 // bound LP's NVMe state shares round to the CPU where NVMe is not needed.
 import { describe, expect, it } from 'vitest';
-import { castOnce, paramGroups, roundSolution, type LpSolution, type Rounded } from '../../compiler/partition/lp.js';
+import { paramGroups, type LpSolution } from '../../compiler/partition/lp.js';
+import { castOnce, roundSolution, type Rounded } from '../../compiler/partition/lp-round.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import { trainingGraph, compile } from '../../src/compile.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';

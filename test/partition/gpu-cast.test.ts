@@ -14,7 +14,8 @@
 // interior point solver finds the same optimum. (llama2-13b on an H100 with
 // 96 GB of CPU, where compile casts on the GPU: checkpoints.test.ts.)
 import { describe, expect, it } from 'vitest';
-import { boundWith, castsUp, paramGroups, placementFrom, roundSolution, startLp, wideningOf } from '../../compiler/partition/lp.js';
+import { boundWith, castsUp, paramGroups, startLp, wideningOf } from '../../compiler/partition/lp.js';
+import { placementFrom, roundSolution } from '../../compiler/partition/lp-round.js';
 import type { Placement } from '../../compiler/partition/placement.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';

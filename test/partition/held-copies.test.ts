@@ -12,7 +12,8 @@
 // "bound" of 41 s against its 3.55 s plan.)
 import { describe, it, expect } from 'vitest';
 import { loadProfile } from '../../compiler/cost/profiles.js';
-import { paramGroups, placementFrom, roundSolution, startLp } from '../../compiler/partition/lp.js';
+import { paramGroups, startLp } from '../../compiler/partition/lp.js';
+import { placementFrom, roundSolution } from '../../compiler/partition/lp-round.js';
 import { heldCopies } from '../../compiler/partition/lp-memory.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { consumers, producers } from '../../compiler/ir/graph.js';

@@ -2,7 +2,8 @@
 // for each use instead (compiler/partition/lp.ts remakeOnGpu): one cast on the
 // GPU in place of a copy down after the forward and a copy up for the backward.
 import { describe, expect, it } from 'vitest';
-import { paramGroups, remakeOnGpu, type Rounded } from '../../compiler/partition/lp.js';
+import { paramGroups } from '../../compiler/partition/lp.js';
+import { remakeOnGpu, type Rounded } from '../../compiler/partition/lp-round.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import { compile, trainingGraph } from '../../src/compile.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';

@@ -15,7 +15,8 @@
 // widened by split, and by split and chains, as compile solves them, are the
 // interior point solver's optima.
 import { describe, expect, it } from 'vitest';
-import { boundWith, paramGroups, placementBound, placementFrom, roundSolution, splitsState, startLp, wideningOf } from '../../compiler/partition/lp.js';
+import { boundWith, paramGroups, placementBound, splitsState, startLp, wideningOf } from '../../compiler/partition/lp.js';
+import { placementFrom, roundSolution } from '../../compiler/partition/lp-round.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';

@@ -17,7 +17,8 @@
 // (candidates.ts recomputedOneLevel); a kept plan whose streams no longer pay
 // streams none and reports the narrower bound (lpTryUnstream).
 import { describe, expect, it } from 'vitest';
-import { paramGroups, placementBound, placementFrom, roundSolution, startLp, streamedUpdate, streamsUpdates, wideningOf, type ParamGroup } from '../../compiler/partition/lp.js';
+import { paramGroups, placementBound, startLp, streamedUpdate, streamsUpdates, wideningOf, type ParamGroup } from '../../compiler/partition/lp.js';
+import { placementFrom, roundSolution } from '../../compiler/partition/lp-round.js';
 import { producers } from '../../compiler/ir/graph.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';

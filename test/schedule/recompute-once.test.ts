@@ -6,7 +6,8 @@
 import { describe, it, expect } from 'vitest';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
-import { paramGroups, placementFrom } from '../../compiler/partition/lp.js';
+import { paramGroups } from '../../compiler/partition/lp.js';
+import { placementFrom } from '../../compiler/partition/lp-round.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 import type { Plan } from '../../compiler/plan/types.js';
 import { trainLosses } from '../helpers.js';

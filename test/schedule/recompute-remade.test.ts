@@ -9,7 +9,8 @@
 // matches the all-GPU plan bit for bit.
 import { describe, expect, it } from 'vitest';
 import { planFor } from '../../src/compile.js';
-import { paramGroups, placementFrom } from '../../compiler/partition/lp.js';
+import { paramGroups } from '../../compiler/partition/lp.js';
+import { placementFrom } from '../../compiler/partition/lp-round.js';
 import { readClusters } from '../../compiler/partition/lp-memory.js';
 import { consumers } from '../../compiler/ir/graph.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
