@@ -1,9 +1,10 @@
 // LP partition over GPU, CPU and NVMe, solved by HiGHS, with a lower bound.
 //
 // Takes a training-step Graph (fp32, fp16 or bf16), a hardware profile and
-// capacities. Gives an integral Placement, the LP's optimal value (a lower
-// bound on the step time of every placement in this model family), and the
-// fractional shares it rounded.
+// capacities. Gives the LP's optimal value (a lower bound on the step time of
+// every placement in this model family) and its fractional shares, which
+// lp-round.ts rounds to an integral Placement (its rows: lp-memory.ts, the
+// capacities; lp-precedence.ts, when work can happen).
 // Model (the form FlexGen uses for inference, here for a training step):
 //  - program order is cut into K segments of equal GPU time;
 //  - per parameter group (one adam op): shares of its optimizer state
@@ -69,11 +70,11 @@
 //    let two half choices cancel (the bound rose 10-20 % on gpt3-13b and
 //    6.7b; HiGHS's MIP bound with every group integral is at most 0.02 %
 //    above it on gpt3-13b/a100, 13b/h200 and 6.7b/v100).
-// Rounding: the placement LPs' shares each to its largest tier or keeping
+// Rounding (lp-round.ts): the placement LPs' shares each to its largest tier or keeping
 // their bytes per tier, each activation to its largest choice; the bound LP's
 // (its first stage's vertex, its second stage's — least total load within
 // its optimum — and the same LP's over HEADROOM_SHARES of the GPU) keeping its
-// bytes per tier (lp-round.ts: roundShares); castOnce keeps on the CPU a
+// bytes per tier (roundShares); castOnce keeps on the CPU a
 // remade p16 whose state rounds there, remakeOnGpu remakes on the GPU a p16
 // homed on the CPU whose state is on the GPU; the caller verifies the rounded plans
 // with the scheduler and simulator, repairs overflows and keeps the fastest.
