@@ -68,7 +68,7 @@ export function lpStatusNote(status: string, method: string): string {
   // the cut may run ops on the CPU: a tiny GPU)
   if (status === 'infeasible') {
     return method === 'mincut'
-      ? "the placement LP found no placement within the capacities (its placements run every forward and backward op on the GPU): this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower; it may run those ops on the CPU); raise --gpu-mem for the LP's placement"
+      ? "the placement LP found no placement within the capacities (its placements run every forward and backward op on the GPU): this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower; it may run those ops on the CPU); raise --gpu-mem (or another capacity) for the LP's placement"
       : 'the bound LP found no placement within the capacities: this plan reports no lower bound';
   }
   const why = status === 'timeLimit' ? 'ran past its time limit' : `ended without an optimum (status ${status})`;
