@@ -33,32 +33,34 @@ const USAGE = `usage:
   tiercut hw calibrate [-o FILE.json] [--spill-dir DIR]
 SIZE: 64MB, 32GiB or plain bytes.`;
 
-interface Args { positional: string[]; flags: Map<string, string> }
+/** missing: options given last with no value after them (takeFlags names them: unknown, or needing a value). */
+interface Args { positional: string[]; flags: Map<string, string>; missing: string[] }
 
 const BOOLEAN_FLAGS = new Set(['--json', '--help', '--keep-params-on-gpu', '--dpu', '--nvme-buffered']);
 
 function parseArgs(argv: string[]): Args {
-  const positional: string[] = [];
+  const positional: string[] = [], missing: string[] = [];
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === '-o') { flags.set('-o', argv[++i] ?? ''); continue; }
-    if (a.startsWith('--')) {
+    if (a === '-o' || a.startsWith('--')) {
       const eq = a.indexOf('=');
-      if (eq > 0) { flags.set(a.slice(0, eq), a.slice(eq + 1)); continue; }
+      if (a !== '-o' && eq > 0) { flags.set(a.slice(0, eq), a.slice(eq + 1)); continue; }
       if (BOOLEAN_FLAGS.has(a)) { flags.set(a, 'true'); continue; }
       const v = argv[i + 1];
-      if (v === undefined) throw diag.usage(`${a} needs a value\n${USAGE}`);
+      if (v === undefined) { missing.push(a); continue; }
       flags.set(a, v); i++;
       continue;
     }
     positional.push(a);
   }
-  return { positional, flags };
+  return { positional, flags, missing };
 }
 
+/** Refuses an option the command does not take (`--gpu-mme`), then one given last with no value (an unknown one was reported as needing a value). */
 function takeFlags(args: Args, allowed: string[]): void {
-  for (const k of args.flags.keys()) if (!allowed.includes(k)) throw diag.usage(`unknown option ${k}\n${USAGE}`);
+  for (const k of [...args.flags.keys(), ...args.missing]) if (!allowed.includes(k)) throw diag.usage(`unknown option ${k}\n${USAGE}`);
+  if (args.missing.length) throw diag.usage(`${args.missing[0]} needs a value\n${USAGE}`);
 }
 
 function num(args: Args, flag: string, opts: { integer?: boolean; min?: number } = {}): number | undefined {
@@ -306,6 +308,7 @@ async function cmdHw(args: Args): Promise<void> {
     return;
   }
   if (args.positional[0] !== 'list') throw diag.usage(`hw: expected 'list' or 'calibrate'\n${USAGE}`);
+  takeFlags(args, []);
   for (const p of Object.values(BUILTIN_PROFILES)) {
     process.stdout.write(`${p.name.padEnd(10)}  gpu ${fmtBytes(p.gpu.capacityBytes).padStart(10)}  cpu ${fmtBytes(p.cpu.capacityBytes).padStart(10)}  h2d ${(p.h2dBytesPerSec / 1e9).toFixed(0)} GB/s  ${p.description}\n`);
   }

@@ -206,6 +206,16 @@ describe('bad input', () => {
     expectUserError(cli('run', good, '--steps', 'many'), /--steps: 'many' is not a valid number/);
   });
 
+  it('options: an unknown one is named as unknown, given last too (it was said to need a value); a known one given last needs a value', () => {
+    const first = (r: ReturnType<typeof cli>) => { expect(r.status, r.stderr).toBe(2); return r.stderr.split('\n')[0]; };
+    expect(first(cli('report', good, '--bogus'))).toBe('tiercut: unknown option --bogus');
+    expect(first(cli('report', good, '--bogus', '1'))).toBe('tiercut: unknown option --bogus');
+    expect(first(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mme', '1GB', '-o', join(dir, 'x.json')))).toBe('tiercut: unknown option --gpu-mme');
+    expect(first(cli('hw', 'list', '--verbose'))).toBe('tiercut: unknown option --verbose');
+    expect(first(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o'))).toBe('tiercut: -o needs a value');
+    expect(first(cli('run', good, '--steps'))).toBe('tiercut: --steps needs a value');
+  });
+
   it('data that does not match the model inputs', () => {
     expectUserError(cli('run', good, '--steps', '1', '--data', 'fixtures/gpt-tiny-parity/init.safetensors'), /init\.safetensors: no tensor named 'tokens'/);
   });
