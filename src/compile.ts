@@ -194,8 +194,12 @@ function stateBytes(forward: Graph): number {
 /** The code of a does-not-fit UserError (a DPU steady step that does not fit is declined, not an error). */
 const DOES_NOT_FIT = diag.doesNotFit('').code;
 
+/** The machine a compile (or fit) plans for: its profile (the local one by default) with the capacity overrides applied and checked. */
+export const machineOf = (opts: Pick<CompileOptions, 'hw' | 'gpuMemBytes' | 'cpuMemBytes' | 'nvmeBytes'>) =>
+  loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
+
 export async function compile(opts: CompileOptions): Promise<Plan> {
-  const hw = loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
+  const hw = machineOf(opts);
   // the LP's solver thread starts now; HiGHS loads once the forward graph is
   // imported (while this thread builds the rest), optimised for large models
   // whose state does not fit in the GPU

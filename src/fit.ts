@@ -14,11 +14,10 @@
 // be deepened to thousands of layers (gpt tiny, the largest preset fitting 50 MB
 // of GPU, towards 8565 layers: one compile ran past 10 minutes and 9 GB).
 
-import { loadProfile } from '../compiler/cost/profiles.js';
 import { modelPresets } from '../compiler/import/dsl.js';
 import { tensorBytes } from '../compiler/ir/graph.js';
 import { planTflops } from '../compiler/report/stats.js';
-import { compile, trainingGraph, type CompileOptions } from './compile.js';
+import { compile, machineOf, trainingGraph, type CompileOptions } from './compile.js';
 import { diag, UserError } from './diagnostics.js';
 
 export interface FitOptions extends Omit<CompileOptions, 'preset' | 'config'> { minTflops?: number }
@@ -78,7 +77,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   // the machine first: an unknown or invalid profile, or a capacity of 0, is
   // the input's error, not each model's (it was printed as every preset's
   // "no fit" reason, exit 0)
-  loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
+  machineOf(opts);
   const sized: { preset: string; params: number; ops: number; layers?: number }[] = [];
   for (const preset of await modelPresets(opts.model)) {
     const { graph, config } = await trainingGraph({ ...opts, preset });
