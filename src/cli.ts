@@ -2,11 +2,12 @@
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
 import { writeOutput } from './atomic-write.js';
-import { BUILTIN_PROFILES } from '../compiler/cost/profiles.js';
+import { BUILTIN_PROFILES, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
 import { readPlan, writePlan } from '../compiler/plan/io.js';
 import { dpuStats, planStats } from '../compiler/report/stats.js';
 import { textReport, fmtBytes, lpStatusNote, dpuLine } from '../compiler/report/text.js';
+import { capacityFlag, whatIf } from '../compiler/report/what-if.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { compile, type CompileOptions } from './compile.js';
 // the runtime (native addon, sessions) and calibration load only for `run` and `hw calibrate`,
@@ -22,11 +23,11 @@ const USAGE = `usage:
                   [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--dpu [--dpu-warmup N]] [--freeze REGEX (ONNX initializers kept fixed)]
                   [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] [--sp P] [--lp-time-limit SECONDS]
                   -o PLAN [--trace FILE.json]
-  tiercut report PLAN [--json]
+  tiercut report PLAN [--json] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
                   [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]
                   [--save FILE.safetensors] [--spill-dir DIR] [--json] [--trace FILE.json]
-                  [--nvme-queue-depth N] [--nvme-block-size SIZE] [--nvme-buffered]
+                  [--nvme-queue-depth N] [--nvme-block-size SIZE] [--nvme-buffered] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
   tiercut fit MODEL [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE] [--precision P]
                   [--batch N] [--seq N] [--keep-params-on-gpu] [--min-tflops X] [--json]
   tiercut hw list
@@ -97,10 +98,8 @@ const OPT_FLAGS = ['--optimizer', '--lr', '--betas', '--eps', '--weight-decay'];
 function compileOptions(args: Args, model: string, defaultPrecision: Precision): CompileOptions {
   const precision = args.flags.get('--precision') ?? defaultPrecision;
   if (!['fp32', 'fp16', 'bf16'].includes(precision)) throw diag.usage(`--precision: expected fp32, fp16 or bf16, got '${precision}'`);
-  const size = (f: string) => (args.flags.has(f) ? parseSize(f, args.flags.get(f)!) : undefined);
   return {
-    model, preset: args.flags.get('--preset'), hw: args.flags.get('--hw'),
-    gpuMemBytes: size('--gpu-mem'), cpuMemBytes: size('--cpu-mem'), nvmeBytes: size('--nvme'),
+    model, preset: args.flags.get('--preset'), hw: args.flags.get('--hw'), ...capacityFlags(args),
     precision: precision as Precision, batch: num(args, '--batch', { integer: true, min: 1 }), seq: num(args, '--seq', { integer: true, min: 1 }),
     optimizer: optimizerFlags(args), keepParamsOnGpu: args.flags.has('--keep-params-on-gpu'),
     ...dpuFlags(args),
@@ -117,7 +116,16 @@ function dpuFlags(args: Args): { dpuWarmupSteps?: number } {
   return { dpuWarmupSteps: warm ?? 40 };
 }
 
-const MACHINE_FLAGS = ['--hw', '--gpu-mem', '--cpu-mem', '--nvme', '--precision', '--batch', '--seq', '--keep-params-on-gpu'];
+/** What-if capacities, on every command that reads or makes a plan: compile and fit plan for them, report and run check a plan against them. */
+const CAPACITY_FLAGS = ['--gpu-mem', '--cpu-mem', '--nvme'];
+
+/** --gpu-mem, --cpu-mem, --nvme: capacities in place of the profile's (SIZE each). */
+function capacityFlags(args: Args): ProfileOverrides {
+  const size = (f: string) => (args.flags.has(f) ? parseSize(f, args.flags.get(f)!) : undefined);
+  return { gpuMemBytes: size('--gpu-mem'), cpuMemBytes: size('--cpu-mem'), nvmeBytes: size('--nvme') };
+}
+
+const MACHINE_FLAGS = ['--hw', ...CAPACITY_FLAGS, '--precision', '--batch', '--seq', '--keep-params-on-gpu'];
 
 async function cmdFit(args: Args): Promise<void> {
   takeFlags(args, [...MACHINE_FLAGS, '--min-tflops', '--json', ...OPT_FLAGS]);
@@ -170,10 +178,11 @@ async function cmdCompile(args: Args): Promise<void> {
 }
 
 function cmdReport(args: Args): void {
-  takeFlags(args, ['--json']);
+  takeFlags(args, ['--json', ...CAPACITY_FLAGS]);
   const file = args.positional[0];
   if (!file) throw diag.usage(`report needs PLAN\n${USAGE}`);
-  const s = planStats(readPlan(file));
+  const plan = readPlan(file);
+  const s = planStats(plan, whatIf(plan, capacityFlags(args)));
   process.stdout.write(args.flags.has('--json') ? JSON.stringify(s) + '\n' : textReport(s) + '\n');
 }
 
@@ -195,13 +204,16 @@ function closeOnSignals(session: { close(): void }): () => void {
 async function cmdRun(args: Args): Promise<void> {
   const { fileData, syntheticData } = await import('../runtime/data.js');
   const { TrainingSession } = await import('../runtime/session.js');
-  takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', '--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered', ...OPT_FLAGS]);
+  takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', '--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered', ...CAPACITY_FLAGS, ...OPT_FLAGS]);
   const file = args.positional[0];
   if (!file) throw diag.usage(`run needs PLAN\n${USAGE}`);
   const steps = num(args, '--steps', { integer: true, min: 1 }) ?? 10;
   const seed = num(args, '--seed', { integer: true, min: 0 }) ?? 0;
   const json = args.flags.has('--json');
   const plan = readPlan(file);
+  // (a plan's arenas are fixed when it is compiled: the capacities given can only be checked, before anything is allocated)
+  const w = whatIf(plan, capacityFlags(args));
+  if (w && !w.fits) throw diag.doesNotFit(`${file}: does not fit the capacities given: ${w.over.map((o) => `its ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} arena needs ${fmtBytes(o.peakBytes)}, ${capacityFlag(o.tier)} gives ${fmtBytes(o.capacityBytes)} (short by ${fmtBytes(o.overBytes)})`).join('; ')}; compile it again with them`);
   if (plan.sp) return runSequenceParallel(args, file, plan, steps, seed, json);
   const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!) : syntheticData(plan.graph, seed);
   const traceFile = args.flags.get('--trace');

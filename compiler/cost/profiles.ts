@@ -163,17 +163,11 @@ function checkProfile(file: string, p: unknown): HardwareProfile {
 }
 
 /**
- * A built-in profile by name, or a JSON file, with capacity overrides applied.
- * The GPU and the CPU need some memory, as a profile file's must be positive
- * (a GPU of 0 bytes gave a plan that ran every op on the CPU, its placement
- * LP "infeasible"); NVMe may be 0: none.
+ * A built-in profile by name, or a JSON file, with capacity overrides applied
+ * (withCapacities).
  */
 export function loadProfile(nameOrFile: string, over: ProfileOverrides = {}): HardwareProfile {
-  for (const [flag, v] of [['--gpu-mem', over.gpuMemBytes], ['--cpu-mem', over.cpuMemBytes], ['--nvme', over.nvmeBytes]] as const) {
-    if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw diag.badSize(flag, String(v));
-  }
-  if (over.gpuMemBytes === 0) throw diag.noCapacity('--gpu-mem', "every op on the GPU reads and writes its memory (a profile file's gpu.capacityBytes must be positive too)");
-  if (over.cpuMemBytes === 0) throw diag.noCapacity('--cpu-mem', "the host stages every copy and runs the CPU's ops in its memory (a profile file's cpu.capacityBytes must be positive too)");
+  checkOverrides(over);
   let base = BUILTIN_PROFILES[nameOrFile];
   if (!base) {
     if (!nameOrFile.endsWith('.json') || !existsSync(nameOrFile)) throw diag.unknownHardware(nameOrFile, Object.keys(BUILTIN_PROFILES));
@@ -181,10 +175,30 @@ export function loadProfile(nameOrFile: string, over: ProfileOverrides = {}): Ha
     try { json = JSON.parse(readFileSync(nameOrFile, 'utf8')); } catch (e) { throw diag.badHardware(nameOrFile, `not valid JSON (${(e as Error).message})`); }
     base = checkProfile(nameOrFile, json);
   }
+  return withCapacities(base, over);
+}
+
+/**
+ * A profile with the capacities given on the command line (--gpu-mem,
+ * --cpu-mem, --nvme: what-if) in place of its own. The GPU and the CPU need
+ * some memory, as a profile file's must be positive (a GPU of 0 bytes gave a
+ * plan that ran every op on the CPU, its placement LP "infeasible"); NVMe may
+ * be 0: none.
+ */
+export function withCapacities(base: HardwareProfile, over: ProfileOverrides): HardwareProfile {
+  checkOverrides(over);
   return {
     ...base,
     gpu: { ...base.gpu, capacityBytes: over.gpuMemBytes ?? base.gpu.capacityBytes },
     cpu: { ...base.cpu, capacityBytes: over.cpuMemBytes ?? base.cpu.capacityBytes },
     nvme: { ...base.nvme, capacityBytes: over.nvmeBytes ?? base.nvme.capacityBytes },
   };
+}
+
+function checkOverrides(over: ProfileOverrides): void {
+  for (const [flag, v] of [['--gpu-mem', over.gpuMemBytes], ['--cpu-mem', over.cpuMemBytes], ['--nvme', over.nvmeBytes]] as const) {
+    if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw diag.badSize(flag, String(v));
+  }
+  if (over.gpuMemBytes === 0) throw diag.noCapacity('--gpu-mem', "every op on the GPU reads and writes its memory (a profile file's gpu.capacityBytes must be positive too)");
+  if (over.cpuMemBytes === 0) throw diag.noCapacity('--cpu-mem', "the host stages every copy and runs the CPU's ops in its memory (a profile file's cpu.capacityBytes must be positive too)");
 }

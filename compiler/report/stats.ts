@@ -12,6 +12,7 @@ import { buildProgram } from '../schedule/program.js';
 import { criticalPath } from '../simulate/critical-path.js';
 import { simulate } from '../simulate/simulate.js';
 import { instructionLabel } from '../simulate/trace.js';
+import type { WhatIf } from './what-if.js';
 
 export interface PlanStats {
   model: string;
@@ -66,6 +67,8 @@ export interface PlanStats {
       ringSendBytes: { attention: number; allReduce: number; total: number };
     }[];
   };
+  /** Capacities given with the report (--gpu-mem, --cpu-mem, --nvme): whether the plan fits them (what-if.ts). */
+  whatIf?: WhatIf;
   /** Per tier: what occupies it at its peak (bytes per role), and when (instruction id). */
   atPeak: Record<Tier, { at: number; bytes: Partial<Record<Role, number>> }>;
   /**
@@ -128,7 +131,7 @@ export function planTflops(plan: Plan): number {
   return plan.graph.ops.reduce((f, op) => f + op.flops, 0) / plan.predicted.stepSeconds / 1e12;
 }
 
-export function planStats(plan: Plan): PlanStats {
+export function planStats(plan: Plan, whatIf?: WhatIf): PlanStats {
   const g = plan.graph, p = plan.placement;
   const zero = () => ({ gpu: 0, cpu: 0, nvme: 0 });
   const placement = Object.fromEntries(ROLES.map((r) => [r, zero()])) as Record<Role, Record<Tier, number>>;
@@ -163,6 +166,7 @@ export function planStats(plan: Plan): PlanStats {
     atPeak: occupancyAtPeak(plan),
     criticalPath: pathOf(plan),
     ...(withoutWaits !== undefined ? { withoutArenaWaitsSeconds: withoutWaits } : {}),
+    ...(whatIf ? { whatIf } : {}),
     ...(plan.sp ? {
       sp: {
         ranks: plan.sp.ranks, seq: plan.sp.seq, tokensPerRank: plan.sp.seq / plan.sp.ranks,

@@ -3,6 +3,7 @@ import type { Tier } from '../cost/cost.js';
 import { formatBytes } from '../../src/sizes.js';
 import { ROLES } from '../ir/types.js';
 import type { PlanStats } from './stats.js';
+import { capacityFlag, type WhatIf } from './what-if.js';
 import { STREAMS } from '../plan/types.js';
 
 /** Bytes for report tables: "0" for nothing, else binary units. */
@@ -77,6 +78,15 @@ export function lpStatusNote(status: string, method: string): string {
     : `the bound LP ${why}: this plan reports no lower bound; raise --lp-time-limit`;
 }
 
+/** The what-if capacities' verdict (report --gpu-mem/--cpu-mem/--nvme): the capacities, then whether every arena fits them. */
+export function whatIfLines(w: WhatIf): string[] {
+  const caps = (['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => `${t} ${fmtBytes(w.capacityBytes[t])}${w.given.includes(t) ? ` (${capacityFlag(t)})` : ''}`).join(', ');
+  const L = [`what-if capacities: ${caps}`];
+  if (w.fits) L.push(`  fits: every tier's peak is within them${w.roomier ? '; more room than the plan was compiled for: a compile for these capacities may find a faster plan' : ''}`);
+  else for (const o of w.over) L.push(`  does not fit: the ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} peak ${fmtBytes(o.peakBytes)} is over ${fmtBytes(o.capacityBytes)} by ${fmtBytes(o.overBytes)}; compile again with these capacities`);
+  return L;
+}
+
 export function textReport(s: PlanStats): string {
   const L: string[] = [];
   L.push(`tiercut plan: ${s.model}`);
@@ -87,6 +97,7 @@ export function textReport(s: PlanStats): string {
     const { peakBytes, capacityBytes } = s.tiers[t];
     L.push(`${pad(t, 10)}  ${lpad(fmtBytes(peakBytes), 10)}  ${lpad(fmtBytes(capacityBytes), 10)}  ${lpad(((100 * peakBytes) / capacityBytes).toFixed(1) + ' %', 7)}`);
   }
+  if (s.whatIf) L.push(...whatIfLines(s.whatIf));
   L.push('');
   // (each tensor's bytes once, on its home tier, whatever its lifetime: a
   // sum over the step, not what is there at once; the peaks are above)
