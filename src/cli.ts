@@ -213,7 +213,7 @@ async function cmdRun(args: Args): Promise<void> {
   const plan = readPlan(file);
   // (a plan's arenas are fixed when it is compiled: the capacities given can only be checked, before anything is allocated)
   const w = whatIf(plan, capacityFlags(args));
-  if (w && !w.fits) throw diag.doesNotFit(`${file}: does not fit the capacities given: ${w.over.map((o) => `its ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} arena needs ${fmtBytes(o.peakBytes)}, ${capacityFlag(o.tier)} gives ${fmtBytes(o.capacityBytes)} (short by ${fmtBytes(o.overBytes)})`).join('; ')}; compile it again with them`);
+  if (w && !w.fits) throw diag.doesNotFit(`${file}: does not fit the capacities given: ${w.over.map((o) => `its ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} arena needs ${fmtBytes(o.peakBytes)}${o.ringBytes ? ` and ${fmtBytes(o.ringBytes)} of ring buffers beside it` : ''}, ${capacityFlag(o.tier)} gives ${fmtBytes(o.capacityBytes)} (short by ${fmtBytes(o.overBytes)})`).join('; ')}; compile it again with them`);
   if (plan.sp) return runSequenceParallel(args, file, plan, steps, seed, json);
   const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!) : syntheticData(plan.graph, seed);
   const traceFile = args.flags.get('--trace');

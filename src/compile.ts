@@ -21,6 +21,7 @@ import { FORMAT_VERSION, type Plan, type PlanSp, type Traffic } from '../compile
 import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { diag, UserError } from './diagnostics.js';
 import { mark } from './timing.js';
+import { ringBytes } from '../compiler/report/what-if.js';
 import { build, simulated, type Built } from '../compiler/partition/built.js';
 import { place } from '../compiler/partition/search.js';
 
@@ -296,13 +297,11 @@ function withoutRingBuffers(g: Graph, hw: HardwareProfile): HardwareProfile {
  * peaks do not show.
  */
 function checkRingWorkspace(plan: Plan): void {
-  const g = plan.graph;
+  const ring = ringBytes(plan);
   for (const tier of ['gpu', 'cpu'] as const) {
-    let most = 0;
-    for (const op of g.ops) if (plan.placement.opTier[op.id] === tier) most = Math.max(most, ringWorkspaceBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs));
     const { peakBytes, capacityBytes } = plan.tiers[tier];
-    if (peakBytes + most > capacityBytes)
-      throw diag.doesNotFit(`does not fit: the ${tier} tier needs ${fmtBytes(peakBytes)} for the step plus ${fmtBytes(most)} of ring buffers beside it, capacity is ${fmtBytes(capacityBytes)} (short by ${fmtBytes(peakBytes + most - capacityBytes)}); raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
+    if (peakBytes + ring[tier] > capacityBytes)
+      throw diag.doesNotFit(`does not fit: the ${tier} tier needs ${fmtBytes(peakBytes)} for the step plus ${fmtBytes(ring[tier])} of ring buffers beside it, capacity is ${fmtBytes(capacityBytes)} (short by ${fmtBytes(peakBytes + ring[tier] - capacityBytes)}); raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
   }
 }
 

@@ -83,7 +83,7 @@ export function whatIfLines(w: WhatIf): string[] {
   const caps = (['gpu', 'cpu', 'nvme'] as Tier[]).map((t) => `${t} ${fmtBytes(w.capacityBytes[t])}${w.given.includes(t) ? ` (${capacityFlag(t)})` : ''}`).join(', ');
   const L = [`what-if capacities: ${caps}`];
   if (w.fits) L.push(`  fits: every tier's peak is within them${w.roomier ? '; more room than the plan was compiled for: a compile for these capacities may find a faster plan' : ''}`);
-  else for (const o of w.over) L.push(`  does not fit: the ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} peak ${fmtBytes(o.peakBytes)} is over ${fmtBytes(o.capacityBytes)} by ${fmtBytes(o.overBytes)}; compile again with these capacities`);
+  else for (const o of w.over) L.push(`  does not fit: the ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} peak ${fmtBytes(o.peakBytes)}${o.ringBytes ? ` plus ${fmtBytes(o.ringBytes)} of ring buffers` : ''} is over ${fmtBytes(o.capacityBytes)} by ${fmtBytes(o.overBytes)}; compile again with these capacities`);
   return L;
 }
 

@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
 import { compile } from '../../src/compile.js';
-import { whatIf } from '../../compiler/report/what-if.js';
+import { ringBytes, whatIf } from '../../compiler/report/what-if.js';
+import { readPlan } from '../../compiler/plan/io.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-whatif-'));
 let file: string;
@@ -30,7 +31,7 @@ describe('what-if capacities', () => {
     const w = JSON.parse(short.stdout).whatIf;
     expect(w.fits).toBe(false);
     expect(w.given).toEqual(['gpu']);
-    expect(w.over).toEqual([{ tier: 'gpu', step: 'plain', peakBytes: peak.gpu, capacityBytes: peak.gpu - 1, overBytes: 1 }]);
+    expect(w.over).toEqual([{ tier: 'gpu', step: 'plain', peakBytes: peak.gpu, ringBytes: 0, capacityBytes: peak.gpu - 1, overBytes: 1 }]);
     const text = cli('report', file, '--gpu-mem', String(peak.gpu - 1), '--cpu-mem', String(peak.cpu - 5));
     expect(text.stdout).toMatch(/what-if capacities: gpu .* \(--gpu-mem\), cpu .* \(--cpu-mem\), nvme/);
     expect(text.stdout).toMatch(/does not fit: the gpu peak .* by 1 B; compile again with these capacities/);
@@ -61,8 +62,20 @@ describe('what-if capacities', () => {
     expect(cpu).toBeGreaterThan(plan.tiers.cpu.peakBytes);
     const w = whatIf(plan, { cpuMemBytes: cpu - 1 })!;
     expect(w.fits).toBe(false);
-    expect(w.over).toEqual([{ tier: 'cpu', step: 'steady', peakBytes: cpu, capacityBytes: cpu - 1, overBytes: 1 }]);
+    expect(w.over).toEqual([{ tier: 'cpu', step: 'steady', peakBytes: cpu, ringBytes: 0, capacityBytes: cpu - 1, overBytes: 1 }]);
     expect(whatIf(plan, { cpuMemBytes: cpu })!.fits).toBe(true);
     expect(whatIf(plan, {})).toBeUndefined();
+  });
+
+  it('a sequence-parallel plan: the ring buffers beside its GPU arena count, as compile counts them', () => {
+    const sp = join(dir, 'tiny.sp2.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '-o', sp).status).toBe(0);
+    const plan = readPlan(sp), ring = ringBytes(plan).gpu;
+    expect(ring).toBeGreaterThan(0);
+    const need = plan.tiers.gpu.peakBytes + ring;
+    expect(whatIf(plan, { gpuMemBytes: need })!.fits).toBe(true);
+    expect(whatIf(plan, { gpuMemBytes: need - 1 })!.over).toEqual([{ tier: 'gpu', step: 'plain', peakBytes: plan.tiers.gpu.peakBytes, ringBytes: ring, capacityBytes: need - 1, overBytes: 1 }]);
+    expect(cli('report', sp, '--gpu-mem', String(need - 1)).stdout).toMatch(/does not fit: the gpu peak .* plus .* of ring buffers is over .* by 1 B/);
+    expectUserError(cli('run', sp, '--steps', '1', '--gpu-mem', String(need - 1)), /its gpu arena needs .* and .* of ring buffers beside it, --gpu-mem gives .* \(short by 1 B\)/);
   });
 });
