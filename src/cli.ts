@@ -2,7 +2,7 @@
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
 import { writeOutput } from './atomic-write.js';
-import { BUILTIN_PROFILES, type ProfileOverrides } from '../compiler/cost/profiles.js';
+import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
 import { readPlan, writePlan } from '../compiler/plan/io.js';
 import { dpuStats, planStats } from '../compiler/report/stats.js';
@@ -30,8 +30,8 @@ const USAGE = `usage:
                   [--nvme-queue-depth N] [--nvme-block-size SIZE] [--nvme-buffered] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
   tiercut fit MODEL [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE] [--precision P]
                   [--batch N] [--seq N] [--keep-params-on-gpu] [--min-tflops X] [--json]
-  tiercut hw list
-  tiercut hw calibrate [-o FILE.json] [--spill-dir DIR]
+  tiercut hw list [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
+  tiercut hw calibrate [-o FILE.json] [--spill-dir DIR] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
 SIZE: 64MB, 32GiB or plain bytes.`;
 
 /** missing: options given last with no value after them (takeFlags names them: unknown, or needing a value). */
@@ -116,7 +116,7 @@ function dpuFlags(args: Args): { dpuWarmupSteps?: number } {
   return { dpuWarmupSteps: warm ?? 40 };
 }
 
-/** What-if capacities, on every command that reads or makes a plan: compile and fit plan for them, report and run check a plan against them. */
+/** What-if capacities, on every command: compile and fit plan for them, report and run check a plan against them, hw list shows the profiles with them and hw calibrate writes them into the profile it measures. */
 const CAPACITY_FLAGS = ['--gpu-mem', '--cpu-mem', '--nvme'];
 
 /** --gpu-mem, --cpu-mem, --nvme: capacities in place of the profile's (SIZE each). */
@@ -309,9 +309,13 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
 
 async function cmdHw(args: Args): Promise<void> {
   if (args.positional[0] === 'calibrate') {
-    takeFlags(args, ['-o', '--spill-dir', '--json']);
+    takeFlags(args, ['-o', '--spill-dir', '--json', ...CAPACITY_FLAGS]);
+    const over = capacityFlags(args);
+    checkOverrides(over); // (before the measurements)
     const { calibrate } = await import('./calibrate.js');
-    const c = await calibrate({ spillDir: args.flags.get('--spill-dir') });
+    const measured = await calibrate({ spillDir: args.flags.get('--spill-dir') });
+    // the capacities given stand in for the measured ones (this machine's memory, the spill directory's free bytes) in the profile written
+    const c = { ...measured, profile: withCapacities(measured.profile, over) };
     const out = args.flags.get('-o');
     if (out !== undefined) writeJson(out, c.profile, 'the profile');
     const m = c.measured, gb = (x: number) => `${(x / 1e9).toFixed(2)} GB/s`, us = (s: number) => `${(s * 1e6).toFixed(1)} µs`;
@@ -320,8 +324,9 @@ async function cmdHw(args: Args): Promise<void> {
     return;
   }
   if (args.positional[0] !== 'list') throw diag.usage(`hw: expected 'list' or 'calibrate'\n${USAGE}`);
-  takeFlags(args, []);
-  for (const p of Object.values(BUILTIN_PROFILES)) {
+  takeFlags(args, CAPACITY_FLAGS);
+  const over = capacityFlags(args);
+  for (const p of Object.values(BUILTIN_PROFILES).map((b) => withCapacities(b, over))) {
     process.stdout.write(`${p.name.padEnd(10)}  gpu ${fmtBytes(p.gpu.capacityBytes).padStart(10)}  cpu ${fmtBytes(p.cpu.capacityBytes).padStart(10)}  h2d ${(p.h2dBytesPerSec / 1e9).toFixed(0)} GB/s  ${p.description}\n`);
   }
 }

@@ -195,7 +195,8 @@ export function withCapacities(base: HardwareProfile, over: ProfileOverrides): H
   };
 }
 
-function checkOverrides(over: ProfileOverrides): void {
+/** Capacities given on the command line are sizes, and the GPU's and the CPU's above 0 (withCapacities). */
+export function checkOverrides(over: ProfileOverrides): void {
   for (const [flag, v] of [['--gpu-mem', over.gpuMemBytes], ['--cpu-mem', over.cpuMemBytes], ['--nvme', over.nvmeBytes]] as const) {
     if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw diag.badSize(flag, String(v));
   }

@@ -78,4 +78,13 @@ describe('what-if capacities', () => {
     expect(cli('report', sp, '--gpu-mem', String(need - 1)).stdout).toMatch(/does not fit: the gpu peak .* plus .* of ring buffers is over .* by 1 B/);
     expectUserError(cli('run', sp, '--steps', '1', '--gpu-mem', String(need - 1)), /its gpu arena needs .* and .* of ring buffers beside it, --gpu-mem gives .* \(short by 1 B\)/);
   });
+
+  it('hw list shows the profiles with the capacities given; a capacity of 0 is refused before hw calibrate measures anything', () => {
+    const r = cli('hw', 'list', '--gpu-mem', '16GB', '--cpu-mem', '64GiB');
+    expect(r.status, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines.length).toBeGreaterThanOrEqual(5);
+    for (const l of lines) expect(l).toMatch(/gpu +14\.90 GiB +cpu +64\.00 GiB/);
+    expectUserError(cli('hw', 'calibrate', '--cpu-mem', '0'), /--cpu-mem: expected a capacity above 0 bytes, got 0/);
+  });
 });

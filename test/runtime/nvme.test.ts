@@ -274,10 +274,13 @@ describe('nvme faults: one line, exit 2, nothing left behind', () => {
 describe('hw calibrate', () => {
   it('writes a profile with kernel costs, executor overheads and nvme latency and I/O settings, that compile and run use', () => {
     const profile = join(dir, 'calibrated.json');
-    const c = cli('hw', 'calibrate', '-o', profile, '--spill-dir', dir);
+    // (with what-if capacities, which stand in for the measured ones in the profile written)
+    const c = cli('hw', 'calibrate', '-o', profile, '--spill-dir', dir, '--gpu-mem', '2GiB', '--nvme', '5GB');
     expect(c.status, c.stderr).toBe(0);
     expect(c.stdout).toMatch(/^wrote .*calibrated\.json: matmul [\d.]+ GFLOPS.*executor per instruction [\d.]+ µs wake-up [\d.]+ µs step [\d.]+ µs, \d+ kernel kinds fitted/);
     const p = JSON.parse(readFileSync(profile, 'utf8'));
+    expect(p.gpu.capacityBytes).toBe(2 ** 31);
+    expect(p.nvme.capacityBytes).toBe(5e9);
     for (const f of ['instructionSeconds', 'wakeSeconds', 'stepSeconds']) expect(p.executor[f]).toBeGreaterThanOrEqual(0);
     // every op kind of the calibration workload got a cost; the costs are non-negative and not all zero
     // (and in half precision: keyed apart, cost.ts opKernelKey)
