@@ -327,7 +327,7 @@ async function cmdHw(args: Args): Promise<void> {
   takeFlags(args, CAPACITY_FLAGS);
   const over = capacityFlags(args);
   for (const p of Object.values(BUILTIN_PROFILES).map((b) => withCapacities(b, over))) {
-    process.stdout.write(`${p.name.padEnd(10)}  gpu ${fmtBytes(p.gpu.capacityBytes).padStart(10)}  cpu ${fmtBytes(p.cpu.capacityBytes).padStart(10)}  h2d ${(p.h2dBytesPerSec / 1e9).toFixed(0)} GB/s  ${p.description}\n`);
+    process.stdout.write(`${p.name.padEnd(10)}  gpu ${fmtBytes(p.gpu.capacityBytes).padStart(10)}  cpu ${fmtBytes(p.cpu.capacityBytes).padStart(10)}  nvme ${fmtBytes(p.nvme.capacityBytes).padStart(10)}  h2d ${(p.h2dBytesPerSec / 1e9).toFixed(0)} GB/s  ${p.description}\n`);
   }
 }
 

@@ -80,11 +80,12 @@ describe('what-if capacities', () => {
   });
 
   it('hw list shows the profiles with the capacities given; a capacity of 0 is refused before hw calibrate measures anything', () => {
-    const r = cli('hw', 'list', '--gpu-mem', '16GB', '--cpu-mem', '64GiB');
+    const r = cli('hw', 'list', '--gpu-mem', '16GB', '--cpu-mem', '64GiB', '--nvme', '0');
     expect(r.status, r.stderr).toBe(0);
     const lines = r.stdout.trim().split('\n');
     expect(lines.length).toBeGreaterThanOrEqual(5);
-    for (const l of lines) expect(l).toMatch(/gpu +14\.90 GiB +cpu +64\.00 GiB/);
+    for (const l of lines) expect(l).toMatch(/gpu +14\.90 GiB +cpu +64\.00 GiB +nvme +0 +h2d/);
+    expect(cli('hw', 'list').stdout).toMatch(/v100-32g +gpu +29\.80 GiB +cpu +1\.36 TiB +nvme +1\.71 TiB/);
     expectUserError(cli('hw', 'calibrate', '--cpu-mem', '0'), /--cpu-mem: expected a capacity above 0 bytes, got 0/);
   });
 });
