@@ -164,7 +164,8 @@ function checkProfile(file: string, p: unknown): HardwareProfile {
 
 /**
  * A built-in profile by name, or a JSON file, with capacity overrides applied
- * (withCapacities).
+ * (as withCapacities; checked before the profile is read, so that a capacity
+ * of 0 is named before an unknown profile).
  */
 export function loadProfile(nameOrFile: string, over: ProfileOverrides = {}): HardwareProfile {
   checkOverrides(over);
@@ -175,7 +176,7 @@ export function loadProfile(nameOrFile: string, over: ProfileOverrides = {}): Ha
     try { json = JSON.parse(readFileSync(nameOrFile, 'utf8')); } catch (e) { throw diag.badHardware(nameOrFile, `not valid JSON (${(e as Error).message})`); }
     base = checkProfile(nameOrFile, json);
   }
-  return withCapacities(base, over);
+  return applied(base, over);
 }
 
 /**
@@ -187,6 +188,11 @@ export function loadProfile(nameOrFile: string, over: ProfileOverrides = {}): Ha
  */
 export function withCapacities(base: HardwareProfile, over: ProfileOverrides): HardwareProfile {
   checkOverrides(over);
+  return applied(base, over);
+}
+
+/** base with the capacities `over` gives (checked by the caller). */
+function applied(base: HardwareProfile, over: ProfileOverrides): HardwareProfile {
   return {
     ...base,
     gpu: { ...base.gpu, capacityBytes: over.gpuMemBytes ?? base.gpu.capacityBytes },
