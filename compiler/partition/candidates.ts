@@ -725,7 +725,8 @@ export function offloadsMadeFirst(g: Graph, p: Placement, saved: readonly number
  * state onto the GPU and h.31.attn.qkv.w updated on the CPU in its place,
  * 0.3951 -> 0.3928 s; gpt3-13b/v100 5.6612 -> 5.6482 s; the first tries'
  * nearest partners are a few layers away, and the gain needs a partner
- * twenty or more layers away).
+ * twenty or more layers away). Last, where state rests on NVMe, the tail of
+ * its write-backs (NVME_TAIL_PARTNERS).
  */
 const SWAP_PARTNERS = 3;
 const SWAP_TRIES = 16;
@@ -810,8 +811,40 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   };
   chainEnd(false, SWAP_HEAD_MOVES);
   chainEnd(true, SWAP_TAIL_MOVES);
+  // then, where state rests on NVMe, the tail of its write-backs: the
+  // CPU-updated group on NVMe whose gradient comes last (each group once)
+  // with the CPU groups of its size whose gradients come first, until
+  // NVME_TAIL_MISSES groups in a row gain nothing
+  const onCpu = (r: ParamGroup) => p.opTier[r.adam] === 'cpu' && r.state.every((t) => p.home[t] === 'cpu');
+  const tried = new Set<ParamGroup>();
+  for (let misses = 0; misses < NVME_TAIL_MISSES;) {
+    const last = groups.filter((q) => !tried.has(q) && p.opTier[q.adam] === 'cpu' && q.state.some((t) => p.home[t] === 'nvme'))
+      .reduce<ParamGroup | undefined>((a, q) => (!a || made[q.grad] > made[a.grad] ? q : a), undefined);
+    if (!last) break;
+    tried.add(last);
+    const partners = groups.filter((r) => alike(last, r) && onCpu(r) && made[r.grad] < made[last.grad])
+      .sort((a, b) => made[a.grad] - made[b.grad]).slice(0, NVME_TAIL_PARTNERS);
+    misses = partners.some((r) => tryExchange(last, r)) ? 0 : misses + 1;
+  }
   mark('LP swap candidates');
 }
+
+/**
+ * Where moments rest on NVMe, each such group's update is read in before it
+ * and written back after it, on NVMe's write stream in program order; where
+ * those groups' gradients come late, the write-backs are the step's last work
+ * (gpt3-6.7b/v100 on 48 GB of CPU: 1.14 s of writes after the CPU's last
+ * update, 2.35 s of writes in a 3.52 s step) and the write stream idles
+ * until the first of them. So lpTrySwaps last exchanges the NVMe group whose
+ * gradient comes last with the NVME_TAIL_PARTNERS CPU groups of its size whose
+ * gradients come first (its write-back can then start early in the backward
+ * pass), the next NVMe group after a miss, until NVME_TAIL_MISSES in a row
+ * gain nothing (docs/BENCHMARKS.md, forty-second session: gpt3-6.7b/v100 on
+ * 48 GB 3.517 -> 3.347 s, its first exchange h.7.mlp.proj.w with
+ * h.31.mlp.proj.w).
+ */
+const NVME_TAIL_PARTNERS = 2;
+const NVME_TAIL_MISSES = 2;
 
 /** The most exchanges lpTrySwaps keeps that move the head of the CPU's chain of updates sooner. */
 const SWAP_HEAD_MOVES = 2;
