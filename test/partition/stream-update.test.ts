@@ -25,6 +25,8 @@ import { loadProfile } from '../../compiler/cost/profiles.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
+import { lpTryUnstream } from '../../compiler/partition/candidates.js';
+import { build, retimed, simulated, type LpCandidates } from '../../compiler/partition/built.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import { seeded, tinyHalfModels, widenedBoundHolds } from '../helpers.js';
 import { planStats } from '../../compiler/report/stats.js';
@@ -146,21 +148,40 @@ describe('updates streamed to the GPU', () => {
     expect(plan.bound!.widenedBy).toEqual(['stream']);
   }, 240_000);
 
-  it('a kept plan whose streamed updates no longer pay streams none (gpt3-6.7b, a100-80g, 24 GB GPU, 64 GB CPU): its bound is not widened by streaming', async () => {
-    const opts = { model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'a100-80g', precision: 'fp16' as const, gpuMemBytes: 24e9, cpuMemBytes: 64e9 };
+  it('a kept plan whose streamed updates no longer pay streams none (gpt3-13b, a100-80g, 64 GB CPU): its bound is not widened by streaming; from it with a group streamed, lpTryUnstream puts it back', async () => {
+    // (its families' best streams one group; updated on the CPU again, the
+    // plan is as fast, 5.0803 s. gpt3-6.7b on 24 + 64 GB had been this case
+    // until the forty-second session: since lpTrySwaps' NVMe tail its
+    // streamed updates pay, 1.3383 s against 1.3881 without them)
+    const opts = { model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'a100-80g', precision: 'fp16' as const, cpuMemBytes: 64e9 };
     const plan = await compile(opts);
     expect(verifyPlan(plan)).toEqual([]);
-    expect(streamsUpdates(plan.graph, plan.placement)).toBe(false);
+    const g = plan.graph, p = plan.placement, step = plan.predicted.stepSeconds;
+    expect(streamsUpdates(g, p)).toBe(false);
     expect(plan.bound!.widenedBy).not.toContain('stream');
-    console.log(`gpt3-6.7b/a100/24 + 64 GB: step ${plan.predicted.stepSeconds.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s over ${plan.bound!.widenedBy?.join(', ')}`);
-    // (its families' best streamed one group, 1.3928 s either way; the bound streamed 1.160 s, not 1.232)
-    expect(plan.predicted.stepSeconds).toBeLessThan(1.4);
+    console.log(`gpt3-13b/a100/64 GB: step ${step.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s over ${plan.bound!.widenedBy?.join(', ')}`);
+    expect(step).toBeLessThan(5.1);
     const hw = loadProfile('a100-80g', opts);
+    // the CPU-updated group whose gradient comes last, streamed (its state
+    // stays on the CPU, its update and gradient on the GPU): no faster (the
+    // step is NVMe's write-backs), so lpTryUnstream updates it on the CPU again
+    const made = producers(g);
+    const last = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu')).sort((x, y) => made[y.grad] - made[x.grad])[0];
+    const home = [...p.home], opTier = [...p.opTier];
+    opTier[last.adam] = 'gpu'; home[last.grad] = 'gpu';
+    const streamed = retimed(g, hw, build(g, hw, { ...p, home, opTier }));
+    expect(streamsUpdates(g, streamed.placement)).toBe(true);
+    expect(simulated(g, hw, streamed).stepSeconds).toBeGreaterThanOrEqual(step);
+    const acc: LpCandidates = { seen: new Set(), best: streamed };
+    lpTryUnstream(g, hw, acc);
+    expect(streamsUpdates(g, acc.best!.placement)).toBe(false);
+    expect(simulated(g, hw, acc.best!).stepSeconds).toBeLessThanOrEqual(step * (1 + 1e-9));
+    // the narrower bound: here no lower than the one widened by streaming too (equal on this case)
     const solver = new LpWorker();
-    const run = startLp(plan.graph, hw, { solver });
+    const run = startLp(g, hw, { solver });
     try {
       const streamedToo = await run.wideBound({ ...Object.fromEntries(plan.bound!.widenedBy!.map((k) => [k, true])), stream: true });
-      expect(plan.bound!.lowerBoundSeconds).toBeGreaterThan(streamedToo.lowerBoundSeconds);
+      expect(plan.bound!.lowerBoundSeconds).toBeGreaterThanOrEqual(streamedToo.lowerBoundSeconds);
     } finally { run.close(); solver.close(); }
   }, 240_000);
 });
