@@ -833,15 +833,15 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
  * Where moments rest on NVMe, each such group's update is read in before it
  * and written back after it, on NVMe's write stream in program order; where
  * those groups' gradients come late, the write-backs are the step's last work
- * (gpt3-6.7b/v100 on 48 GB of CPU: 1.14 s of writes after the CPU's last
- * update, 2.35 s of writes in a 3.52 s step) and the write stream idles
- * until the first of them. So lpTrySwaps last exchanges the NVMe group whose
- * gradient comes last with the NVME_TAIL_PARTNERS CPU groups of its size whose
- * gradients come first (its write-back can then start early in the backward
- * pass), the next NVMe group after a miss, until NVME_TAIL_MISSES in a row
- * gain nothing (docs/BENCHMARKS.md, forty-second session: gpt3-6.7b/v100 on
- * 48 GB 3.517 -> 3.347 s, its first exchange h.7.mlp.proj.w with
- * h.31.mlp.proj.w).
+ * (gpt3-6.7b/v100 on 48 GB of CPU: its last 1.14 s, of 2.35 s of writes in a
+ * 3.52 s step) and the write stream idles until the first of them. So
+ * lpTrySwaps last exchanges the CPU-updated NVMe group whose gradient comes
+ * last with the NVME_TAIL_PARTNERS groups of its size whose state rests on
+ * the CPU and is updated there, gradients first (its write-back can then
+ * start early in the backward pass); after a miss the next NVMe group, until
+ * NVME_TAIL_MISSES in a row gain nothing (docs/BENCHMARKS.md, forty-second
+ * session: gpt3-6.7b/v100 on 48 GB 3.517 -> 3.347 s, its first exchange
+ * h.7.mlp.proj.w with h.31.mlp.proj.w; 3.298 s after the families that follow).
  */
 const NVME_TAIL_PARTNERS = 2;
 const NVME_TAIL_MISSES = 2;
