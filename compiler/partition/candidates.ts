@@ -815,8 +815,10 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   // CPU-updated group on NVMe whose gradient comes last (each group once)
   // with the CPU groups of its size whose gradients come first, until
   // NVME_TAIL_MISSES groups in a row gain nothing
+  // (at most SWAP_TRIES exchanges built here too: a plan with many NVMe groups, each a small win, stays bounded)
   const onCpu = (r: ParamGroup) => p.opTier[r.adam] === 'cpu' && r.state.every((t) => p.home[t] === 'cpu');
   const tried = new Set<ParamGroup>();
+  let builds = 0;
   for (let misses = 0; misses < NVME_TAIL_MISSES;) {
     const last = groups.filter((q) => !tried.has(q) && p.opTier[q.adam] === 'cpu' && q.state.some((t) => p.home[t] === 'nvme'))
       .reduce<ParamGroup | undefined>((a, q) => (!a || made[q.grad] > made[a.grad] ? q : a), undefined);
@@ -824,7 +826,8 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
     tried.add(last);
     const partners = groups.filter((r) => alike(last, r) && onCpu(r) && made[r.grad] < made[last.grad])
       .sort((a, b) => made[a.grad] - made[b.grad]).slice(0, NVME_TAIL_PARTNERS);
-    misses = partners.some((r) => tryExchange(last, r)) ? 0 : misses + 1;
+    misses = partners.some((r) => builds++ < SWAP_TRIES && tryExchange(last, r)) ? 0 : misses + 1;
+    if (builds >= SWAP_TRIES) break;
   }
   mark('LP swap candidates');
 }
