@@ -818,29 +818,21 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   chainEnd(true, SWAP_TAIL_MOVES);
   // then, where state rests on NVMe, the tail of its write-backs: the
   // CPU-updated group on NVMe whose gradient comes last (each group once)
-  // with the CPU groups of its size whose gradients come first, until
-  // NVME_TAIL_MISSES groups in a row gain nothing
-  // (at most SWAP_TRIES exchanges built here too: a plan with many NVMe groups, each a small win, stays bounded)
-  const onCpu = (r: ParamGroup) => p.opTier[r.adam] === 'cpu' && r.state.every((t) => p.home[t] === 'cpu');
+  // with the CPU groups of its size whose gradients come first, the faster
+  // exchange kept, until NVME_TAIL_MISSES groups in a row gain nothing (at
+  // most SWAP_TRIES built here too: many NVMe groups, each a small win, stay bounded)
   const tried = new Set<ParamGroup>();
-  let builds = 0;
-  for (let misses = 0; misses < NVME_TAIL_MISSES;) {
+  for (let misses = 0, builds = 0; misses < NVME_TAIL_MISSES && builds < SWAP_TRIES;) {
     const last = groups.filter((q) => !tried.has(q) && p.opTier[q.adam] === 'cpu' && q.state.some((t) => p.home[t] === 'nvme'))
       .reduce<ParamGroup | undefined>((a, q) => (!a || made[q.grad] > made[a.grad] ? q : a), undefined);
     if (!last) break;
     tried.add(last);
-    const partners = groups.filter((r) => alike(last, r) && onCpu(r) && made[r.grad] < made[last.grad])
-      .sort((a, b) => made[a.grad] - made[b.grad]).slice(0, NVME_TAIL_PARTNERS);
-    // (the faster of the partners' exchanges, not the first that wins)
-    let won: Built | undefined;
-    for (const r of partners) {
-      if (builds++ >= SWAP_TRIES) break;
-      const c = exchange(last, r);
-      if (c && (!won || simulated(g, hw, c).stepSeconds < simulated(g, hw, won).stepSeconds)) won = c;
-    }
+    const partners = cpuUpdated(g, groups, p).filter((r) => alike(last, r) && made[r.grad] < made[last.grad]).reverse()
+      .slice(0, Math.min(NVME_TAIL_PARTNERS, SWAP_TRIES - builds));
+    builds += partners.length;
+    const won = partners.map((r) => exchange(last, r)).reduce<Built | undefined>((a, c) => (c && (!a || simulated(g, hw, c).stepSeconds < simulated(g, hw, a).stepSeconds) ? c : a), undefined);
     if (won) keep(won);
     misses = won ? 0 : misses + 1;
-    if (builds >= SWAP_TRIES) break;
   }
   mark('LP swap candidates');
 }
