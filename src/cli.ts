@@ -14,7 +14,7 @@ import { compile, type CompileOptions } from './compile.js';
 // so that `compile`, `fit` and `report` start without them
 import { simulate } from '../compiler/simulate/simulate.js';
 import { chromeTrace, type TraceStep } from '../compiler/simulate/trace.js';
-import { fit, FIT_MAX_OPS_FACTOR } from './fit.js';
+import { fit, FIT_MAX_OPS_FACTOR, noFitMessage } from './fit.js';
 import { diag, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
 
@@ -131,11 +131,15 @@ async function cmdFit(args: Args): Promise<void> {
   takeFlags(args, [...MACHINE_FLAGS, '--min-tflops', '--json', ...OPT_FLAGS]);
   const model = args.positional[0];
   if (!model) throw diag.usage(`fit needs MODEL\n${USAGE}`);
-  const r = await fit({ ...compileOptions(args, model, 'fp16'), minTflops: num(args, '--min-tflops', { min: 0 }) });
-  if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
+  const fitOpts = { ...compileOptions(args, model, 'fp16'), minTflops: num(args, '--min-tflops', { min: 0 }) };
+  const r = await fit(fitOpts);
+  // nothing fits: the table (or the JSON, model null) on stdout, then one line saying why and exit 2
+  const nothing = () => { if (!r.model) throw diag.doesNotFit(noFitMessage(fitOpts, r)); };
+  if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); nothing(); return; }
   const label = (preset: string, config?: Record<string, number>) => `${preset}${Object.entries(config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
   for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
-  process.stdout.write(r.model ? `largest feasible: ${label(r.model.preset, r.model.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n` : 'no preset of this model fits\n');
+  nothing();
+  process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);
   if (r.layerLimit !== undefined) process.stdout.write(`(fit deepens a preset to at most ${r.layerLimit} layers here: ${FIT_MAX_OPS_FACTOR}x the ops of this family's largest preset; a deeper model may fit too)\n`);
 }
 

@@ -50,11 +50,18 @@ export interface FitResult {
  * reach them).
  */
 async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>): Promise<Trial> {
-  const t = await compiled(opts, preset, config, 'fits');
-  if (!t.feasible || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return t;
-  return compiled(opts, preset, config, 'step');
+  let t = await compiled(opts, preset, config, 'fits');
+  if (t.feasible && opts.minTflops !== undefined && t.tflops! < opts.minTflops) t = await compiled(opts, preset, config, 'step');
+  return fastEnough(opts, t);
 }
 
+/** A trial that fits but is predicted under minTflops: not feasible, and why. */
+function fastEnough(opts: FitOptions, t: Trial): Trial {
+  if (!t.feasible || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return t;
+  return { ...t, feasible: false, why: `predicted ${t.tflops!.toFixed(2)} TFLOPS < ${opts.minTflops}` };
+}
+
+/** One compile: feasible when it fits (a probe: compile's first plan that fits). */
 async function compiled(opts: FitOptions, preset: string, config: Record<string, number> | undefined, probe: 'fits' | 'step'): Promise<Trial> {
   try {
     const plan = await compile({ ...opts, preset, config, probe });
@@ -64,13 +71,29 @@ async function compiled(opts: FitOptions, preset: string, config: Record<string,
     const gpuFreeBytes = plan.tiers.gpu.capacityBytes - plan.tiers.gpu.peakBytes;
     const p16Bytes = tensorBytes(plan.graph, 'param16');
     const base = { preset, config, params: plan.graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
-    if (opts.minTflops !== undefined && tflops < opts.minTflops) return { ...base, feasible: false, why: `predicted ${tflops.toFixed(2)} TFLOPS < ${opts.minTflops}` };
     return { ...base, feasible: true };
   } catch (e) {
     if (!(e instanceof UserError)) throw e;
     const { graph } = await trainingGraph({ ...opts, preset, config });
     return { preset, config, params: graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), feasible: false, why: e.message };
   }
+}
+
+/**
+ * The one line for a fit that found nothing (the CLI prints it and exits 2):
+ * with minTflops, the fastest model that fits and its TFLOPS where one fits;
+ * otherwise the smallest model tried and why it does not fit (what, and by
+ * how many bytes).
+ */
+export function noFitMessage(opts: FitOptions, r: FitResult): string {
+  const name = (t: Trial) => `${t.preset}${Object.entries(t.config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
+  const ran = r.tried.filter((t) => t.tflops !== undefined);
+  if (opts.minTflops !== undefined && ran.length > 0) {
+    const fastest = ran.reduce((a, b) => (b.tflops! > a.tflops! ? b : a));
+    return `${opts.model}: no model of this family fits at ${opts.minTflops} TFLOPS or more: the fastest that fits, ${name(fastest)} (${fastest.params} parameters), is predicted at ${fastest.tflops!.toFixed(2)} TFLOPS; lower --min-tflops or raise a capacity`;
+  }
+  const smallest = r.tried.reduce((a, b) => (b.params < a.params ? b : a));
+  return `${opts.model}: no preset fits, not even the smallest, ${name(smallest)} (${smallest.params} parameters): ${smallest.why ?? 'no plan'}`;
 }
 
 export async function fit(opts: FitOptions): Promise<FitResult> {
@@ -133,7 +156,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   // the answer's own plan, with every candidate (its step and TFLOPS as `compile` gives them)
   if (best.probe) {
     const probed = best;
-    best = await compiled(opts, probed.preset, probed.config, 'step');
+    best = fastEnough(opts, await compiled(opts, probed.preset, probed.config, 'step'));
     tried.push(best);
     if (!best.feasible) throw diag.doesNotFit(`fit: ${probed.preset}${probed.config ? ` ${JSON.stringify(probed.config)}` : ''} fits as a probe but not compiled in full: ${best.why}; please report the model and profile`);
   }

@@ -110,6 +110,26 @@ describe('bad input', () => {
     expectUserError(cli('fit', 'models/gpt.ts', '--hw', join(dir, 'no-such-profile.json')), /unknown hardware profile '.*no-such-profile\.json'/);
   });
 
+  it('fit where no preset fits, not even the smallest: the trials on stdout, then one line naming the smallest and its shortfall, exit 2', () => {
+    // (it had printed "no preset of this model fits" and exited 0)
+    const machine = ['--hw', 'v100-32g', '--gpu-mem', '1kB', '--cpu-mem', '1kB', '--nvme', '0'];
+    const r = cli('fit', 'models/gpt.ts', ...machine);
+    expectUserError(r, /^tiercut: models\/gpt\.ts: no preset fits, not even the smallest, tiny \(\d+ parameters\): does not fit: .*capacity is 1000 B \(short by [\d.]+ KiB\).*\[TC301\]$/);
+    expect(r.stdout).toMatch(/^no fit +tiny /m);
+    const j = cli('fit', 'models/gpt.ts', ...machine, '--json');
+    expectUserError(j, /no preset fits, not even the smallest, tiny/);
+    const found = JSON.parse(j.stdout);
+    expect(found.model).toBeNull();
+    expect(found.tried.length).toBeGreaterThan(1);
+    expect(found.tried.every((t: { feasible: boolean }) => !t.feasible)).toBe(true);
+  });
+
+  it('fit --min-tflops that no model reaches: one line naming the fastest model that fits and its TFLOPS, exit 2', () => {
+    const r = cli('fit', 'models/mlp.ts', '--min-tflops', '1000');
+    expectUserError(r, /^tiercut: models\/mlp\.ts: no model of this family fits at 1000 TFLOPS or more: the fastest that fits, (wide|tiny) \(\d+ parameters\), is predicted at [\d.]+ TFLOPS; lower --min-tflops or raise a capacity \[TC301\]$/);
+    expect(r.stdout.match(/predicted [\d.]+ TFLOPS < 1000/g)).toHaveLength(2);
+  });
+
   it('a GPU too small for the LP\'s placements: the min-cut\'s plan, and a note that says so without pointing at the time limit', () => {
     // (tiny on 1 KB of a V100: the LP's placements run every forward and backward op on the GPU; the cut runs them on the CPU)
     const out = join(dir, 'small-gpu.plan.json');

@@ -13,6 +13,7 @@ import { describe, it, expect } from 'vitest';
 import { fit, FIT_MAX_OPS_FACTOR } from '../../src/fit.js';
 import { compile, trainingGraph } from '../../src/compile.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
+import { planTflops } from '../../compiler/report/stats.js';
 
 const GRID = [
   { hw: 'v100-32g', cpuMemBytes: 64e9, nvmeBytes: 0 },
@@ -46,6 +47,27 @@ describe('capacity bound: fit holds >= 95 % of (capacities - working set) / 12 B
       for (const t of ['gpu', 'cpu', 'nvme'] as const) expect(plan.tiers[t].peakBytes).toBeLessThanOrEqual(plan.tiers[t].capacityBytes);
     }, 300_000); // (fit compiles 5-7 models of ~10-18B: 40-110 s alone on 2 cores)
   }
+});
+
+describe('fit --min-tflops', () => {
+  // gpt3-medium on 2 GB of a V100 and 4 GB of CPU: its probe (compile's first
+  // plan that fits) is predicted at ~20 TFLOPS, its full compile at ~28. fit
+  // had taken the probe's TFLOPS as the model's and answered gpt3-small.
+  it('judges a model by its full compile\'s TFLOPS, not its probe\'s', async () => {
+    const opts = { model: 'models/gpt.ts', hw: 'v100-32g', gpuMemBytes: 2e9, cpuMemBytes: 4e9, nvmeBytes: 0, precision: 'fp16' as const };
+    const probe = planTflops(await compile({ ...opts, preset: 'gpt3-medium', probe: 'fits' }));
+    const full = planTflops(await compile({ ...opts, preset: 'gpt3-medium' }));
+    const min = 25;
+    expect(probe).toBeLessThan(min);
+    expect(full).toBeGreaterThanOrEqual(min);
+    const found = await fit({ ...opts, minTflops: min });
+    expect(found.model!.preset).toBe('gpt3-medium');
+    expect(found.predicted!.tflops).toBeCloseTo(full, 6);
+    // deeper gpt3-medium fits but is slower than 25 TFLOPS: refused, and why
+    const deeper = found.tried.filter((t) => t.preset === 'gpt3-medium' && t.config);
+    expect(deeper.length).toBeGreaterThan(0);
+    for (const t of deeper) expect(t.feasible ? t.tflops! >= min : /TFLOPS < 25|does not fit/.test(t.why!)).toBe(true);
+  }, 120_000); // (~20 s on 2 cores)
 });
 
 describe('fit deepens a preset only to the compiler\'s tested scale', () => {
