@@ -31,13 +31,13 @@ const USAGE = `usage:
   tiercut fit MODEL [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE] [--precision P]
                   [--batch N] [--seq N] [--keep-params-on-gpu] [--min-tflops X] [--json]
   tiercut hw list [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
-  tiercut hw calibrate [-o FILE.json] [--spill-dir DIR] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
+  tiercut hw calibrate [-o FILE.json] [--spill-dir DIR] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE] [--json]
 SIZE: 64MB, 32GiB or plain bytes.`;
 
 /** missing: options given last with no value after them (takeFlags names them: unknown, or needing a value). */
 interface Args { positional: string[]; flags: Map<string, string>; missing: string[] }
 
-const BOOLEAN_FLAGS = new Set(['--json', '--help', '--keep-params-on-gpu', '--dpu', '--nvme-buffered']);
+const BOOLEAN_FLAGS = new Set(['--json', '--keep-params-on-gpu', '--dpu', '--nvme-buffered']);
 
 function parseArgs(argv: string[]): Args {
   const positional: string[] = [], missing: string[] = [];
@@ -46,7 +46,12 @@ function parseArgs(argv: string[]): Args {
     const a = argv[i];
     if (a === '-o' || a.startsWith('--')) {
       const eq = a.indexOf('=');
-      if (a !== '-o' && eq > 0) { flags.set(a.slice(0, eq), a.slice(eq + 1)); continue; }
+      if (a !== '-o' && eq > 0) {
+        // (`--json=false` had counted as --json)
+        if (BOOLEAN_FLAGS.has(a.slice(0, eq))) throw diag.usage(`${a.slice(0, eq)} takes no value, got '${a}'`);
+        flags.set(a.slice(0, eq), a.slice(eq + 1));
+        continue;
+      }
       if (BOOLEAN_FLAGS.has(a)) { flags.set(a, 'true'); continue; }
       const v = argv[i + 1];
       if (v === undefined) { missing.push(a); continue; }
@@ -58,10 +63,16 @@ function parseArgs(argv: string[]): Args {
   return { positional, flags, missing };
 }
 
-/** Refuses an option the command does not take (`--gpu-mme`), then one given last with no value (an unknown one was reported as needing a value). */
-function takeFlags(args: Args, allowed: string[]): void {
+/**
+ * Refuses an option the command does not take (`--gpu-mme`), then one given
+ * last with no value (an unknown one was reported as needing a value), then
+ * more than `positionals` arguments (`compile MODEL PRESET` had compiled the
+ * first preset, `report A B` reported A alone).
+ */
+function takeFlags(args: Args, allowed: string[], positionals = 1): void {
   for (const k of [...args.flags.keys(), ...args.missing]) if (!allowed.includes(k)) throw diag.usage(`unknown option ${k}\n${USAGE}`);
   if (args.missing.length) throw diag.usage(`${args.missing[0]} needs a value\n${USAGE}`);
+  if (args.positional.length > positionals) throw diag.usage(`unexpected argument '${args.positional[positionals]}' (see tiercut --help)`);
 }
 
 function num(args: Args, flag: string, opts: { integer?: boolean; min?: number } = {}): number | undefined {
@@ -79,15 +90,17 @@ function optimizerFlags(args: Args): Partial<AdamAttrs> {
   if (kind !== undefined) {
     if (kind !== 'adam' && kind !== 'adamw') throw diag.usage(`--optimizer: expected adam or adamw, got '${kind}'`);
     o.adamw = kind === 'adamw';
-    if (kind === 'adamw' && !args.flags.has('--weight-decay')) o.weightDecay = 0.01; // torch.optim.AdamW's default
+    // (without --weight-decay: the kind's default, torch.optim.AdamW's 0.01 or
+    // Adam's 0; run had kept a plan's AdamW decay as Adam's L2 term)
+    if (!args.flags.has('--weight-decay')) o.weightDecay = kind === 'adamw' ? 0.01 : 0;
   }
   const lr = num(args, '--lr', { min: 0 }); if (lr !== undefined) o.lr = lr;
   const eps = num(args, '--eps', { min: 0 }); if (eps !== undefined) o.eps = eps;
   const wd = num(args, '--weight-decay', { min: 0 }); if (wd !== undefined) o.weightDecay = wd;
   const betas = args.flags.get('--betas');
   if (betas !== undefined) {
-    const parts = betas.split(',').map(Number);
-    if (parts.length !== 2 || parts.some((b) => !(b >= 0 && b < 1))) throw diag.usage(`--betas: expected B1,B2 with 0 <= B < 1, got '${betas}'`);
+    const raw = betas.split(','), parts = raw.map(Number);
+    if (parts.length !== 2 || raw.some((b) => b.trim() === '') || parts.some((b) => !(b >= 0 && b < 1))) throw diag.usage(`--betas: expected B1,B2 with 0 <= B < 1, got '${betas}'`);
     o.beta1 = parts[0]; o.beta2 = parts[1];
   }
   return o;
@@ -139,7 +152,7 @@ async function cmdFit(args: Args): Promise<void> {
   const label = (preset: string, config?: Record<string, number>) => `${preset}${Object.entries(config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
   for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
   nothing();
-  process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);
+  process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters, ${fitOpts.precision}), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);
   if (r.layerLimit !== undefined) process.stdout.write(`(fit deepens a preset to at most ${r.layerLimit} layers here: ${FIT_MAX_OPS_FACTOR}x the ops of this family's largest preset; a deeper model may fit too)\n`);
 }
 
@@ -165,8 +178,8 @@ async function cmdCompile(args: Args): Promise<void> {
   const out = args.flags.get('-o');
   const sp = spFlag(args);
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
-  const lpTimeLimitSeconds = num(args, '--lp-time-limit', { min: 0 });
-  if (lpTimeLimitSeconds === 0) throw diag.usage('--lp-time-limit: expected a number of seconds > 0, got 0');
+  const lpTimeLimitSeconds = num(args, '--lp-time-limit');
+  if (lpTimeLimitSeconds !== undefined && lpTimeLimitSeconds <= 0) throw diag.usage(`--lp-time-limit: expected a number of seconds > 0, got ${args.flags.get('--lp-time-limit')}`);
   const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}) });
   writePlan(out, plan);
   const traceFile = args.flags.get('--trace');
@@ -175,7 +188,7 @@ async function cmdCompile(args: Args): Promise<void> {
     writeJson(traceFile, chromeTrace([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
       { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }), 'the trace');
   }
-  if (plan.lpStatus !== undefined) process.stderr.write(`tiercut: note: ${lpStatusNote(plan.lpStatus, plan.placement.method)}\n`);
+  if (plan.lpStatus !== undefined) process.stderr.write(`tiercut: note: ${lpStatusNote(plan.lpStatus, plan.placement.method, plan.bound !== undefined)}\n`);
   if (plan.dpu?.declined) process.stderr.write(`tiercut: note: ${dpuLine(dpuStats(plan.dpu), plan.predicted.stepSeconds)}\n`);
   const spNote = plan.sp ? `; sequence parallel: ${plan.sp.ranks} ranks of ${plan.sp.seq / plan.sp.ranks} tokens (per rank)` : '';
   process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(plan.tiers.gpu.peakBytes)} of ${fmtBytes(plan.tiers.gpu.capacityBytes)}, predicted step ${(plan.predicted.stepSeconds * 1e3).toFixed(3)} ms${spNote}\n`);
@@ -324,7 +337,8 @@ async function cmdHw(args: Args): Promise<void> {
     if (out !== undefined) writeJson(out, c.profile, 'the profile');
     const m = c.measured, gb = (x: number) => `${(x / 1e9).toFixed(2)} GB/s`, us = (s: number) => `${(s * 1e6).toFixed(1)} µs`;
     if (args.flags.has('--json') || out === undefined) process.stdout.write(JSON.stringify(out === undefined ? c.profile : c, null, out === undefined ? 2 : 0) + '\n');
-    if (out !== undefined) process.stdout.write(`wrote ${out}: matmul ${(m.matmulFlops / 1e9).toFixed(2)} GFLOPS, triad ${gb(m.triadBytesPerSec)}, memcpy ${gb(m.copyBytesPerSec)}, Adam ${(m.adamParamsPerSec / 1e6).toFixed(0)} M params/s, nvme read ${gb(m.nvmeReadBytesPerSec)} write ${gb(m.nvmeWriteBytesPerSec)}${m.nvmeDirect ? ' (O_DIRECT' : ` (${m.nvmeNote}`}, ${m.nvmeBackend}), nvme request latency read ${us(m.nvmeReadLatencySeconds)} write ${us(m.nvmeWriteLatencySeconds)} (both directions at once; 4 KiB alone: read ${us(m.nvmeReadAloneSeconds)} write ${us(m.nvmeWriteAloneSeconds)}), nvme batch cost per further request read ${us(m.nvmeReadBatchRequestSeconds)} write ${us(m.nvmeWriteBatchRequestSeconds)} (batches of ${m.nvmeBatch.sizes.join('/')}: read ${m.nvmeBatch.readSeconds.map((s) => (s * 1e6).toFixed(0)).join('/')} µs, write ${m.nvmeBatch.writeSeconds.map((s) => (s * 1e6).toFixed(0)).join('/')} µs), executor per instruction ${(m.executor.instructionSeconds * 1e6).toFixed(3)} µs wake-up ${us(m.executor.wakeSeconds)} step ${us(m.executor.stepSeconds)}, ${Object.keys(m.kernels).length} kernel kinds fitted\n`);
+    // (with --json, stdout is the JSON alone; the summary goes to stderr)
+    if (out !== undefined) (args.flags.has('--json') ? process.stderr : process.stdout).write(`wrote ${out}: matmul ${(m.matmulFlops / 1e9).toFixed(2)} GFLOPS, triad ${gb(m.triadBytesPerSec)}, memcpy ${gb(m.copyBytesPerSec)}, Adam ${(m.adamParamsPerSec / 1e6).toFixed(0)} M params/s, nvme read ${gb(m.nvmeReadBytesPerSec)} write ${gb(m.nvmeWriteBytesPerSec)}${m.nvmeDirect ? ' (O_DIRECT' : ` (${m.nvmeNote}`}, ${m.nvmeBackend}), nvme request latency read ${us(m.nvmeReadLatencySeconds)} write ${us(m.nvmeWriteLatencySeconds)} (both directions at once; 4 KiB alone: read ${us(m.nvmeReadAloneSeconds)} write ${us(m.nvmeWriteAloneSeconds)}), nvme batch cost per further request read ${us(m.nvmeReadBatchRequestSeconds)} write ${us(m.nvmeWriteBatchRequestSeconds)} (batches of ${m.nvmeBatch.sizes.join('/')}: read ${m.nvmeBatch.readSeconds.map((s) => (s * 1e6).toFixed(0)).join('/')} µs, write ${m.nvmeBatch.writeSeconds.map((s) => (s * 1e6).toFixed(0)).join('/')} µs), executor per instruction ${(m.executor.instructionSeconds * 1e6).toFixed(3)} µs wake-up ${us(m.executor.wakeSeconds)} step ${us(m.executor.stepSeconds)}, ${Object.keys(m.kernels).length} kernel kinds fitted\n`);
     return;
   }
   if (args.positional[0] !== 'list') throw diag.usage(`hw: expected 'list' or 'calibrate'\n${USAGE}`);
@@ -338,7 +352,7 @@ async function cmdHw(args: Args): Promise<void> {
 export async function main(argv: string[]): Promise<number> {
   try {
     const [cmd, ...rest] = argv;
-    if (!cmd || cmd === '--help' || cmd === 'help') { process.stdout.write(USAGE + '\n'); return cmd ? 0 : 2; }
+    if (!cmd || cmd === '--help' || cmd === 'help' || rest.includes('--help')) { process.stdout.write(USAGE + '\n'); return cmd ? 0 : 2; }
     const args = parseArgs(rest);
     switch (cmd) {
       case 'compile': await cmdCompile(args); break;

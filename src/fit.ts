@@ -101,8 +101,11 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   // the input's error, not each model's (it was printed as every preset's
   // "no fit" reason, exit 0)
   machineOf(opts);
+  // (an ONNX file has one fixed size: nothing to search; type-checked as a DSL model it had failed as "binary")
+  if (/\.onnx$/i.test(opts.model)) throw diag.usage(`fit takes a DSL model (.ts), whose presets it searches; ${opts.model} is an ONNX model of one fixed size: compile it instead`);
+  const presets = await modelPresets(opts.model);
   const sized: { preset: string; params: number; ops: number; layers?: number }[] = [];
-  for (const preset of await modelPresets(opts.model)) {
+  for (const preset of presets) {
     const { graph, config } = await trainingGraph({ ...opts, preset });
     sized.push({ preset, params: graph.paramCount, ops: graph.ops.length, layers: typeof config.layers === 'number' ? config.layers : undefined });
   }

@@ -142,6 +142,9 @@ async function loadModule(file: string): Promise<Loaded> {
   }
 }
 
+/** (a model with `presets: {}` had been refused as "unknown preset 'undefined' (available: )") */
+const NO_PRESETS = 'the model has no presets: give it at least one, e.g. presets: { small: { batch: 8, seq: 1 } }';
+
 export async function importDsl(modelPath: string, opts: DslOptions = {}): Promise<ImportedModel> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
@@ -151,6 +154,7 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   if (!model || typeof model !== 'object' || typeof model.build !== 'function' || typeof model.presets !== 'object')
     throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   const names = Object.keys(model.presets);
+  if (names.length === 0) throw diag.modelExport(display, NO_PRESETS);
   const preset = opts.preset ?? names[0];
   if (!Object.prototype.hasOwnProperty.call(model.presets, preset)) throw diag.unknownPreset(display, preset, names);
   const cfg: PresetBase = { ...model.presets[preset] };
@@ -343,5 +347,6 @@ export async function modelPresets(modelPath: string): Promise<string[]> {
   await typeCheck(file, display);
   const { model } = await loadModule(file);
   if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
+  if (Object.keys(model.presets).length === 0) throw diag.modelExport(display, NO_PRESETS);
   return Object.keys(model.presets);
 }

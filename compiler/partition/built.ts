@@ -113,16 +113,22 @@ export function lpTry(g: Graph, hw: HardwareProfile, sol: LpSolution, acc: LpCan
   return built;
 }
 
-/** A placement made elsewhere (not an LP's rounding) built and retimed, kept where it fits and beats the best. */
+/**
+ * A placement made elsewhere (not an LP's rounding) built and retimed, kept
+ * where it fits and beats the best; then the best has no rounding (bestFrom),
+ * so the families that start from one skip (they had worked from the
+ * rounding it beat).
+ */
 export function tryPlacement(g: Graph, hw: HardwareProfile, p: Placement, acc: LpCandidates): void {
   const beat = acc.best && simulated(g, hw, acc.best).stepSeconds;
   const b = retimed(g, hw, build(g, hw, p), beat);
-  if (fitsTiers(b.arenas.arenaBytes, hw) && (beat === undefined || simulated(g, hw, b).stepSeconds < beat)) acc.best = b;
+  if (fitsTiers(b.arenas.arenaBytes, hw) && (beat === undefined || simulated(g, hw, b).stepSeconds < beat)) { acc.best = b; acc.bestFrom = undefined; }
 }
 
 /** The rounding r built (repaired to fit) and retimed, kept where it beats the best; undefined where it was tried before or does not fit. */
 export function lpTryRounded(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Rounded, acc: LpCandidates): Built | undefined {
-  const key = JSON.stringify([r.p16Tier, r.stateTier, [...r.offload], [...r.recompute]]);
+  // (the sets sorted: one rounding filled in another order is the same rounding)
+  const key = JSON.stringify([r.p16Tier, r.stateTier, [...r.offload].sort((x, y) => x - y), [...r.recompute].sort((x, y) => x - y)]);
   if (acc.seen.has(key)) return undefined;
   acc.seen.add(key);
   try {

@@ -48,9 +48,10 @@ interface CutCandidate { placement: Placement; prog: Program; order: Float64Arra
  * overflows is the compact placement's (compactArenaBytes: assignOffsets
  * returns it whenever it does not fit), so the other arena placements wait
  * for cutBuilt. Undefined when the state overflows GPU + CPU, the search
- * finds nothing that fits or the CPU arena overflows.
+ * finds nothing that fits or the CPU arena overflows (then `overflow` gets
+ * the CPU arena's bytes, for the message that nothing fits).
  */
-function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined {
+function minCutPrepared(g: Graph, hw: HardwareProfile, overflow?: { cpuArenaBytes?: number }): CutCandidate | undefined {
   // two tiers cannot work when the state alone overflows them
   const state = tensorBytes(g, 'persistent');
   if (state > hw.gpu.capacityBytes + hw.cpu.capacityBytes) return undefined;
@@ -64,7 +65,11 @@ function minCutPrepared(g: Graph, hw: HardwareProfile): CutCandidate | undefined
     const order = stateOrder(g, prog);
     const arena = compactArenaBytes(prog, order);
     mark('min-cut program');
-    if (arena.gpu <= hw.gpu.capacityBytes) return arena.cpu <= hw.cpu.capacityBytes ? { placement: p, prog, order } : undefined;
+    if (arena.gpu <= hw.gpu.capacityBytes) {
+      if (arena.cpu <= hw.cpu.capacityBytes) return { placement: p, prog, order };
+      if (overflow) overflow.cpuArenaBytes = arena.cpu;
+      return undefined;
+    }
     target -= arena.gpu - hw.gpu.capacityBytes;
   }
   return undefined;
@@ -192,7 +197,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       bound.catch(() => {});
       return { placement: whole.placement, lp: bound, built: whole };
     }
-    const cutC = minCutPrepared(g, hw);
+    const cutOverflow: { cpuArenaBytes?: number } = {};
+    const cutC = minCutPrepared(g, hw, cutOverflow);
     const cutOk = cutC && (!opts.keepParamsOnGpu || g.tensors.every((t) => t.role !== 'param16' || cutC.placement.home[t.id] === 'gpu'));
     // no capacity binds (the cut's price is zero): the cut is exact for two
     // tiers, where it computes on the GPU; one that runs ops on the CPU (a
@@ -249,10 +255,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // plain step's, for this graph), which the families then build on
       if (opts.known) { tryPlacement(g, hw, opts.known, acc); mark('known placement'); }
       const saved = boundSol.saved;
-      // the other LP roundings that fit, fastest first (the later passes' seeds, below; each is
+      // the other LP roundings (each fits: lpTryRounded keeps no other), fastest first (the later passes' seeds, below; each is
       // built once: lpTryRounded skips a rounding tried before)
       const first = acc.best;
-      const seeds = tried.filter((t) => t.b !== first && fitsTiers(t.b.arenas.arenaBytes, hw))
+      const seeds = tried.filter((t) => t.b !== first)
         .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds).slice(0, SEED_PASSES);
       tried.length = 0;
       // the families, each made from the best so far; `request`: the bounds
@@ -352,7 +358,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         chosen = lpB && simulated(g, hw, lpB).stepSeconds < simulated(g, hw, cut).stepSeconds ? lpB : cut;
       }
     } else {
-      if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+      if (sol.status === 'infeasible') throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false, cutOverflow.cpuArenaBytes));
       if (sol.status === 'timeLimit') throw diag.lpTimeLimit(`the LP that places this step ran past its time limit of ${opts.lpTimeLimitSeconds ?? LP_TIME_LIMIT_SECONDS} s without an optimal placement; raise --lp-time-limit (seconds, default ${LP_TIME_LIMIT_SECONDS})`);
       if (sol.status !== 'optimal') throw diag.doesNotFit(`the LP solver stopped without an optimal placement (status ${sol.status}); please report the model and profile`);
       chosen = lpPlan();
@@ -398,7 +404,14 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
   return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size, ...(w ? { widenedBy: wideningWays(w) } : {}) };
 }
 
-function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): string {
+/**
+ * Why nothing fits, in one line: the state against every tier together; or
+ * the GPU's own working set where every op runs there (the LPs' placements),
+ * then, where the min-cut found a placement that fits the GPU by running ops
+ * on the CPU (cutCpuArenaBytes: its CPU arena, over the CPU's capacity), that
+ * shortfall too.
+ */
+function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean, cutCpuArenaBytes?: number): string {
   let state = 0, p16 = 0;
   for (const t of g.tensors) {
     if (t.role === 'master32' || t.role === 'adamM' || t.role === 'adamV') state += t.sizeBytes;
@@ -412,7 +425,11 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean): 
   // (a bound for the LP's placements, which run every forward and backward op
   // on the GPU, not for the min-cut's, which may run some on the CPU: on the
   // local profile tiny did not fit 1 KB so, but fitted 150 KB, under this 182 KB)
-  if (gpuMin > hw.gpu.capacityBytes) return `does not fit: with every op on the GPU, the working set of one op at a time needs at least ${fmtBytes(gpuMin)} there, capacity is ${fmtBytes(hw.gpu.capacityBytes)} (short by ${fmtBytes(gpuMin - hw.gpu.capacityBytes)}); raise --gpu-mem or lower --batch/--seq`;
+  if (gpuMin > hw.gpu.capacityBytes) {
+    const gpuShort = `with every op on the GPU, the working set of one op at a time needs at least ${fmtBytes(gpuMin)} there, capacity is ${fmtBytes(hw.gpu.capacityBytes)} (short by ${fmtBytes(gpuMin - hw.gpu.capacityBytes)})`;
+    if (cutCpuArenaBytes === undefined) return `does not fit: ${gpuShort}; raise --gpu-mem or lower --batch/--seq`;
+    return `does not fit: ${gpuShort}; with ops on the CPU the GPU suffices, but the CPU then needs ${fmtBytes(cutCpuArenaBytes)}, capacity is ${fmtBytes(hw.cpu.capacityBytes)} (short by ${fmtBytes(cutCpuArenaBytes - hw.cpu.capacityBytes)}); raise --cpu-mem or --gpu-mem or lower --batch/--seq`;
+  }
   const short = keepParams ? p16 - hw.gpu.capacityBytes : need - total;
   const head = `does not fit: the model state needs ${fmtBytes(need)} (${fmtBytes(p16)} parameters${keepParams ? ' kept on the GPU' : ''}, ${fmtBytes(state)} optimizer state) plus working memory; gpu ${fmtBytes(hw.gpu.capacityBytes)} + cpu ${fmtBytes(hw.cpu.capacityBytes)} + nvme ${fmtBytes(hw.nvme.capacityBytes)}`;
   return short > 0 ? `${head} is short by at least ${fmtBytes(short)}` : `${head} hold the state but not the working memory beside it at its peak (activations, fetched parameters, staging); raise a capacity or lower --batch/--seq`;

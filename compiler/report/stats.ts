@@ -151,7 +151,7 @@ export function planStats(plan: Plan, whatIf?: WhatIf): PlanStats {
     traffic: { ...plan.traffic, copies: plan.instructions.filter((x) => x.kind === 'copy').length },
     predicted: { stepSeconds: plan.predicted.stepSeconds, streamBusySeconds: { ...plan.predicted.streamBusySeconds }, tflops: planTflops(plan) },
     costModel: {
-      kind: plan.hardware.kernels || plan.hardware.executor || plan.hardware.nvme.readLatencySeconds !== undefined ? 'calibrated' : 'roofline',
+      kind: plan.hardware.kernels || plan.hardware.executor || plan.hardware.nvme.readLatencySeconds !== undefined || plan.hardware.nvme.writeLatencySeconds !== undefined ? 'calibrated' : 'roofline',
       kernelKinds: Object.keys(plan.hardware.kernels ?? {}).length, executorOverheads: plan.hardware.executor !== undefined,
       nvmeLatency: plan.hardware.nvme.readLatencySeconds !== undefined || plan.hardware.nvme.writeLatencySeconds !== undefined,
     },

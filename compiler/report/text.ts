@@ -62,20 +62,25 @@ export function dpuLine(d: NonNullable<PlanStats['dpu']>, plainSeconds: number):
   return `delayed parameter update: declined: ${why}; every step runs this plan`;
 }
 
-/** What an LP that ended without an optimum (plan.lpStatus) means for the plan: one line, for the report and for compile's stderr. */
-export function lpStatusNote(status: string, method: string): string {
+/**
+ * What an LP that ended without an optimum (plan.lpStatus) means for the
+ * plan: one line, for the report and for compile's stderr. hasBound: the plan
+ * has a bound all the same (a model kept on the GPU: the GPU's own work), so
+ * only the LP's bound over every placement is missing.
+ */
+export function lpStatusNote(status: string, method: string, hasBound = false): string {
   // (infeasible: no time limit helps; the LP's placements run every forward
   // and backward op on the GPU, and its working set does not fit there, where
   // the cut may run ops on the CPU: a tiny GPU)
   if (status === 'infeasible') {
     return method === 'mincut'
       ? "the placement LP found no placement within the capacities (its placements run every forward and backward op on the GPU): this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower; it may run those ops on the CPU); raise --gpu-mem (or another capacity) for the LP's placement"
-      : 'the bound LP found no placement within the capacities: this plan reports no lower bound';
+      : `the bound LP found no placement within the capacities: ${hasBound ? "the LP's bound over every placement is missing" : 'this plan reports no lower bound'}`;
   }
   const why = status === 'timeLimit' ? 'ran past its time limit' : `ended without an optimum (status ${status})`;
   return method === 'mincut'
     ? `the placement LP ${why}: this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower); raise --lp-time-limit for the LP's placement`
-    : `the bound LP ${why}: this plan reports no lower bound; raise --lp-time-limit`;
+    : `the bound LP ${why}: ${hasBound ? "the LP's bound over every placement is missing" : 'this plan reports no lower bound'}; raise --lp-time-limit`;
 }
 
 /** The what-if capacities' verdict (report --gpu-mem/--cpu-mem/--nvme): the capacities, then whether every arena fits them. */
@@ -95,7 +100,8 @@ export function textReport(s: PlanStats): string {
   L.push('tier        peak        capacity    used');
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const { peakBytes, capacityBytes } = s.tiers[t];
-    L.push(`${pad(t, 10)}  ${lpad(fmtBytes(peakBytes), 10)}  ${lpad(fmtBytes(capacityBytes), 10)}  ${lpad(((100 * peakBytes) / capacityBytes).toFixed(1) + ' %', 7)}`);
+    // (a tier of no capacity, --nvme 0, had printed "NaN %")
+    L.push(`${pad(t, 10)}  ${lpad(fmtBytes(peakBytes), 10)}  ${lpad(fmtBytes(capacityBytes), 10)}  ${lpad(capacityBytes > 0 ? ((100 * peakBytes) / capacityBytes).toFixed(1) + ' %' : '-', 7)}`);
   }
   if (s.whatIf) L.push(...whatIfLines(s.whatIf));
   L.push('');
@@ -123,7 +129,7 @@ export function textReport(s: PlanStats): string {
     const q = s.nvmeIo.queueDepth, b = s.nvmeIo.blockBytes;
     L.push(`nvme I/O: queue depth ${q ?? '8 (runtime default)'}, blocks ${b !== null ? fmtBytes(b) : '1 MiB (runtime default)'}; the runtime uses io_uring when built with liburing, else a pread/pwrite thread pool (run --json summary.nvme says which)`);
   }
-  if (s.lpStatus !== undefined) L.push(`note: ${lpStatusNote(s.lpStatus, s.method)}`);
+  if (s.lpStatus !== undefined) L.push(`note: ${lpStatusNote(s.lpStatus, s.method, s.lowerBoundSeconds !== undefined)}`);
   if (s.lowerBoundSeconds !== undefined) {
     const ways = { chains: 'recompute through chains', split: "master32 apart from its moments", stream: 'updates streamed to the GPU', cast: 'p16 cast on the GPU from master32 copied up' } as const;
     const widened = s.widenedBy?.length ? `, widened to plans with ${s.widenedBy.map((w) => ways[w]).join(', ')}, as this one` : '';

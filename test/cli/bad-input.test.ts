@@ -150,6 +150,13 @@ describe('bad input', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'gpt2-1.5b', '--seq', '64', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '2GB', '--keep-params-on-gpu', '-o', join(dir, 'x.json')), /does not fit: the model state needs .* parameters kept on the GPU, .* is short by at least [\d.]+ [KMG]iB/);
   });
 
+  it('a GPU too small for every op there, where the min-cut runs ops on the CPU and then the CPU is short: both named, by how much', () => {
+    // (it had named only the GPU, "raise --gpu-mem", where 0.2 GB more CPU makes it fit)
+    const args = ['compile', 'models/gpt.ts', '--preset', 'gpt2-124m', '--seq', '32', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '200MB', '--nvme', '0', '-o', join(dir, 'x.json')];
+    expectUserError(cli(...args, '--cpu-mem', '1.5GB'), /does not fit: with every op on the GPU, the working set .* \(short by [\d.]+ MiB\); with ops on the CPU the GPU suffices, but the CPU then needs [\d.]+ GiB, capacity is 1\.40 GiB \(short by [\d.]+ MiB\); raise --cpu-mem/);
+    expect(cli(...args, '--cpu-mem', '1.8GB').status).toBe(0);
+  });
+
   it('a model that cannot fit says by how much', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '1000', '-o', join(dir, 'x.json')), /does not fit: .*short by/);
   });

@@ -1,0 +1,114 @@
+// The command line's arguments: what each command takes, and one clear line
+// (exit 2) for what it does not. Each case here was once taken and ignored,
+// or misread, or crashed with a stack trace.
+import { describe, it, expect, beforeAll } from 'vitest';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cli, expectUserError } from '../cli-helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'tiercut-args-'));
+const ONNX = 'fixtures/onnx/gpt-tiny.onnx';
+
+let tiny: string;
+beforeAll(() => {
+  tiny = join(dir, 'tiny.plan.json');
+  const r = cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--nvme', '0', '-o', tiny);
+  expect(r.status, r.stderr).toBe(0);
+});
+
+describe('arguments', () => {
+  it('more positional arguments than the command takes: refused, naming the first one over', () => {
+    // (compile had compiled the first preset, report had reported the first plan)
+    expectUserError(cli('compile', 'models/gpt.ts', 'gpt2-124m', '-o', join(dir, 'x.json')), /^tiercut: unexpected argument 'gpt2-124m'/);
+    expectUserError(cli('report', tiny, tiny), /unexpected argument '.*tiny\.plan\.json'/);
+    expectUserError(cli('hw', 'list', 'extra'), /unexpected argument 'extra'/);
+  });
+
+  it('a switch given a value (--json=false) is refused, not taken as the switch', () => {
+    expectUserError(cli('report', tiny, '--json=false'), /--json takes no value, got '--json=false' \[TC100\]$/);
+    expect(cli('report', tiny, '--json').status).toBe(0);
+  });
+
+  it('--help after a command prints the usage and exits 0', () => {
+    const r = cli('compile', '--help');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^usage:/);
+    expect(r.stdout).toMatch(/tiercut fit MODEL/);
+  });
+
+  it('--betas with an empty part, --lp-time-limit at or below 0: refused with the same message each way', () => {
+    // (Number('') is 0: '0.9,' had given beta2 = 0)
+    for (const b of ['0.9,', ',0.999', ' , ']) expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--betas', b, '-o', join(dir, 'x.json')), /--betas: expected B1,B2 with 0 <= B < 1/);
+    for (const t of ['0', '-1']) expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--lp-time-limit', t, '-o', join(dir, 'x.json')), new RegExp(`--lp-time-limit: expected a number of seconds > 0, got ${t} \\[TC100\\]$`));
+  });
+
+  it('an option of the other kind of model: --preset on ONNX, --freeze on a DSL model, fit on ONNX', () => {
+    expectUserError(cli('compile', ONNX, '--preset', 'tiny', '-o', join(dir, 'x.json')), /--preset: .*gpt-tiny\.onnx is an ONNX model, of one fixed size/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--freeze', 'wte', '-o', join(dir, 'x.json')), /--freeze: applies to an ONNX model's initializers; models\/gpt\.ts is a DSL model/);
+    // (fit had type-checked the .onnx as TypeScript: "File appears to be binary")
+    expectUserError(cli('fit', ONNX), /fit takes a DSL model \(\.ts\), whose presets it searches; .*gpt-tiny\.onnx is an ONNX model/);
+  });
+
+  it('a DSL model with no presets: compile and fit say so (fit had crashed in its no-fit message)', () => {
+    const model = join(dir, 'empty.ts');
+    writeFileSync(model, [
+      "import type { Model, PresetBase } from 'tiercut/dsl';",
+      'const m: Model<PresetBase> = {',
+      '  presets: {},',
+      "  build(nn, cfg) { return nn.crossEntropy(nn.input('x', [cfg.batch, 4]), nn.input('y', [cfg.batch], 'i32')); },",
+      '};',
+      'export default m;',
+    ].join('\n'));
+    for (const args of [['compile', model, '-o', join(dir, 'x.json')], ['fit', model], ['fit', model, '--json']]) {
+      expectUserError(cli(...args), /empty\.ts: the model has no presets: give it at least one/);
+    }
+  });
+
+  it('run --optimizer adam on an AdamW plan trains as a plain Adam plan (the AdamW decay was kept as an L2 term)', () => {
+    const adamw = join(dir, 'adamw.plan.json'), adam = join(dir, 'adam.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--optimizer', 'adamw', '--weight-decay', '0.5', '--lr', '0.01', '-o', adamw).status).toBe(0);
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--optimizer', 'adam', '--lr', '0.01', '-o', adam).status).toBe(0);
+    const losses = (...args: string[]) => {
+      const r = cli('run', ...args, '--steps', '4', '--json');
+      expect(r.status, r.stderr).toBe(0);
+      return r.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((o) => o.loss !== undefined).map((o) => o.loss as number);
+    };
+    const plain = losses(adam);
+    expect(plain).toHaveLength(4);
+    expect(losses(adamw, '--optimizer', 'adam')).toEqual(plain);
+    // and the AdamW plan as compiled trains otherwise (the decay is there to drop)
+    expect(losses(adamw)).not.toEqual(plain);
+  });
+
+  it('report: a tier of no capacity prints no "NaN %"; hw calibrate --json -o keeps stdout JSON (in its usage)', () => {
+    const r = cli('report', tiny);
+    expect(r.stdout).toMatch(/^nvme +0 +0 +-$/m);
+    expect(r.stdout).not.toMatch(/NaN/);
+    expect(cli('--help').stdout).toMatch(/tiercut hw calibrate .*\[--json\]/);
+  });
+
+  it('report: a profile with only an NVMe write latency is a calibrated cost model, as its own line says', () => {
+    // (kind 'roofline' beside nvmeLatency true, and "rooflines (no measured costs in the profile)")
+    const hw = join(dir, 'write-latency.json');
+    writeFileSync(hw, JSON.stringify({ name: 'mine', gpu: { capacityBytes: 1e9, memBandwidthBytesPerSec: 1e11, peakFlops: { f32: 1e12, f16: 1e12, bf16: 1e12 } },
+      cpu: { capacityBytes: 1e10, memBandwidthBytesPerSec: 1e10, peakFlops: { f32: 1e11, f16: 1e11, bf16: 1e11 } },
+      nvme: { capacityBytes: 1e11, readBytesPerSec: 1e9, writeBytesPerSec: 1e9, writeLatencySeconds: 1e-4 }, h2dBytesPerSec: 1e10, d2hBytesPerSec: 1e10 }));
+    const out = join(dir, 'wl.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--hw', hw, '-o', out).status).toBe(0);
+    const s = JSON.parse(cli('report', out, '--json').stdout);
+    expect(s.costModel).toMatchObject({ kind: 'calibrated', nvmeLatency: true });
+    expect(cli('report', out).stdout).toMatch(/cost model: calibrated \(0 kernel kinds fitted, nvme request latency\)/);
+  });
+
+    it('an LP past its time limit on a model kept on the GPU: the note says only the bound over every placement is missing, as the report prints the GPU\'s own bound', () => {
+    const out = join(dir, 'limit.plan.json');
+    const r = cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--lp-time-limit', '1e-9', '-o', out);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/the bound LP ran past its time limit: the LP's bound over every placement is missing; raise --lp-time-limit/);
+    const text = cli('report', out).stdout;
+    expect(text).toMatch(/lower bound \(the GPU's own work/);
+    expect(text).not.toMatch(/reports no lower bound/);
+    expect(JSON.parse(readFileSync(out, 'utf8')).lpStatus).toBe('timeLimit');
+  });
+});
