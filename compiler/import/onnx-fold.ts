@@ -108,7 +108,7 @@ export function binaryFold(kind: string, a: Const, b: Const): Const {
     Equal: (p: number, q: number) => +(p === q), Less: (p: number, q: number) => +(p < q), Greater: (p: number, q: number) => +(p > q),
     LessOrEqual: (p: number, q: number) => +(p <= q), GreaterOrEqual: (p: number, q: number) => +(p >= q),
     And: (p: number, q: number) => +(!!p && !!q), Or: (p: number, q: number) => +(!!p || !!q), Xor: (p: number, q: number) => +(!!p !== !!q),
-    Max: Math.max, Min: Math.min, Mod: (p: number, q: number) => p - Math.floor(p / q) * q,
+    Max: Math.max, Min: Math.min, Mod: (p: number, q: number) => p - Math.floor(p / q) * q, Fmod: (p: number, q: number) => p % q,
   }[kind] ?? (() => { throw new FoldError(`cannot fold ${kind}`); });
   const data = new Float64Array(x.data.length);
   for (let i = 0; i < data.length; i++) data[i] = f(x.data[i], y.data[i]);
@@ -145,9 +145,33 @@ export function erf(x: number): number {
   return Math.sign(x) * (1 - erfc);
 }
 
-export function castFold(a: Const, to: ConstType): Const {
-  const data = a.data.map((v) => (to === 'bool' ? +(v !== 0) : to === 'int' ? Math.trunc(v) : Math.fround(v)));
+/** A cast; `half`: to FLOAT16 or BFLOAT16, rounded there (to nearest, ties to even) and held as float. */
+export function castFold(a: Const, to: ConstType, half?: 'f16' | 'bf16'): Const {
+  const round = half === 'f16' ? toF16 : half === 'bf16' ? toBf16 : Math.fround;
+  const data = a.data.map((v) => (to === 'bool' ? +(v !== 0) : to === 'int' ? Math.trunc(v) : round(v)));
   return { type: to, shape: a.shape, data };
+}
+
+/** v rounded to IEEE half precision (to nearest, ties to even; past 65504 to infinity), as a number. */
+export function toF16(v: number): number {
+  if (!Number.isFinite(v) || v === 0) return v;
+  const a = Math.abs(v);
+  // the value's binade, no lower than the subnormals' (their spacing is 2^-24)
+  let e = Math.max(Math.floor(Math.log2(a)), -14);
+  if (e > -14 && 2 ** e > a) e--;
+  if (2 ** (e + 1) <= a) e++;
+  const ulp = 2 ** (e - 10), q = a / ulp, fl = Math.floor(q);
+  const r = q - fl > 0.5 || (q - fl === 0.5 && fl % 2 === 1) ? fl + 1 : fl;
+  const out = r * ulp;
+  return Math.sign(v) * (out > 65504 ? Infinity : out);
+}
+
+/** v rounded to bfloat16 (fp32's top 16 bits; to nearest, ties to even), as a number. */
+export function toBf16(v: number): number {
+  if (!Number.isFinite(v)) return v;
+  const f = new Float32Array([v]), u = new Uint32Array(f.buffer);
+  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
+  return f[0];
 }
 
 export function reshapeFold(a: Const, shape: readonly number[]): Const {

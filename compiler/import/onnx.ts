@@ -214,6 +214,9 @@ class OnnxImporter {
     const a = this.attr(name);
     return a ? toNum(a.i ?? 0, `${this.where()} attribute ${name}`, this.file) : dflt;
   }
+  private attrIntOrUndefined(name: string): number | undefined {
+    return this.attr(name) ? this.attrInt(name, 0) : undefined;
+  }
   private attrFloat(name: string, dflt: number): number {
     const a = this.attr(name);
     const v = a ? (a.f ?? 0) : dflt;
@@ -351,8 +354,16 @@ class OnnxImporter {
         const k = input[1] ? this.needConst(1, 'k').data[0] : 0;
         return [cst(triluFold(this.needConst(0, 'input'), k, this.attrInt('upper', 1) === 1))];
       }
-      case 'Equal': case 'Less': case 'Greater': case 'LessOrEqual': case 'GreaterOrEqual': case 'And': case 'Or': case 'Xor': case 'Max': case 'Min': case 'Mod':
+      case 'Equal': case 'Less': case 'Greater': case 'LessOrEqual': case 'GreaterOrEqual': case 'And': case 'Or': case 'Xor':
         return [cst(binaryFold(op, this.needConst(0, 'a'), this.needConst(1, 'b')))];
+      // (Mod's fmod = 1, required for floats: C's fmod, the sign of the dividend; it had always floored)
+      case 'Mod': return [cst(binaryFold(this.attrInt('fmod', 0) === 1 ? 'Fmod' : 'Mod', this.needConst(0, 'a'), this.needConst(1, 'b')))];
+      // (any number of inputs: a third had been dropped)
+      case 'Max': case 'Min': {
+        let acc = this.needConst(0, 'data_0');
+        for (let k = 1; k < input.length; k++) acc = binaryFold(op, acc, this.needConst(k, `data_${k}`));
+        return [cst(acc)];
+      }
       case 'Not': case 'Abs': case 'Floor': case 'Ceil':
         return [cst(unaryFold(op, this.needConst(0, 'x')))];
       case 'Cast': return [this.cast()];
@@ -369,12 +380,6 @@ class OnnxImporter {
         }
         if (shape.some((d) => !Number.isInteger(d) || d < 0) || numelOf(shape) !== numelOf(s)) throw this.unsupported(`cannot reshape ${shapeStr(s)} to [${want.join(',')}]`);
         return [this.reshaped(x, shape)];
-      }
-      case 'Flatten': {
-        const x = this.need(0);
-        const s = this.shapeOf(x);
-        const axis = normAxis(this.attrInt('axis', 1), s.length + 1);
-        return [this.reshaped(x, [numelOf(s.slice(0, axis)), numelOf(s.slice(axis))])];
       }
       case 'Squeeze': case 'Unsqueeze': {
         const x = this.need(0);
@@ -537,6 +542,11 @@ class OnnxImporter {
         if (reduction !== 'mean' && reduction !== 'sum') throw this.unsupported(`reduction '${reduction}' (only mean or sum: the loss must be a scalar)`);
         const scores = this.need(0), labels = this.need(1);
         const s = this.shapeOf(scores);
+        // (ignore_index was not read: a class id given there had been counted
+        // like any other; one outside [0, C), torch's -100, is no class: a
+        // label equal to it stops the step as a label out of range)
+        const ignore = this.attrIntOrUndefined('ignore_index');
+        if (ignore !== undefined && s.length >= 2 && ignore >= 0 && ignore < s[1]) throw this.unsupported(`ignore_index ${ignore}, a class id (rows with that label would be left out of the loss: not supported; labels must all be classes in [0, ${s[1]}))`);
         if (s.length < 2) throw this.unsupported(`scores ${shapeStr(s)} need rank >= 2 ([N,C,...])`);
         let logits = this.dyn(scores);
         if (s.length > 2) logits = this.emit('transpose', [logits], { perm: [0, ...s.slice(2).map((_, i) => i + 2), 1] }, `${this.outName()}.classLast`);
@@ -677,6 +687,8 @@ class OnnxImporter {
     const s = this.shapeOf(x);
     if (start === 0 && end === s[axis]) return x;
     if (end <= start) throw this.unsupported(`an empty slice [${start}, ${end}) of axis ${axis} of ${shapeStr(s)}`);
+    // (the runtime slices floats only: it had compiled, then failed as the plan was loaded)
+    if (this.isIntValue(x)) throw this.unsupported(`a slice of a run-time integer tensor ${shapeStr(s)} (e.g. labels shifted inside the graph: shift them in the data instead)`);
     return { kind: 'dyn', id: this.emit('slice', [this.dyn(x)], { axis, start, end }, name) };
   }
 
@@ -691,13 +703,15 @@ class OnnxImporter {
     const x = this.need(0);
     const to = this.attrInt('to', 0);
     const type = onnxConstType(to);
-    if (x.kind === 'const') return { kind: 'const', c: castFold(x.c, type) };
+    if (x.kind === 'const') return { kind: 'const', c: castFold(x.c, type, to === DT.FLOAT16 ? 'f16' : to === DT.BFLOAT16 ? 'bf16' : undefined) };
     const isInt = this.isIntValue(x);
     if (type === 'float' && to !== DT.FLOAT && to !== DT.FLOAT16 && to !== DT.BFLOAT16 && to !== DT.DOUBLE) throw this.unsupported(`Cast to ${dtypeName(to)}`);
     if (type === 'float' && x.kind === 'intView') {
       const c = this.emit('cast', [x.src], {}, `${this.outName()}.cast`);
       return { kind: 'dyn', id: this.reshape(c, x.shape, this.outName()) };
     }
+    // (a run-time float cast to 16 bits had been a no-op: the model ran unrounded in fp32)
+    if (type === 'float' && !isInt && (to === DT.FLOAT16 || to === DT.BFLOAT16)) throw this.unsupported(`Cast of a run-time float tensor to ${dtypeName(to)} (an ONNX model computes in fp32 here: export it in fp32; compile --precision fp16 or bf16 makes its half copies)`);
     if (type === 'float') return isInt ? { kind: 'dyn', id: this.emit('cast', [this.dyn(x)], {}, this.outName()) } : x;
     if (type === 'int' && isInt) return x;
     throw this.unsupported(`Cast of a run-time ${isInt ? 'integer' : 'float'} tensor to ${dtypeName(to)}`);
