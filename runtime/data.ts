@@ -13,14 +13,15 @@ import { readSafetensors, toFloat64 } from './safetensors.js';
 
 export type StepData = (step: number) => Map<number, Float64Array>;
 
-/** Integer bound of an i32 input: the rows of the table it indexes, or the classes it labels. */
-function intBound(g: Graph, input: Tensor): number {
+/** Integer bound of an i32 input: the rows of the table it indexes, or the classes it labels; undefined for neither. */
+function indexBound(g: Graph, input: Tensor): number | undefined {
   for (const op of g.ops) {
     if (op.kind === 'embedding' && op.inputs[0] === input.id) return g.tensors[op.inputs[1]].shape[0];
     if (op.kind === 'crossEntropy' && op.inputs[1] === input.id) { const s = g.tensors[op.inputs[0]].shape; return s[s.length - 1]; }
   }
-  return 2;
+  return undefined;
 }
+const intBound = (g: Graph, input: Tensor): number => indexBound(g, input) ?? 2;
 
 export function syntheticData(g: Graph, seed: number): StepData {
   const inputs = g.tensors.filter((t) => t.role === 'input');
@@ -57,6 +58,20 @@ export function syntheticData(g: Graph, seed: number): StepData {
   return () => values;
 }
 
+/**
+ * Every value of an input usable as given: an integer input's in [0, bound)
+ * (I64 values past 2^31 had wrapped into range and trained on other ids), a
+ * float input's finite in fp32 (a NaN had surfaced as the optimizer's error
+ * at that slice's step).
+ */
+function checkValues(file: string, name: string, data: Float64Array, bound?: number): void {
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (bound !== undefined ? !(Number.isInteger(v) && v >= 0 && v < bound) : !Number.isFinite(Math.fround(v)))
+      throw diag.data(file, `tensor '${name}' value ${v} at index ${i} is ${bound !== undefined ? `not an integer in [0, ${bound})` : 'not finite in fp32'}`);
+  }
+}
+
 export function fileData(g: Graph, file: string): StepData {
   const tensors = readSafetensors(file);
   const slices = new Map<number, { data: Float64Array; count: number }>();
@@ -68,8 +83,15 @@ export function fileData(g: Graph, file: string): StepData {
     if (!same && !batched) throw diag.data(file, `tensor '${t.name}' has shape ${shapeStr(st.shape)}; the model input needs ${shapeStr(t.shape)} or [N,${t.shape.join(',')}]`);
     if (t.dtype === 'i32' && !['I32', 'I64'].includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs integers (I32 or I64)`);
     if (t.dtype !== 'i32' && !['F32', 'F16', 'BF16', 'F64'].includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs floats`);
-    slices.set(t.id, { data: toFloat64(st), count: same ? 1 : st.shape[0] });
+    const data = toFloat64(st), count = same ? 1 : st.shape[0];
+    if (count < 1) throw diag.data(file, `tensor '${t.name}' has shape ${shapeStr(st.shape)}: no step's data (its leading dimension, the steps, is 0)`);
+    checkValues(file, t.name, data, t.dtype === 'i32' ? indexBound(g, t) ?? 2 ** 31 : undefined);
+    slices.set(t.id, { data, count });
   }
+  // (inputs with different step counts had cycled apart: tokens of one step beside another's targets)
+  const counts = [...slices].filter(([, v]) => v.count > 1);
+  const byName = (id: number) => g.tensors[id].name;
+  for (const [id, v] of counts) if (v.count !== counts[0][1].count) throw diag.data(file, `tensors '${byName(counts[0][0])}' and '${byName(id)}' hold ${counts[0][1].count} and ${v.count} steps of data; every input's must be the same`);
   return (step: number) => {
     const m = new Map<number, Float64Array>();
     for (const [id, { data, count }] of slices) {

@@ -4,9 +4,9 @@
 // against the file (hostile headers get an error naming the tensor, never an
 // out-of-range read); writing is atomic (temp file, fsync, rename).
 
-import { readFileSync } from 'node:fs';
-import { writeOutput } from '../src/atomic-write.js';
-import { diag } from '../src/diagnostics.js';
+import { readFileSync, statSync } from 'node:fs';
+import { osReason, writeOutput } from '../src/atomic-write.js';
+import { diag, UserError } from '../src/diagnostics.js';
 
 export type SafeDType = 'F32' | 'F16' | 'BF16' | 'I32' | 'I64' | 'F64' | 'U8';
 const SIZE: Record<SafeDType, number> = { F32: 4, F16: 2, BF16: 2, I32: 4, I64: 8, F64: 8, U8: 1 };
@@ -21,16 +21,25 @@ export interface SafeTensor {
 const MAX_HEADER_BYTES = 100 * 2 ** 20;
 
 export function readSafetensors(file: string): Map<string, SafeTensor> {
-  let buf: Buffer;
-  try { buf = readFileSync(file); } catch { throw diag.fileNotFound(file, 'safetensors file'); }
   const bad = (msg: string) => diag.data(file, msg);
+  let buf: Buffer;
+  try {
+    // a regular file only: /dev/zero or a pipe had been read without end
+    if (!statSync(file).isFile()) throw bad('not a safetensors file: not a regular file');
+    buf = readFileSync(file);
+  } catch (e) {
+    if (e instanceof UserError) throw e;
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw diag.fileNotFound(file, 'safetensors file');
+    throw bad(`cannot read it: ${osReason(e)}`); // (EACCES, EISDIR, a file past Node's 2 GiB read: each had been "not found")
+  }
   if (buf.length < 8) throw bad('not a safetensors file: shorter than its 8-byte header length');
-  const headerLen = Number(buf.readBigUInt64LE(0));
-  if (headerLen > MAX_HEADER_BYTES || 8 + headerLen > buf.length) throw bad(`not a safetensors file: header length ${headerLen} exceeds the file (${buf.length} bytes)`);
+  const headerLen = buf.readBigUInt64LE(0);
+  if (headerLen > BigInt(MAX_HEADER_BYTES)) throw bad(`not a safetensors file: header length ${headerLen} is over ${MAX_HEADER_BYTES} bytes`);
+  if (8 + Number(headerLen) > buf.length) throw bad(`not a safetensors file: header length ${headerLen} exceeds the file (${buf.length} bytes)`);
   let header: Record<string, unknown>;
-  try { header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')); } catch { throw bad('not a safetensors file: the header is not JSON'); }
+  try { header = JSON.parse(buf.subarray(8, 8 + Number(headerLen)).toString('utf8')); } catch { throw bad('not a safetensors file: the header is not JSON'); }
   if (typeof header !== 'object' || header === null || Array.isArray(header)) throw bad('not a safetensors file: the header is not a JSON object');
-  const dataStart = 8 + headerLen;
+  const dataStart = 8 + Number(headerLen);
   const out = new Map<string, SafeTensor>();
   for (const [name, v] of Object.entries(header)) {
     if (name === '__metadata__') continue;

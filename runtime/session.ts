@@ -170,6 +170,8 @@ export class TrainingSession {
         if (!st) throw diag.data(this.opts.weightsFile!, `no tensor named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
         if (shapeStr(st.shape) !== shapeStr(p.shape)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' has shape ${shapeStr(st.shape)}, the model's parameter is ${shapeStr(p.shape)}`);
         v = Float32Array.from(toFloat64(st));
+        const bad = v.findIndex((x) => !Number.isFinite(x));
+        if (bad >= 0) throw diag.data(this.opts.weightsFile!, `tensor '${name}' value ${v[bad]} at index ${bad} is not finite in fp32`);
       } else if (p.init?.kind === 'onnx') {
         v = onnxValues(p.init.initializer, p);
       } else {

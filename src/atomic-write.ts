@@ -49,7 +49,8 @@ export function writeOutput(path: string, bytes: FileBytes, what: string): void 
 }
 
 /** An OS error as "EFBIG (file too large)". */
-function osReason(e: unknown): string {
+/** An OS error as `CODE (what it says)`. */
+export function osReason(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
   return err.code ? `${err.code} (${String(err.message).replace(/^\w+: /, '').replace(/, \w+ .*$/, '')})` : String(err?.message ?? e);
 }

@@ -48,7 +48,7 @@ export const diag = {
   planInvalid: (file: string, msg: string) => new UserError('TC402', `${file}: ${msg}`),
   // running (5xx)
   runtime: make('TC501'),
-  data: (file: string, msg: string) => new UserError('TC502', `${file}: ${msg}`),
+  data: (file: string, msg: string) => new UserError('TC502', oneLine(`${file}: ${msg}`)), // (tensor names come from the file)
   // sequence parallelism, compile --sp (6xx)
   spRanks: make('TC601'),             // P < 1, or the sequence does not cut into 2P equal zigzag chunks
   spModel: make('TC602'),             // no attention op that --sp can shard
