@@ -36,6 +36,25 @@ export function writeAtomic(path: string, bytes: FileBytes, flush = false): void
   }
 }
 
+/**
+ * Whether `path` can be written later (before work whose result goes there:
+ * run's checkpoint, written after every step, had been lost with a whole run
+ * to a missing directory): its temporary file made and removed beside it; a
+ * directory in its place refused. Throws writeOutput's one line.
+ */
+export function checkWritable(path: string, what: string): void {
+  try {
+    let dir = false;
+    try { dir = statSync(path).isDirectory(); } catch { /* absent: a new file */ }
+    if (dir) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    const tmp = `${path}.tmp-${process.pid}-${threadId}`;
+    closeSync(openSync(tmp, 'w'));
+    rmSync(tmp, { force: true });
+  } catch (e) {
+    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was run`);
+  }
+}
+
 /** A user's output file (`what`: "the plan", "the checkpoint"): atomic and flushed; a failure is one UserError line naming the file and the OS error. */
 export function writeOutput(path: string, bytes: FileBytes, what: string): void {
   try {
@@ -49,7 +68,6 @@ export function writeOutput(path: string, bytes: FileBytes, what: string): void 
 }
 
 /** An OS error as "EFBIG (file too large)". */
-/** An OS error as `CODE (what it says)`. */
 export function osReason(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
   return err.code ? `${err.code} (${String(err.message).replace(/^\w+: /, '').replace(/, \w+ .*$/, '')})` : String(err?.message ?? e);

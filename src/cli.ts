@@ -1,7 +1,7 @@
 // The command line: compile | report | run | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
-import { writeOutput } from './atomic-write.js';
+import { checkWritable, writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
 import { readPlan, writePlan } from '../compiler/plan/io.js';
@@ -231,6 +231,9 @@ async function cmdRun(args: Args): Promise<void> {
   // (a plan's arenas are fixed when it is compiled: the capacities given can only be checked, before anything is allocated)
   const w = whatIf(plan, capacityFlags(args));
   if (w && !w.fits) throw diag.doesNotFit(`${file}: does not fit the capacities given: ${w.over.map((o) => `its ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} arena needs ${fmtBytes(o.peakBytes)}${o.ringBytes ? ` and ${fmtBytes(o.ringBytes)} of ring buffers beside it` : ''}, ${capacityFlag(o.tier)} gives ${fmtBytes(o.capacityBytes)} (short by ${fmtBytes(o.overBytes)})`).join('; ')}; compile it again with them`);
+  // (the outputs come after every step: a path that cannot take them fails now, not after the run)
+  if (args.flags.has('--save')) checkWritable(args.flags.get('--save')!, 'the checkpoint');
+  if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
   if (plan.sp) return runSequenceParallel(args, file, plan, steps, seed, json);
   const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!) : syntheticData(plan.graph, seed);
   const traceFile = args.flags.get('--trace');

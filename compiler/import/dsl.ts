@@ -171,10 +171,13 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
     loss = model.build(builder, cfg);
   } catch (e) {
     if (e instanceof UserError) throw e;
-    if (e instanceof GraphError) throw diag.modelShape(e.message);
     const loc = builder.callerLoc(e instanceof Error ? e : undefined);
+    // (a tensor's own checks, shape and dimensions, say no line: the model's call that made it)
+    if (e instanceof GraphError) throw diag.modelShape(/^[^:\s]+:\d+:\d+: /.test(e.message) || !loc ? e.message : `${display}:${loc.line}:${loc.col}: ${e.message}`);
     throw diag.modelShape(`${loc ? `${display}:${loc.line}:${loc.col}: ` : `${display}: `}${e instanceof Error ? e.message : String(e)}`);
   }
+  // (checked here, outside the model's code: the message had said line 0:0)
+  if (!builder.made(loss)) throw diag.modelShape(`${display}: build() must return the loss, a tensor made by the model's nn calls; got ${loss === undefined ? 'undefined' : typeof loss}`);
   const lossId = builder.idOf(loss);
   const t = builder.g.tensors[lossId];
   if (t.shape.length !== 0) throw diag.modelShape(`${display}: build() must return the scalar loss, got a tensor of shape [${t.shape.join(',')}]`);
@@ -268,13 +271,18 @@ class DslBuilder implements Dsl {
     return { file: this.display, line: l?.line ?? 0, col: l?.col ?? 0 };
   }
 
-  idOf(t: DslTensor): number {
+  /** Whether t is a tensor this builder made. */
+  made(t: unknown): boolean {
     const id = (t as Handle | undefined)?.id;
-    if (typeof id !== 'number' || this.g.tensors[id]?.name !== t.name) {
+    return typeof id === 'number' && this.g.tensors[id]?.name === (t as Handle).name;
+  }
+
+  idOf(t: DslTensor): number {
+    if (!this.made(t)) {
       const l = this.loc();
       throw diag.modelShape(`${this.display}:${l.line}:${l.col}: not a tensor made by this model`);
     }
-    return id;
+    return (t as Handle).id;
   }
 
   private handle(id: number): Handle {
@@ -290,6 +298,8 @@ class DslBuilder implements Dsl {
     const loc = this.loc();
     // (a plan is JSON: a NaN or an infinity would be written as null)
     for (const [k, v] of Object.entries(attrs)) if (typeof v === 'number' && !Number.isFinite(v)) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: ${kind}: ${k} must be a finite number, got ${v}`);
+    // (a negative eps had compiled, then stopped the run on a NaN gradient)
+    if ((kind === 'layerNorm' || kind === 'rmsNorm') && !((attrs.eps ?? 0) >= 0)) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: ${kind}: eps must be >= 0, got ${attrs.eps}`);
     const base = `${this.qualify(kind)}#${this.counter++}`;
     const names = [base, `${base}.aux1`, `${base}.aux2`];
     const outs = this.g.op(kind, inputs.map((t) => this.idOf(t)), attrs, { names, role: 'activation' }, 'forward', loc);
@@ -297,6 +307,11 @@ class DslBuilder implements Dsl {
   }
 
   input(name: string, shape: readonly number[], dtype: 'f32' | 'i32' = 'f32'): DslTensor {
+    // (a second input of one name had been renamed x#1, the name --data must then use)
+    if (this.g.tensors.some((t) => t.name === name)) {
+      const l = this.loc();
+      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: input '${name}': the name is already taken by an input or parameter of the model`);
+    }
     return this.handle(this.g.tensor({ name, shape, dtype, role: 'input' }).id);
   }
 
@@ -308,7 +323,8 @@ class DslBuilder implements Dsl {
     }
     const spec: InitSpec = 'normal' in init ? { kind: 'normal', std: init.normal, mean: init.mean ?? 0 } : { kind: 'constant', value: init.constant };
     const values = spec.kind === 'normal' ? [spec.std, spec.mean ?? 0] : spec.kind === 'constant' ? [spec.value] : [];
-    if (values.some((v) => typeof v !== 'number' || !Number.isFinite(v))) {
+    // (finite in fp32: 1e40 had compiled, then stopped the run on an inf gradient)
+    if (values.some((v) => typeof v !== 'number' || !Number.isFinite(Math.fround(v)))) {
       const l = this.loc();
       throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}': its init needs finite numbers, got ${JSON.stringify(init, (_, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))}`);
     }

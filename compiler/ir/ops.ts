@@ -141,11 +141,13 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
     case 'gelu': case 'softmax': {
       expectCount(kind, ins, 1);
       expectFloat(kind, 'x', ins[0]);
+      if (kind === 'softmax' && ins[0].shape.length < 1) fail(kind, 'x must have rank >= 1 (it normalises the last axis), got a scalar');
       return [{ shape: ins[0].shape, dtype: ins[0].dtype }];
     }
     case 'layerNorm': {
       expectCount(kind, ins, 3);
       const [x, w, b] = ins;
+      expectFloat(kind, 'x', x); expectFloat(kind, 'weight', w); expectFloat(kind, 'bias', b);
       const c = last(x.shape);
       if (w.shape.length !== 1 || w.shape[0] !== c || b.shape.length !== 1 || b.shape[0] !== c)
         fail(kind, `weight${shapeStr(w.shape)} and bias${shapeStr(b.shape)} must both be [${c}] for x${shapeStr(x.shape)}`);
@@ -155,17 +157,19 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
     case 'causalAttention': {
       expectCount(kind, ins, 1);
       const [qkv] = ins;
+      expectFloat(kind, 'qkv', qkv);
       const heads = attrs.heads ?? 0;
       if (qkv.shape.length !== 3 || last(qkv.shape) % 3 !== 0) fail(kind, `qkv must be [B,T,3C], got ${shapeStr(qkv.shape)}`);
       const [B, T, C3] = qkv.shape;
       const C = C3 / 3;
-      if (!(heads > 0) || C % heads !== 0) fail(kind, `${heads} heads do not divide ${C} channels`);
+      if (!(Number.isInteger(heads) && heads > 0) || C % heads !== 0) fail(kind, `${heads} heads do not divide ${C} channels`);
       return [{ shape: [B, T, C], dtype: qkv.dtype }, { shape: [B, heads, T, T], dtype: qkv.dtype }];
     }
     case 'embedding': {
       expectCount(kind, ins, 2);
       const [ids, table] = ins;
       expectInt(kind, 'ids', ids);
+      expectFloat(kind, 'table', table);
       if (table.shape.length !== 2) fail(kind, `table must be [V,C], got ${shapeStr(table.shape)}`);
       return [{ shape: [...ids.shape, table.shape[1]], dtype: table.dtype }];
     }
@@ -173,6 +177,7 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
       expectCount(kind, ins, 2);
       const [logits, targets] = ins;
       expectInt(kind, 'targets', targets);
+      expectFloat(kind, 'logits', logits);
       if (logits.shape.length !== targets.shape.length + 1 || !isSuffix(logits.shape.slice(0, -1), targets.shape) || numel(targets.shape) * last(logits.shape) !== numel(logits.shape))
         fail(kind, `logits${shapeStr(logits.shape)} must be targets${shapeStr(targets.shape)} plus a class dimension`);
       return [{ shape: [], dtype: 'f32' }];
@@ -188,7 +193,7 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
       const perm = attrs.perm ?? [];
       const r = ins[0].shape.length;
       const seen = new Set(perm);
-      if (perm.length !== r || seen.size !== r || perm.some((p) => p < 0 || p >= r)) fail(kind, `perm [${perm.join(',')}] is not a permutation of ${r} axes`);
+      if (perm.length !== r || seen.size !== r || perm.some((p) => !Number.isInteger(p) || p < 0 || p >= r)) fail(kind, `perm [${perm.join(',')}] is not a permutation of ${r} axes`);
       return [{ shape: perm.map((p) => ins[0].shape[p]), dtype: ins[0].dtype }];
     }
     case 'matmulGradA': {
@@ -228,7 +233,7 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
     case 'rmsNorm': {
       expectCount(kind, ins, 2);
       const [x, w] = ins;
-      expectFloat(kind, 'x', x);
+      expectFloat(kind, 'x', x); expectFloat(kind, 'weight', w);
       const c = last(x.shape);
       if (x.shape.length < 1 || w.shape.length !== 1 || w.shape[0] !== c) fail(kind, `weight${shapeStr(w.shape)} must be [${c}] for x${shapeStr(x.shape)}`);
       return [{ shape: x.shape, dtype: x.dtype }, { shape: x.shape.slice(0, -1), dtype: 'f32' }];
@@ -247,7 +252,7 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
       const heads = attrs.heads ?? 0;
       if (x.shape.length !== 3) fail(kind, `x must be [B,T,heads*headSize], got ${shapeStr(x.shape)}`);
       const C = x.shape[2];
-      if (!(heads > 0) || C % heads !== 0 || (C / heads) % 2 !== 0) fail(kind, `${heads} heads must split ${C} channels into heads of even size`);
+      if (!(Number.isInteger(heads) && heads > 0) || C % heads !== 0 || (C / heads) % 2 !== 0) fail(kind, `${heads} heads must split ${C} channels into heads of even size`);
       if (!((attrs.theta ?? 0) > 0)) fail(kind, `theta must be positive, got ${attrs.theta}`);
       return [{ shape: x.shape, dtype: x.dtype }];
     }
@@ -258,8 +263,8 @@ export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAtt
       const heads = attrs.heads ?? 0, kvHeads = attrs.kvHeads ?? heads;
       if (q.shape.length !== 3) fail(kind, `q must be [B,T,heads*headSize], got ${shapeStr(q.shape)}`);
       const [B, T, C] = q.shape;
-      if (!(heads > 0) || C % heads !== 0) fail(kind, `${heads} heads do not divide ${C} channels of q`);
-      if (!(kvHeads > 0) || heads % kvHeads !== 0) fail(kind, `${kvHeads} key/value heads do not divide ${heads} query heads`);
+      if (!(Number.isInteger(heads) && heads > 0) || C % heads !== 0) fail(kind, `${heads} heads do not divide ${C} channels of q`);
+      if (!(Number.isInteger(kvHeads) && kvHeads > 0) || heads % kvHeads !== 0) fail(kind, `${kvHeads} key/value heads do not divide ${heads} query heads`);
       const kv = [B, T, kvHeads * (C / heads)];
       if (!sameDims(k.shape, kv) || !sameDims(v.shape, kv)) fail(kind, `k${shapeStr(k.shape)} and v${shapeStr(v.shape)} must both be ${shapeStr(kv)} for q${shapeStr(q.shape)} with ${heads} heads, ${kvHeads} key/value heads`);
       if (kind === 'attention') return [{ shape: q.shape, dtype: q.dtype }, { shape: [B, heads, T], dtype: 'f32' }];

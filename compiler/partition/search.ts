@@ -161,6 +161,12 @@ const SEED_PASSES = 3;
 export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnGpu?: boolean; solver?: LpWorker; second?: LpWorker; lpTimeLimitSeconds?: number; probe?: 'fits' | 'step'; known?: Placement } = {}): Promise<Placed> {
   const persistentBytes = tensorBytes(g, 'persistent');
   if (persistentBytes > hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes) throw diag.doesNotFit(doesNotFitMessage(g, hw, opts.keepParamsOnGpu ?? false));
+  // an op reads and writes its operands whole on its own tier, GPU or CPU:
+  // one larger than both cannot be placed (batch 1e13 had reached HiGHS with
+  // coefficients past its range: an internal error and a stack trace)
+  const tierMax = Math.max(hw.gpu.capacityBytes, hw.cpu.capacityBytes);
+  const big = g.tensors.find((t) => t.role !== 'master32' && t.role !== 'adamM' && t.role !== 'adamV' && t.sizeBytes > tierMax);
+  if (big) throw diag.doesNotFit(`does not fit: tensor '${big.name}' [${big.shape.join(',')}] takes ${fmtBytes(big.sizeBytes)}, and the op that makes or reads it holds it whole on the GPU (${fmtBytes(hw.gpu.capacityBytes)}) or the CPU (${fmtBytes(hw.cpu.capacityBytes)}); lower --batch/--seq or raise --gpu-mem/--cpu-mem`);
   // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
   // alone must fit there; refused before any LP is built (fit's probes of
   // models too deep for it each built and solved one to learn so)

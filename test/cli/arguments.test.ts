@@ -2,7 +2,7 @@
 // (exit 2) for what it does not. Each case here was once taken and ignored,
 // or misread, or crashed with a stack trace.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
@@ -86,6 +86,19 @@ describe('arguments', () => {
     expect(r.stdout).toMatch(/^nvme +0 +0 +-$/m);
     expect(r.stdout).not.toMatch(/NaN/);
     expect(cli('--help').stdout).toMatch(/tiercut hw calibrate .*\[--json\]/);
+  });
+
+  it('run --save or --trace where nothing can be written: refused before any step (a whole run\'s weights had been lost after it)', () => {
+    const missing = join(dir, 'no-such-dir', 'model.safetensors');
+    for (const flag of ['--save', '--trace']) {
+      const r = cli('run', tiny, '--steps', '2', flag, missing);
+      expectUserError(r, new RegExp(`cannot write the ${flag === '--save' ? 'checkpoint' : 'trace'} to .*model\\.safetensors: ENOENT .*; nothing was run \\[TC108\\]$`));
+      expect(r.stdout).not.toMatch(/step/);
+    }
+    expectUserError(cli('run', tiny, '--steps', '1', '--save', dir), /cannot write the checkpoint to .*: EISDIR/);
+    const ok = join(dir, 'saved.safetensors');
+    expect(cli('run', tiny, '--steps', '1', '--save', ok).status).toBe(0);
+    expect(readdirSync(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
   });
 
   it('report: a profile with only an NVMe write latency is a calibrated cost model, as its own line says', () => {

@@ -1,0 +1,61 @@
+// DSL calls that compiled and then failed in `run` (or crashed the compile):
+// each refused by compile with one line at the model's call, file:line:col,
+// exit 2. A review's finds: integer tensors where an op computes in floats,
+// fractional head counts, softmax of a scalar, an init past fp32, a negative
+// eps, a dimension of 2.5 with no line, a second input of one name renamed,
+// a build() returning no tensor ("line 0:0"), a batch too large for HiGHS.
+import { describe, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cli, expectUserError } from '../cli-helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'tiercut-dsl-'));
+let n = 0;
+
+/** A model whose build() runs `body` (its line 6 on), with x [4,8] f32, ids [4,8] i32, y [4] i32 declared on line 5. */
+function model(body: string[]): string {
+  const file = join(dir, `m${n++}.ts`);
+  writeFileSync(file, [
+    "import type { Model, PresetBase } from 'tiercut/dsl';",
+    'const m: Model<PresetBase> = {',
+    '  presets: { p: { batch: 4, seq: 1 } },',
+    '  build(nn, cfg) {',
+    "    const x = nn.input('x', [4, 8]); const ids = nn.input('ids', [4, 8], 'i32'); const y = nn.input('y', [4], 'i32');",
+    ...body.map((l) => `    ${l}`),
+    '  },',
+    '};',
+    'export default m;',
+  ].join('\n'));
+  return file;
+}
+const refused = (body: string[], why: RegExp) => expectUserError(cli('compile', model(body), '-o', join(dir, 'x.json')), why);
+
+describe('DSL calls refused at compile', () => {
+  it('an integer tensor where the op computes in floats: layerNorm, rmsNorm, embedding\'s table, crossEntropy\'s logits', () => {
+    refused(["const w = nn.param('w', [8]), b = nn.param('b', [8]);", 'return nn.crossEntropy(nn.matmul(nn.layerNorm(ids, w, b), nn.param(\'h\', [8, 3])), y);'],
+      /m\d+\.ts:7:\d+: layerNorm: x must be a float tensor, got i32 \[TC103\]$/);
+    refused(["const w = nn.input('w', [8], 'i32');", "return nn.crossEntropy(nn.matmul(nn.rmsNorm(x, w), nn.param('h', [8, 3])), y);"], /:7:\d+: rmsNorm: weight must be a float tensor, got i32/);
+    refused(["const t = nn.input('t', [16, 8], 'i32');", "return nn.crossEntropy(nn.matmul(nn.embedding(y, t), nn.param('h', [8, 3])), y);"], /:7:\d+: embedding: table must be a float tensor, got i32/);
+    refused(['return nn.crossEntropy(ids, y);'], /:6:\d+: crossEntropy: logits must be a float tensor, got i32/);
+  });
+
+  it('fractional heads; softmax of a scalar; an init past fp32; a negative eps', () => {
+    refused(["const q = nn.input('q', [2, 4, 12]);", "return nn.crossEntropy(nn.reshape(nn.rope(q, 1.5), [8, 12]), nn.input('l', [8], 'i32'));"], /:7:\d+: rope: 1\.5 heads must split 12 channels/);
+    refused(["const l = nn.crossEntropy(nn.matmul(x, nn.param('h', [8, 3])), y);", 'return nn.softmax(l);'], /:7:\d+: softmax: x must have rank >= 1/);
+    refused(["return nn.crossEntropy(nn.matmul(x, nn.param('h', [8, 3], { constant: 1e40 })), y);"], /:6:\d+: parameter 'h': its init needs finite numbers, got \{"constant":1e\+40\}/);
+    refused(["const w = nn.param('w', [8]), b = nn.param('b', [8]);", "return nn.crossEntropy(nn.matmul(nn.layerNorm(x, w, b, -1), nn.param('h', [8, 3])), y);"], /:7:\d+: layerNorm: eps must be >= 0, got -1/);
+  });
+
+  it('a dimension of 2.5 or a transpose by 0.5 named at its call; a second input of one name; build() returning no tensor', () => {
+    refused(["return nn.crossEntropy(nn.matmul(x, nn.param('h', [8, 2.5])), y);"], /m\d+\.ts:6:\d+: .*dimensions must be positive integers, got \[8,2\.5\]/);
+    refused(["return nn.crossEntropy(nn.transpose(nn.matmul(x, nn.param('h', [8, 3])), [0.5, 1]), y);"], /m\d+\.ts:6:\d+: transpose: perm \[0\.5,1\] is not a permutation of 2 axes/);
+    refused(["const x2 = nn.input('x', [4, 8]);", "return nn.crossEntropy(nn.matmul(x2, nn.param('h', [8, 3])), y);"], /:6:\d+: input 'x': the name is already taken/);
+    refused(['return undefined as never;'], /m\d+\.ts: build\(\) must return the loss, a tensor made by the model's nn calls; got undefined \[TC103\]$/);
+  });
+
+  it('a batch past every tier names the tensor that cannot be held whole (it had crashed in HiGHS with a stack trace)', () => {
+    expectUserError(cli('compile', 'models/mlp.ts', '--batch', '10000000000000', '-o', join(dir, 'x.json')),
+      /does not fit: tensor 'x' \[10000000000000,16\] takes [\d.]+ TiB, and the op that makes or reads it holds it whole on the GPU .* or the CPU .*; lower --batch/);
+  });
+});
