@@ -198,7 +198,9 @@ export class TrainingSession {
     const dpu = this.plan.dpu;
     let delayedStep = step;
     if (dpu?.steady && step > dpu.warmupSteps) {
-      if (this.bound.plan === this.plan) this.switchToSteady();
+      if (this.bound.plan === this.plan) {
+        try { this.switchToSteady(); } catch (e) { throw e instanceof UserError ? e : diag.runtime(`step ${step}: the DPU steady step could not take over: ${(e as Error).message}`); }
+      }
       delayedStep = step - 1 === dpu.warmupSteps ? 0 : step - 1;
     }
     this.writeInputs(step, data);

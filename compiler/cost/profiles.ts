@@ -116,7 +116,8 @@ export const BUILTIN_PROFILES: Readonly<Record<string, HardwareProfile>> = {
 
 export interface ProfileOverrides { gpuMemBytes?: number; cpuMemBytes?: number; nvmeBytes?: number }
 
-function checkProfile(file: string, p: unknown): HardwareProfile {
+/** A profile's every field checked (a file's, or a plan's `hardware`: `file` then names where, and an NVMe of 0 bytes is none); one UserError line for the first bad one. */
+export function checkProfile(file: string, p: unknown, noNvme = false): HardwareProfile {
   const bad = (field: string, want: string, got: unknown) => diag.badHardware(file, `field '${field}': expected ${want}, got ${JSON.stringify(got)}`);
   const o = p as Record<string, unknown>;
   if (typeof o !== 'object' || o === null) throw diag.badHardware(file, 'expected a JSON object');
@@ -136,7 +137,9 @@ function checkProfile(file: string, p: unknown): HardwareProfile {
     num(`${dev}.capacityBytes`, CAPACITY); num(`${dev}.memBandwidthBytesPerSec`, RATE);
     for (const d of ['f32', 'f16', 'bf16']) num(`${dev}.peakFlops.${d}`, RATE);
   }
-  num('nvme.capacityBytes', CAPACITY); num('nvme.readBytesPerSec', RATE); num('nvme.writeBytesPerSec', RATE); num('h2dBytesPerSec', RATE); num('d2hBytesPerSec', RATE);
+  // (noNvme: a plan's hardware, where --nvme 0 means no NVMe)
+  if (!(noNvme && (o.nvme as Record<string, unknown> | undefined)?.capacityBytes === 0)) num('nvme.capacityBytes', CAPACITY);
+  num('nvme.readBytesPerSec', RATE); num('nvme.writeBytesPerSec', RATE); num('h2dBytesPerSec', RATE); num('d2hBytesPerSec', RATE);
   // optional fields: absent, or numbers in range (a measured time: at most a second)
   const get = (path: string): unknown => { let v: unknown = o; for (const k of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[k]; return v; };
   const optNum = (path: string, min: number, integer = false, max = Infinity) => {

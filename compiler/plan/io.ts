@@ -3,7 +3,8 @@
 // file name and the first problem; nothing downstream sees it.
 
 import { readFileSync } from 'node:fs';
-import { writeOutput } from '../../src/atomic-write.js';
+import { osReason, writeOutput } from '../../src/atomic-write.js';
+import { checkProfile } from '../cost/profiles.js';
 import { diag } from '../../src/diagnostics.js';
 import { verifyPlan } from '../simulate/verify-plan.js';
 import { PLAN_SCHEMA, validateSchema } from './schema.js';
@@ -27,6 +28,11 @@ export function parsePlan(text: string, file: string): Plan {
   const problems = validateSchema(json);
   if (problems.length) throw diag.planInvalid(file, `does not match the plan schema: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`);
   const plan = json as Plan;
+  // (the schema only requires these to be there: a rate of 0 had crashed report, NaN hyperparameters surfaced as "the gradient has an inf or NaN")
+  try { checkProfile('hardware', plan.hardware, true); } catch (e) { throw diag.planInvalid(file, (e as Error).message); }
+  const o = plan.optimizer;
+  if (!(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps >= 0 && o.weightDecay >= 0)) throw diag.planInvalid(file, `optimizer: expected lr, eps and weightDecay >= 0 and betas in [0, 1), got ${JSON.stringify(o)}`);
+  if (!(plan.predicted.stepSeconds > 0)) throw diag.planInvalid(file, `predicted.stepSeconds: expected a positive number, got ${plan.predicted.stepSeconds}`);
   const errors = verifyPlan(plan);
   if (errors.length) throw diag.planInvalid(file, `${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
   if (plan.dpu !== undefined) {
@@ -38,6 +44,11 @@ export function parsePlan(text: string, file: string): Plan {
       if (sub.length) throw diag.planInvalid(file, `does not match the plan schema: ${sub[0]}`);
       const steadyErrors = verifyPlan(d.steady as Plan);
       if (steadyErrors.length) throw diag.planInvalid(file, `dpu.steady: ${steadyErrors[0]}`);
+      // the steady step takes over the plain step's buffers' values by tensor id: the same tensors, optimizer and machine
+      const st = d.steady as Plan;
+      const differs = plan.graph.tensors.find((t, i) => st.graph.tensors[i] && (st.graph.tensors[i].name !== t.name || st.graph.tensors[i].dtype !== t.dtype || JSON.stringify(st.graph.tensors[i].shape) !== JSON.stringify(t.shape)));
+      if (differs) throw diag.planInvalid(file, `dpu.steady: tensor ${differs.id} is not the plain step's ${differs.name}`);
+      if (JSON.stringify(st.optimizer) !== JSON.stringify(plan.optimizer) || JSON.stringify(st.hardware) !== JSON.stringify(plan.hardware)) throw diag.planInvalid(file, 'dpu.steady: its optimizer or hardware differs from the plain step\'s');
     }
   }
   if (plan.sp !== undefined) {
@@ -59,7 +70,9 @@ function spProblem(plan: Plan): string | undefined {
   }
   for (const [i, input] of sp.inputs.entries()) {
     const t = g.tensors[input.tensor];
-    if (!t || t.role !== 'input' || input.axis >= input.fullShape.length || t.shape[input.axis] !== R || input.fullShape[input.axis] !== sp.seq)
+    // (every other axis the tensor's own: fullShape [1e9,16] had been allocated for the data)
+    if (!t || t.role !== 'input' || input.axis >= input.fullShape.length || t.shape[input.axis] !== R || input.fullShape[input.axis] !== sp.seq
+      || input.fullShape.length !== t.shape.length || input.fullShape.some((d, k) => k !== input.axis && d !== t.shape[k]))
       return `inputs[${i}]: tensor ${input.tensor} is not a data input cut from ${sp.seq} to ${R} along axis ${input.axis}`;
   }
   if (sp.positions !== undefined) {
@@ -71,6 +84,9 @@ function spProblem(plan: Plan): string | undefined {
 
 export function readPlan(file: string): Plan {
   let text: string;
-  try { text = readFileSync(file, 'utf8'); } catch { throw diag.fileNotFound(file, 'plan file'); }
+  try { text = readFileSync(file, 'utf8'); } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw diag.fileNotFound(file, 'plan file');
+    throw diag.planFormat(file, `cannot read it: ${osReason(e)}`); // (a directory, a file past Node's string limit: each had been "not found")
+  }
   return parsePlan(text, file);
 }

@@ -38,6 +38,13 @@ export function verifyPlan(plan: Plan): string[] {
 
   for (const m of graphProblems(graph)) push(`graph: ${m}`);
   if (errors.length) return errors; // the checks below index the graph by its ids
+  // (an empty opTier or home had crashed report's scheduler)
+  const pl = plan.placement;
+  if (pl.opTier.length !== graph.ops.length) push(`placement.opTier: ${pl.opTier.length} entries for ${graph.ops.length} ops`);
+  if (pl.home.length !== graph.tensors.length) push(`placement.home: ${pl.home.length} entries for ${graph.tensors.length} tensors`);
+  if (pl.remat && pl.remat.length !== graph.tensors.length) push(`placement.remat: ${pl.remat.length} entries for ${graph.tensors.length} tensors`);
+  if (pl.forwardCastOnCpu && pl.forwardCastOnCpu.length !== graph.ops.length) push(`placement.forwardCastOnCpu: ${pl.forwardCastOnCpu.length} entries for ${graph.ops.length} ops`);
+  if (errors.length) return errors;
 
   for (const tier of TIER_NAMES) {
     const t = plan.tiers[tier];
@@ -82,8 +89,23 @@ export function verifyPlan(plan: Plan): string[] {
       }
     }
     if (x.kind === 'copy' && (x.inputs.length !== 1 || x.outputs.length !== 1)) push(`instructions[${i}]: a copy has one source and one destination`);
+    if (x.kind === 'copy' && x.inputs.length === 1 && x.outputs.length === 1 && buffers[x.inputs[0]] && buffers[x.outputs[0]] && buffers[x.inputs[0]].tensor !== buffers[x.outputs[0]].tensor) push(`instructions[${i}]: a copy from a buffer of tensor ${buffers[x.inputs[0]].tensor} to one of tensor ${buffers[x.outputs[0]].tensor}`);
+    if (x.kind === 'free' && (x.inputs.length !== 1 || x.outputs.length !== 0)) push(`instructions[${i}]: a free names one buffer`);
   });
   if (errors.length) return errors; // the checks below assume a well-formed plan
+
+  // 1b. each buffer's live range is where the instructions use it: allocAt its
+  // first write, freeAt its free, nothing outside (a freeAt moved early had let
+  // two live buffers share bytes past the overlap sweep below: a wrong loss)
+  const first = new Int32Array(buffers.length).fill(-1), last = new Int32Array(buffers.length).fill(-1);
+  ins.forEach((x, i) => { for (const b of [...x.inputs, ...x.outputs]) { if (first[b] < 0) first[b] = i; last[b] = i; } });
+  buffers.forEach((b, i) => {
+    if (b.allocAt >= 0 && !ins[b.allocAt].outputs.includes(i)) push(`buffers[${i}]: allocAt ${b.allocAt} is not an instruction that writes it`);
+    else if (b.allocAt >= 0 && first[i] < b.allocAt) push(`buffers[${i}]: used by instruction ${first[i]} before its first write at ${b.allocAt}`);
+    if (b.freeAt >= 0 && (ins[b.freeAt].kind !== 'free' || ins[b.freeAt].inputs[0] !== i)) push(`buffers[${i}]: freeAt ${b.freeAt} is not its free instruction`);
+    else if (b.freeAt >= 0 && last[i] > b.freeAt) push(`buffers[${i}]: used by instruction ${last[i]} after its free at ${b.freeAt}`);
+  });
+  if (errors.length) return errors;
 
   // 2. no two live buffers share bytes: sweep by start time over an address-ordered active set
   for (const tier of TIER_NAMES) {

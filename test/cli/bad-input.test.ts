@@ -243,6 +243,27 @@ describe('bad input', () => {
     expect(first(cli('run', good, '--steps'))).toBe('tiercut: --steps needs a value');
   });
 
+  it('a hostile plan that passes the schema: a buffer freed early to share live bytes (a wrong loss, silently), a rate of 0, placement arrays cut short, betas past 1, an sp input of another shape', () => {
+    // (each had been run or reported: a wrong loss, a TypeError with a stack trace, "the gradient has an inf or NaN", a 16 GB allocation)
+    const plan = JSON.parse(readFileSync(good, 'utf8'));
+    const [a, b] = (() => {
+      // two buffers of one tier and size, the first's live range ending after the second's begins
+      for (const x of plan.buffers) for (const y of plan.buffers) if (x.id !== y.id && x.tier === y.tier && x.sizeBytes === y.sizeBytes && x.allocAt >= 0 && x.freeAt > y.allocAt && y.allocAt > x.allocAt + 1) return [x.id, y.id];
+      throw new Error('no such pair');
+    })();
+    expectUserError(cli('report', mutated('early-free.json', (p) => { p.buffers[a].freeAt = p.buffers[a].allocAt + 1; p.buffers[b].offsetBytes = p.buffers[a].offsetBytes; })), new RegExp(`buffers\\[${a}\\]: freeAt \\d+ is not its free instruction \\[TC402\\]`));
+    expectUserError(cli('report', mutated('h2d0.json', (p) => { p.hardware.h2dBytesPerSec = 0; })), /hardware: field 'h2dBytesPerSec': expected a positive number, got 0 \[TC402\]$/);
+    expectUserError(cli('report', mutated('optier.json', (p) => { p.placement.opTier = []; })), /placement\.opTier: 0 entries for \d+ ops/);
+    expectUserError(cli('run', mutated('beta.json', (p) => { p.optimizer.beta1 = 1.5; }), '--steps', '1'), /optimizer: expected lr, eps and weightDecay >= 0 and betas in \[0, 1\)/);
+    const sp = join(dir, 'sp.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '-o', sp).status).toBe(0);
+    const spPlan = JSON.parse(readFileSync(sp, 'utf8'));
+    spPlan.sp.inputs[0].fullShape = spPlan.sp.inputs[0].fullShape.map((d: number, k: number) => (k === spPlan.sp.inputs[0].axis ? d : 1e9));
+    writeFileSync(sp, JSON.stringify(spPlan));
+    expectUserError(cli('run', sp, '--steps', '1'), /sp: inputs\[0\]: tensor \d+ is not a data input cut from 16/);
+    expectUserError(cli('report', dir), /cannot read it: EISDIR .*\[TC401\]/);
+  });
+
   it('data that does not match the model inputs', () => {
     expectUserError(cli('run', good, '--steps', '1', '--data', 'fixtures/gpt-tiny-parity/init.safetensors'), /init\.safetensors: no tensor named 'tokens'/);
   });
