@@ -130,12 +130,13 @@ export interface NativeSession {
    *  opts.lr, when given, replaces adam's fattr[0]; opts.skipUpdate makes every adam instruction a
    *  no-op; opts.delayedStep (default `step`) is the step number of the delayed updates (adam ops
    *  with iattr[2] = 1: a DPU steady step's, which apply the previous step's gradient), 0 makes
-   *  them no-ops (the first steady step has no such gradient yet). Steps of one session run one at a time.
+   *  them no-ops (the first steady step has no such gradient yet); opts.onlyDelayed makes every
+   *  other adam a no-op (a DPU session applying its pending updates). Steps of one session run one at a time.
    *  Throws synchronously on bad arguments or a closed session. The promise rejects with
    *  "instruction <id> (<stream>, <what>): <message>" for the first kernel or I/O error
    *  (the step is abandoned at the next instruction boundary of every stream; the session
    *  stays usable and closable), or when the session was closed before the step ran. */
-  step(step: number, opts?: { lr?: number; skipUpdate?: boolean; delayedStep?: number; trace?: boolean }): Promise<StepStats>;
+  step(step: number, opts?: { lr?: number; skipUpdate?: boolean; onlyDelayed?: boolean; delayedStep?: number; trace?: boolean }): Promise<StepStats>;
   /** Sync. Never throws on an open or closed session (after close: the final values). */
   stats(): NativeMemoryStats;
   /** Sync. How the nvme tier is served. Throws on a closed session. */

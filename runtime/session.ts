@@ -254,8 +254,28 @@ export class TrainingSession {
     return out;
   }
 
-  /** Writes the parameters as a safetensors checkpoint (atomically). */
-  saveCheckpoint(file: string, step: number): void {
+  /**
+   * A DPU session past its warm-up holds each delayed group's last gradient
+   * (step `step`'s) not yet applied: the steady program runs once more with
+   * every other update skipped, so that the delayed ones apply it, as step
+   * step + 1 would (its forward and backward run on the inputs still in their
+   * buffers; the gradient they make is never applied). The checkpoint then
+   * holds `step` updates of every parameter (it had held step - 1 of the
+   * delayed ones). Nothing pending: nothing runs.
+   */
+  async applyPending(step: number): Promise<void> {
+    const dpu = this.plan.dpu;
+    if (!dpu?.steady || this.bound.plan === this.plan || step <= dpu.warmupSteps) return;
+    try {
+      await this.native.step(step + 1, { delayedStep: step, onlyDelayed: true });
+    } catch (e) {
+      throw e instanceof UserError ? e : diag.runtime(`applying the delayed updates of step ${step} before the checkpoint failed: ${(e as Error).message}`);
+    }
+  }
+
+  /** Writes the parameters as a safetensors checkpoint (atomically); a DPU session applies its pending updates first (applyPending). */
+  async saveCheckpoint(file: string, step: number): Promise<void> {
+    await this.applyPending(step);
     const tensors = new Map<string, SafeTensor>();
     const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
     for (const [name, v] of this.parameters()) tensors.set(name, { dtype: 'F32', shape: shapes.get(name)!, bytes: new Uint8Array(v.buffer) });

@@ -66,7 +66,7 @@ export class SequenceParallelSession {
   /** Rank r's parameters (every rank holds the same values). */
   parameters(rank = 0): Map<string, Float32Array> { return this.ranks[rank].parameters(); }
 
-  saveCheckpoint(file: string, step: number): void { this.ranks[0].saveCheckpoint(file, step); }
+  saveCheckpoint(file: string, step: number): Promise<void> { return this.ranks[0].saveCheckpoint(file, step); }
 
   close(): void { for (const s of this.ranks) s.close(); }
 }

@@ -260,7 +260,7 @@ async function cmdRun(args: Args): Promise<void> {
       if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, seconds: r.seconds, busiestStreamSeconds: Math.max(...r.stats.streamBusySeconds) }) + '\n');
       else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms\n`);
     }
-    if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
+    if (args.flags.has('--save')) await session.saveCheckpoint(args.flags.get('--save')!, steps);
     const io = session.info();  // after the steps: the edge-read count covers them
     if (traceFile !== undefined) writeJson(traceFile, chromeTrace(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }), 'the trace');
     const mem = session.memory();
@@ -309,7 +309,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
       if (json) process.stdout.write(JSON.stringify({ step: k, loss: r.loss, rankLosses: r.rankLosses, seconds: r.seconds }) + '\n');
       else process.stdout.write(`step ${String(k).padStart(4)}  loss ${r.loss.toFixed(4)}  ${(r.seconds * 1e3).toFixed(1)} ms  (ranks ${r.rankLosses.map((l) => l.toFixed(4)).join(' ')})\n`);
     }
-    if (args.flags.has('--save')) session.saveCheckpoint(args.flags.get('--save')!, steps);
+    if (args.flags.has('--save')) await session.saveCheckpoint(args.flags.get('--save')!, steps);
     const mem = session.memory();
     const summary = {
       steps, ranks: P, meanStepSeconds: total / steps, predictedStepSeconds: plan.predicted.stepSeconds, planPeakBytes: plan.predicted.peakBytes,

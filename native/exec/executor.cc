@@ -236,7 +236,7 @@ void Executor::stop() {
 // ---------------------------------------------------------------------------
 // one step
 
-bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update, int64_t delayed_step) {
+bool Executor::step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, int skip_update, int64_t delayed_step) {
   *stats = StepStats();
   Clock::time_point t0 = Clock::now();
   stats->step_start_seconds = seconds_between(epoch_, t0);
@@ -589,7 +589,7 @@ bool Executor::execute(int32_t s, int32_t id, std::string* msg) {
     return ok;
   }
 
-  if (ins.call.kind == OP_ADAM && (skip_update_ || (pr.delayed_adam && delayed_step_ < 1))) return true;
+  if (ins.call.kind == OP_ADAM && (skip_update_ == SKIP_ALL || (skip_update_ == SKIP_UNDELAYED && !pr.delayed_adam) || (pr.delayed_adam && delayed_step_ < 1))) return true;
   if (pr.fused_adam) return execute_fused_adam(id, msg);
   if (pr.half_cast_type != ADAM_HALF_NONE) return execute_half_cast(id, msg);
 

@@ -107,12 +107,15 @@ class Executor {
   // Runs one step. `step` is the optimizer step number handed to adam (iattr[1]);
   // when has_lr, adam's fattr[0] becomes lr. Not reentrant: the caller runs one
   // step at a time. Returns false with *err set when the step was aborted.
-  // skip_update: every adam instruction completes without touching anything.
+  // skip_update: SKIP_NONE, or SKIP_ALL (every adam instruction completes
+  // without touching anything), or SKIP_UNDELAYED (every adam but the delayed
+  // ones: a DPU session applying its pending updates before a checkpoint).
   // delayed_step: the step number of the delayed updates (an adam whose op has
   // iattr[2] == 1: a DPU steady step's, which applies the previous step's
   // gradient); 0 skips them (the first steady step has no such gradient yet),
   // -1 gives them `step` like the others.
-  bool step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, bool skip_update = false, int64_t delayed_step = -1);
+  enum SkipUpdate { SKIP_NONE = 0, SKIP_ALL = 1, SKIP_UNDELAYED = 2 };
+  bool step(int64_t step, bool has_lr, double lr, StepStats* stats, std::string* err, int skip_update = SKIP_NONE, int64_t delayed_step = -1);
 
   // Bookkeeping for session.write / session.read (main thread, between steps).
   void note_written(int32_t buffer);
@@ -248,7 +251,7 @@ class Executor {
   int64_t step_number_ = 1;
   bool has_lr_ = false;
   double lr_ = 0;
-  bool skip_update_ = false;
+  int skip_update_ = SKIP_NONE;
   int64_t delayed_step_ = 1;
 
   bool extents_known_ = false;         // a step ran every instruction: mem_.peak_bytes is final (note_start)

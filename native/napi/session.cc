@@ -252,7 +252,7 @@ static Napi::Object stats_to_js(Napi::Env env, const StepStats& stats_, bool tra
 
 class StepWorker : public Napi::AsyncWorker {
  public:
-  StepWorker(Napi::Env env, SessionWrap* owner, Napi::Object self, CoreHandle core, int64_t step, bool has_lr, double lr, bool skip_update,
+  StepWorker(Napi::Env env, SessionWrap* owner, Napi::Object self, CoreHandle core, int64_t step, bool has_lr, double lr, int skip_update,
              int64_t delayed_step)
       : Napi::AsyncWorker(env, "tiercut.step"), deferred_(Napi::Promise::Deferred::New(env)), owner_(owner),
         core_(std::move(core)), step_(step), has_lr_(has_lr), lr_(lr), skip_update_(skip_update), delayed_step_(delayed_step) {
@@ -291,7 +291,7 @@ class StepWorker : public Napi::AsyncWorker {
   int64_t step_;
   bool has_lr_;
   double lr_;
-  bool skip_update_;
+  int skip_update_;
   int64_t delayed_step_;
   bool trace_ = false;  // return each instruction's start and end (set before Queue)
   StepStats stats_;
@@ -303,7 +303,8 @@ Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
     throw Napi::Error::New(Env(), "session.step: this session is rank " + std::to_string(core_->comm->rank()) + " of a ring of " +
                                       std::to_string(core_->group->size()) + "; step all ranks together with stepGroup");
   int64_t step = read_int(info[0], "session.step: step", 1, 9007199254740991LL);
-  bool has_lr = false, skip_update = false, trace = false;
+  bool has_lr = false, trace = false;
+  int skip_update = Executor::SKIP_NONE;
   int64_t delayed_step = -1;  // the delayed updates' step number: as `step`
   double lr = 0;
   if (info.Length() > 1 && !info[1].IsUndefined()) {
@@ -323,7 +324,15 @@ Napi::Value SessionWrap::step(const Napi::CallbackInfo& info) {
     Napi::Value sv = info[1].As<Napi::Object>().Get("skipUpdate");
     if (!sv.IsUndefined()) {
       if (!sv.IsBoolean()) throw Napi::TypeError::New(Env(), "session.step: opts.skipUpdate: expected a boolean, got " + describe_value(sv));
-      skip_update = sv.As<Napi::Boolean>().Value();
+      if (sv.As<Napi::Boolean>().Value()) skip_update = Executor::SKIP_ALL;
+    }
+    Napi::Value ov = info[1].As<Napi::Object>().Get("onlyDelayed");
+    if (!ov.IsUndefined()) {
+      if (!ov.IsBoolean()) throw Napi::TypeError::New(Env(), "session.step: opts.onlyDelayed: expected a boolean, got " + describe_value(ov));
+      if (ov.As<Napi::Boolean>().Value()) {
+        if (skip_update == Executor::SKIP_ALL) throw Napi::TypeError::New(Env(), "session.step: opts.onlyDelayed and opts.skipUpdate together");
+        skip_update = Executor::SKIP_UNDELAYED;
+      }
     }
     Napi::Value dv = info[1].As<Napi::Object>().Get("delayedStep");
     if (!dv.IsUndefined()) delayed_step = read_int(dv, "session.step: opts.delayedStep", 0, 9007199254740991LL);
