@@ -68,6 +68,9 @@ function spProblem(plan: Plan): string | undefined {
     if (r.rank !== i) return `perRank[${i}].rank is ${r.rank}, expected ${i}`;
     if (r.positions.length !== R || r.positions.some((p) => p >= sp.seq)) return `perRank[${i}].positions must be ${R} positions below ${sp.seq}`;
   }
+  // (every position on one rank: two ranks with one position had trained on a wrong sequence, silently)
+  const seen = new Uint8Array(sp.seq);
+  for (const r of sp.perRank) for (const p of r.positions) { if (seen[p]) return `position ${p} is on two ranks`; seen[p] = 1; }
   for (const [i, input] of sp.inputs.entries()) {
     const t = g.tensors[input.tensor];
     // (every other axis the tensor's own: fullShape [1e9,16] had been allocated for the data)

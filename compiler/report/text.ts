@@ -153,5 +153,6 @@ export function textReport(s: PlanStats): string {
     }
     L.push('(peaks: the plan\'s arenas, the same step on every rank; ring buffers: the largest collective op\'s memory outside them; ring columns: bytes each rank sends per step)');
   }
-  return L.join('\n');
+  // (names come from the model and the plan file: an escape sequence or a carriage return in one had reached the terminal)
+  return L.join('\n').replace(/[\x00-\x09\x0b-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }

@@ -243,7 +243,7 @@ describe('bad input', () => {
     expect(first(cli('run', good, '--steps'))).toBe('tiercut: --steps needs a value');
   });
 
-  it('a hostile plan that passes the schema: a buffer freed early to share live bytes (a wrong loss, silently), a rate of 0, placement arrays cut short, betas past 1, an sp input of another shape', () => {
+  it('a hostile plan that passes the schema: a buffer freed early to share live bytes (a wrong loss, silently), a rate of 0, placement arrays cut short, betas past 1, an sp input of another shape or a position on two ranks; control characters in a name escaped', () => {
     // (each had been run or reported: a wrong loss, a TypeError with a stack trace, "the gradient has an inf or NaN", a 16 GB allocation)
     const plan = JSON.parse(readFileSync(good, 'utf8'));
     const [a, b] = (() => {
@@ -261,6 +261,17 @@ describe('bad input', () => {
     spPlan.sp.inputs[0].fullShape = spPlan.sp.inputs[0].fullShape.map((d: number, k: number) => (k === spPlan.sp.inputs[0].axis ? d : 1e9));
     writeFileSync(sp, JSON.stringify(spPlan));
     expectUserError(cli('run', sp, '--steps', '1'), /sp: inputs\[0\]: tensor \d+ is not a data input cut from 16/);
+    // (a position on two ranks had trained on a wrong sequence, silently)
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '-o', sp).status).toBe(0);
+    const dup = JSON.parse(readFileSync(sp, 'utf8'));
+    dup.sp.perRank[1].positions[0] = dup.sp.perRank[0].positions[0];
+    writeFileSync(sp, JSON.stringify(dup));
+    expectUserError(cli('report', sp), new RegExp(`sp: position ${dup.sp.perRank[0].positions[0]} is on two ranks \\[TC402\\]$`));
+    // control characters in a name the report prints: escaped, one screen line each
+    const esc = cli('report', mutated('esc.json', (p) => { p.model.source = 'models/\x1b[2Jgpt.ts\r'; }));
+    expect(esc.status, esc.stderr).toBe(0);
+    expect(esc.stdout).toMatch(/^tiercut plan: models\/\\x1b\[2Jgpt\.ts\\x0d/);
+    expect(esc.stdout).not.toMatch(/[\x1b\r]/);
     expectUserError(cli('report', dir), /cannot read it: EISDIR .*\[TC401\]/);
   });
 
