@@ -254,6 +254,7 @@ describe('bad input', () => {
     expectUserError(cli('report', mutated('early-free.json', (p) => { p.buffers[a].freeAt = p.buffers[a].allocAt + 1; p.buffers[b].offsetBytes = p.buffers[a].offsetBytes; })), new RegExp(`buffers\\[${a}\\]: freeAt \\d+ is not its free instruction \\[TC402\\]`));
     expectUserError(cli('report', mutated('h2d0.json', (p) => { p.hardware.h2dBytesPerSec = 0; })), /hardware: field 'h2dBytesPerSec': expected a positive number, got 0 \[TC402\]$/);
     expectUserError(cli('report', mutated('optier.json', (p) => { p.placement.opTier = []; })), /placement\.opTier: 0 entries for \d+ ops/);
+    expectUserError(cli('report', mutated('bound.json', (p) => { p.bound.lowerBoundSeconds = 1e300; p.bound.gapPercent = -50; })), /bound: lowerBoundSeconds 1e\+300 and gapPercent -50 do not fit predicted\.stepSeconds/);
     expectUserError(cli('run', mutated('beta.json', (p) => { p.optimizer.beta1 = 1.5; }), '--steps', '1'), /optimizer: expected lr, eps and weightDecay >= 0 and betas in \[0, 1\)/);
     const sp = join(dir, 'sp.plan.json');
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '-o', sp).status).toBe(0);
