@@ -108,6 +108,8 @@ export class TrainingSession {
 
   private get native(): NativeSession { return this.bound.native; }
   private get homeOf(): Map<number, number> { return this.bound.homeOf; }
+  /** Set once applyPending has run (the step it applied): no step may follow. */
+  private pendingApplied?: number;
   /** The plan running now: the plan itself, or its DPU steady state after the warm-up. */
   get current(): Plan { return this.bound.plan; }
 
@@ -192,6 +194,7 @@ export class TrainingSession {
 
   /** Runs one step on the given input values (tensor id -> values). */
   async step(step: number, data: Map<number, Float64Array>, lr?: number): Promise<StepResult> {
+    if (this.pendingApplied !== undefined) throw diag.runtime(`step ${step}: this DPU session applied its pending updates for a checkpoint after step ${this.pendingApplied}; train on in a new session (--weights)`);
     // DPU: after the warm-up, step k's delayed updates apply the gradients of
     // step k-1 (their (k-1)-th update; the first steady step has none yet), its
     // other updates those of step k
@@ -266,6 +269,8 @@ export class TrainingSession {
   async applyPending(step: number): Promise<void> {
     const dpu = this.plan.dpu;
     if (!dpu?.steady || this.bound.plan === this.plan || step <= dpu.warmupSteps) return;
+    // (its persistent gradients are then the extra pass's, not a step's: the session trains no further)
+    this.pendingApplied = step;
     try {
       await this.native.step(step + 1, { delayedStep: step, onlyDelayed: true });
     } catch (e) {

@@ -21,7 +21,11 @@ async function trained(plan: Plan, steps: number, save?: string): Promise<Map<st
   try {
     const data = syntheticData(plan.graph, 3);
     for (let k = 1; k <= steps; k++) await s.step(k, data(k));
-    if (save) await s.saveCheckpoint(save, steps);
+    if (save) {
+      await s.saveCheckpoint(save, steps);
+      // (its gradients are then the extra pass's: no step may follow)
+      await expect(s.step(steps + 1, data(steps + 1))).rejects.toThrow(/applied its pending updates for a checkpoint after step 4; train on in a new session/);
+    }
     return s.parameters();
   } finally {
     s.close();
