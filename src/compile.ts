@@ -224,7 +224,12 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       if (offGpu && (opts.precision ?? 'fp32') !== 'fp32') (second = new LpWorker({ deferLoad: true })).load(optimised);
     });
     // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
-    const { placement, lp, built } = await place(graph, sharding ? withoutRingBuffers(graph, hw) : hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
+    const placeHw = sharding ? withoutRingBuffers(graph, hw) : hw;
+    const { placement, lp, built } = await place(graph, placeHw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe }).catch((e: unknown) => {
+      // (its capacities are the tiers' less the ring buffers: say so, or "capacity is 41 KiB" of a 146 KiB GPU reads wrong)
+      if (sharding && e instanceof UserError && e.code === DOES_NOT_FIT) throw diag.doesNotFit(`${e.message} (with --sp, each capacity named is the tier's less the ${fmtBytes(hw.gpu.capacityBytes - placeHw.gpu.capacityBytes)} of one attention call's ring buffers beside the arena)`);
+      throw e;
+    });
     const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
     const model = { source: opts.model, preset, config };
     const plan = withBound(unboundPlan(graph, hw, placement, model, optimizer, built), await lp);
