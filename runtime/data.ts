@@ -59,12 +59,13 @@ export function syntheticData(g: Graph, seed: number): StepData {
 }
 
 /**
- * Every value of an input usable as given: an integer input's in [0, bound)
- * (I64 values past 2^31 had wrapped into range and trained on other ids), a
- * float input's finite in fp32 (a NaN had surfaced as the optimizer's error
- * at that slice's step).
+ * Every value of a tensor read from `file` usable as given: an integer
+ * input's in [0, bound) (I64 values past 2^31 had wrapped into range and
+ * trained on other ids), a float's finite in fp32 (a NaN had surfaced as the
+ * optimizer's error at that slice's step); --data's inputs and --weights'
+ * parameters.
  */
-function checkValues(file: string, name: string, data: Float64Array, bound?: number): void {
+export function checkValues(file: string, name: string, data: Float64Array, bound?: number): void {
   for (let i = 0; i < data.length; i++) {
     const v = data[i];
     if (bound !== undefined ? !(Number.isInteger(v) && v >= 0 && v < bound) : !Number.isFinite(Math.fround(v)))

@@ -12,6 +12,7 @@ import type { Plan } from '../compiler/plan/types.js';
 import { STREAMS } from '../compiler/plan/types.js';
 import { diag, UserError } from '../src/diagnostics.js';
 import { nativeAddon, type NativeProgram, type NativeRingGroup, type NativeSession, type NativeSessionInfo, type StepStats } from './binding.js';
+import { checkValues } from './data.js';
 import { initValues } from './init.js';
 import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
@@ -171,9 +172,9 @@ export class TrainingSession {
         const st = weights.get(name);
         if (!st) throw diag.data(this.opts.weightsFile!, `no tensor named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
         if (shapeStr(st.shape) !== shapeStr(p.shape)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' has shape ${shapeStr(st.shape)}, the model's parameter is ${shapeStr(p.shape)}`);
-        v = Float32Array.from(toFloat64(st));
-        const bad = v.findIndex((x) => !Number.isFinite(x));
-        if (bad >= 0) throw diag.data(this.opts.weightsFile!, `tensor '${name}' value ${v[bad]} at index ${bad} is not finite in fp32`);
+        const values = toFloat64(st);
+        checkValues(this.opts.weightsFile!, name, values);
+        v = Float32Array.from(values);
       } else if (p.init?.kind === 'onnx') {
         v = onnxValues(p.init.initializer, p);
       } else {

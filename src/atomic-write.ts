@@ -18,9 +18,12 @@ function writeAll(fd: number, bytes: FileBytes): void {
   }
 }
 
+/** The temporary file beside `path` (threads of one process, test runners, write apart). */
+const tmpPath = (path: string) => `${path}.tmp-${process.pid}-${threadId}`;
+
 /** Writes `path` whole or not at all (a reader never sees half a file); with `flush`, on the disk before the rename; throws the OS error, leaving nothing behind. */
 export function writeAtomic(path: string, bytes: FileBytes, flush = false): void {
-  const tmp = `${path}.tmp-${process.pid}-${threadId}`; // threads of one process (test runners) write apart
+  const tmp = tmpPath(path);
   try {
     const fd = openSync(tmp, 'w');
     try {
@@ -47,7 +50,7 @@ export function checkWritable(path: string, what: string): void {
     let dir = false;
     try { dir = statSync(path).isDirectory(); } catch { /* absent: a new file */ }
     if (dir) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
-    const tmp = `${path}.tmp-${process.pid}-${threadId}`;
+    const tmp = tmpPath(path);
     closeSync(openSync(tmp, 'w'));
     rmSync(tmp, { force: true });
   } catch (e) {

@@ -14,7 +14,7 @@ import { compile, type CompileOptions } from './compile.js';
 // so that `compile`, `fit` and `report` start without them
 import { simulate } from '../compiler/simulate/simulate.js';
 import { chromeTrace, type TraceStep } from '../compiler/simulate/trace.js';
-import { fit, FIT_MAX_OPS_FACTOR, noFitMessage } from './fit.js';
+import { fit, fitLabel as label, FIT_MAX_OPS_FACTOR, noFitMessage } from './fit.js';
 import { diag, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
 
@@ -149,7 +149,6 @@ async function cmdFit(args: Args): Promise<void> {
   // nothing fits: the table (or the JSON, model null) on stdout, then one line saying why and exit 2
   const nothing = () => { if (!r.model) throw diag.doesNotFit(noFitMessage(fitOpts, r)); };
   if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); nothing(); return; }
-  const label = (preset: string, config?: Record<string, number>) => `${preset}${Object.entries(config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
   for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
   nothing();
   process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters, ${fitOpts.precision}), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);

@@ -62,13 +62,16 @@ export interface CompileOptions {
   probe?: 'fits' | 'step';
 }
 
+/** Whether a model path names an ONNX file (else a DSL model). */
+export const isOnnx = (model: string): boolean => /\.onnx$/i.test(model);
+
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
 export async function trainingGraph(opts: CompileOptions, onForward?: (forward: Graph) => void): Promise<{ graph: Graph; preset: string; config: Record<string, unknown>; sharding?: SpSharding }> {
   const P = opts.sp ?? 1;
   if (!(Number.isInteger(P) && P >= 1)) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got ${P}`);
   if (P > 1 && opts.dpuWarmupSteps !== undefined) throw diag.usage('--sp and --dpu together are not supported yet');
   // (each was taken and ignored: --freeze on a DSL model, --preset on an ONNX one)
-  const onnx = /\.onnx$/i.test(opts.model);
+  const onnx = isOnnx(opts.model);
   if (onnx && opts.preset !== undefined) throw diag.usage(`--preset: ${opts.model} is an ONNX model, of one fixed size (its symbolic dims take --batch and --seq); presets are a DSL model's`);
   if (!onnx && opts.freeze !== undefined) throw diag.usage(`--freeze: applies to an ONNX model's initializers; ${opts.model} is a DSL model, whose parameters all train`);
   // the ONNX importer (and its protobuf decoder, ~0.1 s to load) only for ONNX models

@@ -17,7 +17,7 @@
 import { modelPresets } from '../compiler/import/dsl.js';
 import { tensorBytes } from '../compiler/ir/graph.js';
 import { planTflops } from '../compiler/report/stats.js';
-import { compile, machineOf, trainingGraph, type CompileOptions } from './compile.js';
+import { compile, isOnnx, machineOf, trainingGraph, type CompileOptions } from './compile.js';
 import { diag, UserError } from './diagnostics.js';
 
 export interface FitOptions extends Omit<CompileOptions, 'preset' | 'config'> { minTflops?: number }
@@ -79,6 +79,9 @@ async function compiled(opts: FitOptions, preset: string, config: Record<string,
   }
 }
 
+/** A model fit tried, as its table prints it: the preset and its overrides (`gpt3-13b layers=46`). */
+export const fitLabel = (preset: string, config?: Record<string, number>): string => `${preset}${Object.entries(config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
+
 /**
  * The one line for a fit that found nothing (the CLI prints it and exits 2):
  * with minTflops, the fastest model that fits and its TFLOPS where one fits;
@@ -86,7 +89,7 @@ async function compiled(opts: FitOptions, preset: string, config: Record<string,
  * how many bytes).
  */
 export function noFitMessage(opts: FitOptions, r: FitResult): string {
-  const name = (t: Trial) => `${t.preset}${Object.entries(t.config ?? {}).map(([k, v]) => ` ${k}=${v}`).join('')}`;
+  const name = (t: Trial) => fitLabel(t.preset, t.config);
   const ran = r.tried.filter((t) => t.tflops !== undefined);
   if (opts.minTflops !== undefined && ran.length > 0) {
     const fastest = ran.reduce((a, b) => (b.tflops! > a.tflops! ? b : a));
@@ -102,7 +105,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   // "no fit" reason, exit 0)
   machineOf(opts);
   // (an ONNX file has one fixed size: nothing to search; type-checked as a DSL model it had failed as "binary")
-  if (/\.onnx$/i.test(opts.model)) throw diag.usage(`fit takes a DSL model (.ts), whose presets it searches; ${opts.model} is an ONNX model of one fixed size: compile it instead`);
+  if (isOnnx(opts.model)) throw diag.usage(`fit takes a DSL model (.ts), whose presets it searches; ${opts.model} is an ONNX model of one fixed size: compile it instead`);
   const presets = await modelPresets(opts.model);
   const sized: { preset: string; params: number; ops: number; layers?: number }[] = [];
   for (const preset of presets) {

@@ -34,8 +34,9 @@ export function parsePlan(text: string, file: string): Plan {
   if (!(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps >= 0 && o.weightDecay >= 0)) throw diag.planInvalid(file, `optimizer: expected lr, eps and weightDecay >= 0 and betas in [0, 1), got ${JSON.stringify(o)}`);
   if (!(plan.predicted.stepSeconds > 0)) throw diag.planInvalid(file, `predicted.stepSeconds: expected a positive number, got ${plan.predicted.stepSeconds}`);
   // (the bound as compile gives it: at most the step, the gap theirs; 1e300 s with a gap of -50 % had been printed)
-  const b = plan.bound;
-  if (b && !(b.lowerBoundSeconds > 0 && b.lowerBoundSeconds <= plan.predicted.stepSeconds * (1 + 2e-6) && Math.abs(b.gapPercent - Math.max(0, (100 * (plan.predicted.stepSeconds - b.lowerBoundSeconds)) / b.lowerBoundSeconds)) <= 1e-6 * Math.max(1, b.gapPercent)))
+  const b = plan.bound, step = plan.predicted.stepSeconds;
+  const gap = b && Math.max(0, (100 * (step - b.lowerBoundSeconds)) / b.lowerBoundSeconds); // (compile's, withBound)
+  if (b && !(b.lowerBoundSeconds > 0 && b.lowerBoundSeconds <= step * (1 + 2e-6) && Math.abs(b.gapPercent - gap!) <= 1e-6 * Math.max(1, b.gapPercent)))
     throw diag.planInvalid(file, `bound: lowerBoundSeconds ${b.lowerBoundSeconds} and gapPercent ${b.gapPercent} do not fit predicted.stepSeconds ${plan.predicted.stepSeconds}`);
   const errors = verifyPlan(plan);
   if (errors.length) throw diag.planInvalid(file, `${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
