@@ -20,9 +20,9 @@ import { parseSize } from './sizes.js';
 
 const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
-                  [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--dpu [--dpu-warmup N]] [--freeze REGEX (ONNX initializers kept fixed)]
-                  [--optimizer adam|adamw] [--lr X] [--betas B1,B2] [--eps X] [--weight-decay X] [--sp P] [--lp-time-limit SECONDS]
-                  -o PLAN [--trace FILE.json]
+                  [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--keep-params-on-gpu] [--dpu [--dpu-warmup N]]
+                  [--freeze REGEX (ONNX initializers kept fixed)] [--optimizer adam|adamw] [--lr X] [--betas B1,B2]
+                  [--eps X] [--weight-decay X] [--sp P] [--lp-time-limit SECONDS] -o PLAN [--trace FILE.json]
   tiercut report PLAN [--json] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
                   [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]

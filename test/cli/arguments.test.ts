@@ -37,6 +37,16 @@ describe('arguments', () => {
     expect(r.stdout).toMatch(/tiercut fit MODEL/);
   });
 
+  it("the README's usage block is the CLI's usage, option for option", () => {
+    // (compile's --keep-params-on-gpu, --freeze and --trace had been in one and not the other)
+    const words = (t: string) => t.split(/\s+/).filter(Boolean).join(' ');
+    const readme = /## The CLI\n\n```sh\n([\s\S]*?)```/.exec(readFileSync('README.md', 'utf8'));
+    expect(readme).not.toBeNull();
+    const usage = cli('--help').stdout.replace(/^usage:/, '').replace(/SIZE:[\s\S]*$/, '');
+    expect(words(usage)).toContain('tiercut compile MODEL');
+    expect(words(readme![1])).toBe(words(usage));
+  });
+
   it('--betas with an empty part, --lp-time-limit at or below 0: refused with the same message each way', () => {
     // (Number('') is 0: '0.9,' had given beta2 = 0)
     for (const b of ['0.9,', ',0.999', ' , ']) expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--betas', b, '-o', join(dir, 'x.json')), /--betas: expected B1,B2 with 0 <= B < 1/);
