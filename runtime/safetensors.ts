@@ -4,7 +4,7 @@
 // against the file (hostile headers get an error naming the tensor, never an
 // out-of-range read); writing is atomic (temp file, fsync, rename).
 
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { osReason, writeOutput } from '../src/atomic-write.js';
 import { diag, UserError } from '../src/diagnostics.js';
 
@@ -19,41 +19,84 @@ export interface SafeTensor {
 }
 
 const MAX_HEADER_BYTES = 100 * 2 ** 20;
+/** One read call's bytes at most (a read over 2 GiB fails in Node; a file over 2 GiB is read in parts). */
+const READ_CHUNK = 2 ** 30;
 
+/** `length` bytes of `fd` from `position` into a new array; false where the file ends first. */
+function readAt(fd: number, position: number, length: number): Uint8Array | false {
+  const out = new Uint8Array(length);
+  for (let at = 0; at < length;) {
+    const n = readSync(fd, out, at, Math.min(READ_CHUNK, length - at), position + at);
+    if (n === 0) return false;
+    at += n;
+  }
+  return out;
+}
+
+/** Reads the header, then each tensor's bytes apart (a checkpoint over Node's 2 GiB file read, as `--save` writes for a large model, had been unreadable). */
 export function readSafetensors(file: string): Map<string, SafeTensor> {
   const bad = (msg: string) => diag.data(file, msg);
-  let buf: Buffer;
+  let fd: number;
+  let fileBytes: number;
   try {
     // a regular file only: /dev/zero or a pipe had been read without end
     if (!statSync(file).isFile()) throw bad('not a safetensors file: not a regular file');
-    buf = readFileSync(file);
+    fd = openSync(file, 'r');
+    fileBytes = fstatSync(fd).size;
   } catch (e) {
     if (e instanceof UserError) throw e;
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw diag.fileNotFound(file, 'safetensors file');
-    throw bad(`cannot read it: ${osReason(e)}`); // (EACCES, EISDIR, a file past Node's 2 GiB read: each had been "not found")
+    throw bad(`cannot read it: ${osReason(e)}`); // (EACCES, EISDIR: each had been "not found")
   }
-  if (buf.length < 8) throw bad('not a safetensors file: shorter than its 8-byte header length');
-  const headerLen = buf.readBigUInt64LE(0);
+  try {
+    return readTensors(fd, fileBytes, bad);
+  } catch (e) {
+    if (e instanceof UserError) throw e;
+    throw bad(`cannot read it: ${osReason(e)}`);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readTensors(fd: number, fileBytes: number, bad: (msg: string) => UserError): Map<string, SafeTensor> {
+  if (fileBytes < 8) throw bad('not a safetensors file: shorter than its 8-byte header length');
+  const lenBytes = readAt(fd, 0, 8);
+  if (!lenBytes) throw bad('not a safetensors file: shorter than its 8-byte header length');
+  const headerLen = Buffer.from(lenBytes.buffer).readBigUInt64LE(0);
   if (headerLen > BigInt(MAX_HEADER_BYTES)) throw bad(`not a safetensors file: header length ${headerLen} is over ${MAX_HEADER_BYTES} bytes`);
-  if (8 + Number(headerLen) > buf.length) throw bad(`not a safetensors file: header length ${headerLen} exceeds the file (${buf.length} bytes)`);
+  if (8 + Number(headerLen) > fileBytes) throw bad(`not a safetensors file: header length ${headerLen} exceeds the file (${fileBytes} bytes)`);
+  const headerBytes = readAt(fd, 8, Number(headerLen));
+  if (!headerBytes) throw bad(`not a safetensors file: header length ${headerLen} exceeds the file`);
   let header: Record<string, unknown>;
-  try { header = JSON.parse(buf.subarray(8, 8 + Number(headerLen)).toString('utf8')); } catch { throw bad('not a safetensors file: the header is not JSON'); }
+  try { header = JSON.parse(Buffer.from(headerBytes.buffer).toString('utf8')); } catch { throw bad('not a safetensors file: the header is not JSON'); }
   if (typeof header !== 'object' || header === null || Array.isArray(header)) throw bad('not a safetensors file: the header is not a JSON object');
   const dataStart = 8 + Number(headerLen);
-  const out = new Map<string, SafeTensor>();
+  const entries: { name: string; dtype: SafeDType; shape: number[]; begin: number; end: number }[] = [];
   for (const [name, v] of Object.entries(header)) {
     if (name === '__metadata__') continue;
     const e = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (typeof e !== 'object' || e === null) throw bad(`tensor '${name}': entry is not an object`);
-    if (typeof e.dtype !== 'string' || !(e.dtype in SIZE)) throw bad(`tensor '${name}': unsupported dtype ${JSON.stringify(e.dtype)}`);
+    // (own keys only: "toString" had passed `in` and read as a size of undefined)
+    if (typeof e.dtype !== 'string' || !Object.hasOwn(SIZE, e.dtype)) throw bad(`tensor '${name}': unsupported dtype ${JSON.stringify(e.dtype)}`);
     if (!Array.isArray(e.shape) || e.shape.some((d) => !Number.isInteger(d) || d < 0)) throw bad(`tensor '${name}': shape must be a list of non-negative integers`);
     if (!Array.isArray(e.data_offsets) || e.data_offsets.length !== 2 || e.data_offsets.some((d) => !Number.isInteger(d) || d < 0)) throw bad(`tensor '${name}': data_offsets must be [begin, end]`);
     const dtype = e.dtype as SafeDType;
     const [begin, end] = e.data_offsets as number[];
     const count = (e.shape as number[]).reduce((a, b) => a * b, 1);
     if (end < begin || end - begin !== count * SIZE[dtype]) throw bad(`tensor '${name}': data_offsets [${begin}, ${end}] hold ${end - begin} bytes, shape [${(e.shape as number[]).join(',')}] of ${dtype} needs ${count * SIZE[dtype]}`);
-    if (dataStart + end > buf.length) throw bad(`tensor '${name}': data_offsets end ${end} is past the end of the file`);
-    out.set(name, { dtype, shape: e.shape as number[], bytes: new Uint8Array(buf.subarray(dataStart + begin, dataStart + end)) });
+    if (dataStart + end > fileBytes) throw bad(`tensor '${name}': data_offsets end ${end} is past the end of the file`);
+    entries.push({ name, dtype, shape: e.shape as number[], begin, end });
+  }
+  // tensors hold disjoint byte ranges (as the format's reference reader requires): two names over the same bytes are a damaged or forged file
+  const byBegin = [...entries].filter((x) => x.end > x.begin).sort((a, b) => a.begin - b.begin || a.end - b.end);
+  for (let i = 1; i < byBegin.length; i++) {
+    if (byBegin[i].begin < byBegin[i - 1].end) throw bad(`tensors '${byBegin[i - 1].name}' and '${byBegin[i].name}': data_offsets [${byBegin[i - 1].begin}, ${byBegin[i - 1].end}] and [${byBegin[i].begin}, ${byBegin[i].end}] overlap`);
+  }
+  const out = new Map<string, SafeTensor>();
+  for (const x of entries) {
+    const bytes = readAt(fd, dataStart + x.begin, x.end - x.begin);
+    if (!bytes) throw bad(`tensor '${x.name}': data_offsets end ${x.end} is past the end of the file`);
+    out.set(x.name, { dtype: x.dtype, shape: x.shape, bytes });
   }
   return out;
 }

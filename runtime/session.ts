@@ -102,6 +102,16 @@ function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOpt
   }
 }
 
+/** fp16's largest finite magnitude once rounded: a value at or past 65520 becomes inf. */
+const HALF_ROUNDS_TO_INF = 65520;
+
+/** Every value of parameter `name` finite once cast to fp16 (its working copy in an fp16 plan). */
+function checkHalfRange(file: string, name: string, values: Float64Array): void {
+  for (let i = 0; i < values.length; i++) {
+    if (Math.abs(values[i]) >= HALF_ROUNDS_TO_INF) throw diag.data(file, `tensor '${name}' value ${values[i]} at index ${i} is not finite in fp16 (the plan trains in fp16, whose largest value is 65504)`);
+  }
+}
+
 export class TrainingSession {
   private bound: Bound;
   readonly optimizer: AdamAttrs;
@@ -172,8 +182,12 @@ export class TrainingSession {
         const st = weights.get(name);
         if (!st) throw diag.data(this.opts.weightsFile!, `no tensor named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
         if (shapeStr(st.shape) !== shapeStr(p.shape)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' has shape ${shapeStr(st.shape)}, the model's parameter is ${shapeStr(p.shape)}`);
+        // (integers had loaded as floats of the same bits' value: 1e9 where a weight was meant)
+        if (!['F32', 'F16', 'BF16', 'F64'].includes(st.dtype)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' is ${st.dtype}; a parameter needs floats (F32, F16, BF16 or F64)`);
         const values = toFloat64(st);
         checkValues(this.opts.weightsFile!, name, values);
+        // (a value past fp16's range had loaded, then failed step 1 as another tensor's non-finite gradient)
+        if (g.precision === 'fp16') checkHalfRange(this.opts.weightsFile!, name, values);
         v = Float32Array.from(values);
       } else if (p.init?.kind === 'onnx') {
         v = onnxValues(p.init.initializer, p);
@@ -252,7 +266,9 @@ export class TrainingSession {
     const half = g.precision !== 'fp32';
     for (const t of g.tensors) {
       if (!(half ? t.role === 'master32' : t.role === 'param16')) continue;
-      const bytes = this.native.read(this.homeOf.get(t.id)!);
+      let bytes: Uint8Array;
+      // (a spill file lost after the last step had ended the run with a stack trace)
+      try { bytes = this.native.read(this.homeOf.get(t.id)!); } catch (e) { throw diag.runtime(`reading parameter '${t.param ?? t.name}' failed: ${(e as Error).message}`); }
       out.set(t.param ?? t.name, new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)));
     }
     return out;
@@ -284,7 +300,9 @@ export class TrainingSession {
     await this.applyPending(step);
     const tensors = new Map<string, SafeTensor>();
     const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
-    for (const [name, v] of this.parameters()) tensors.set(name, { dtype: 'F32', shape: shapes.get(name)!, bytes: new Uint8Array(v.buffer) });
+    let params: Map<string, Float32Array>;
+    try { params = this.parameters(); } catch (e) { throw diag.runtime(`the checkpoint ${file} was not written: ${(e as Error).message}`); }
+    for (const [name, v] of params) tensors.set(name, { dtype: 'F32', shape: shapes.get(name)!, bytes: new Uint8Array(v.buffer) });
     writeSafetensors(file, tensors, { format: 'pt', step: String(step), model: this.plan.graph.name });
   }
 

@@ -4,7 +4,8 @@
 // was and no temporary file behind, and the caller says so in one line. A
 // target that is not a regular file (/dev/stdout, a pipe) is written through.
 
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { type Stats, chmodSync, closeSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { diag } from './diagnostics.js';
 
@@ -58,13 +59,23 @@ export function checkWritable(path: string, what: string): void {
   }
 }
 
-/** A user's output file (`what`: "the plan", "the checkpoint"): atomic and flushed; a failure is one UserError line naming the file and the OS error. */
+/**
+ * A user's output file (`what`: "the plan", "the checkpoint"): atomic and
+ * flushed; a failure is one UserError line naming the file and the OS error.
+ * A symbolic link is written through to its target (the rename had replaced
+ * the link with a file and left the target as it was), and a file keeps its
+ * permission bits.
+ */
 export function writeOutput(path: string, bytes: FileBytes, what: string): void {
   try {
-    let special = false;
-    try { special = !statSync(path).isFile(); } catch { /* absent: a new file */ }
-    if (special) { const fd = openSync(path, 'w'); try { writeAll(fd, bytes); } finally { closeSync(fd); } }
-    else writeAtomic(path, bytes, true);
+    let st: Stats | undefined;
+    try { st = statSync(path); } catch { /* absent: a new file */ }
+    if (st && !st.isFile()) { const fd = openSync(path, 'w'); try { writeAll(fd, bytes); } finally { closeSync(fd); } }
+    else if (st) {
+      const target = realpathSync(path);
+      writeAtomic(target, bytes, true);
+      chmodSync(target, st.mode & 0o7777);
+    } else writeAtomic(path, bytes, true);
   } catch (e) {
     throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was written`);
   }
@@ -74,4 +85,30 @@ export function writeOutput(path: string, bytes: FileBytes, what: string): void 
 export function osReason(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
   return err.code ? `${err.code} (${String(err.message).replace(/^\w+: /, '').replace(/, \w+ .*$/, '')})` : String(err?.message ?? e);
+}
+
+/** Where `path` is or would be: symbolic links in it (and in its directory) followed where they exist. */
+function whereIs(path: string): string {
+  const full = resolve(path);
+  try { return realpathSync(full); } catch { /* not there yet */ }
+  try { return join(realpathSync(dirname(full)), basename(full)); } catch { return full; }
+}
+
+/**
+ * Refuses two of a command's files that are one file (`run --save` onto
+ * PLAN had replaced the plan with a checkpoint, `--save` and `--trace` alike
+ * had kept the last written): `files` are [what, path], path undefined where
+ * not given. An output may be read as an input first only where the command
+ * allows it (run --weights A --save A continues a checkpoint), so only the
+ * pairs given here are checked.
+ */
+export function checkDistinct(files: readonly (readonly [string, string | undefined])[]): void {
+  const seen = new Map<string, string>();
+  for (const [what, path] of files) {
+    if (path === undefined) continue;
+    const at = whereIs(path);
+    const before = seen.get(at);
+    if (before !== undefined) throw diag.usage(`${before} and ${what} are the same file (${path}); give each its own`);
+    seen.set(at, what);
+  }
 }

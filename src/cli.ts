@@ -1,7 +1,7 @@
 // The command line: compile | report | run | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
-import { checkWritable, writeOutput } from './atomic-write.js';
+import { checkDistinct, checkWritable, writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
 import { readPlan, writePlan } from '../compiler/plan/io.js';
@@ -13,7 +13,7 @@ import { compile, type CompileOptions } from './compile.js';
 // the runtime (native addon, sessions) and calibration load only for `run` and `hw calibrate`,
 // so that `compile`, `fit` and `report` start without them
 import { simulate } from '../compiler/simulate/simulate.js';
-import { chromeTrace, type TraceStep } from '../compiler/simulate/trace.js';
+import { chromeTraceBytes, type TraceStep } from '../compiler/simulate/trace.js';
 import { fit, fitLabel as label, FIT_MAX_OPS_FACTOR, noFitMessage } from './fit.js';
 import { diag, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
@@ -73,6 +73,8 @@ function takeFlags(args: Args, allowed: string[], positionals = 1): void {
   for (const k of [...args.flags.keys(), ...args.missing]) if (!allowed.includes(k)) throw diag.usage(`unknown option ${k}\n${USAGE}`);
   if (args.missing.length) throw diag.usage(`${args.missing[0]} needs a value\n${USAGE}`);
   if (args.positional.length > positionals) throw diag.usage(`unexpected argument '${args.positional[positionals]}' (see tiercut --help)`);
+  // (`--weights "$UNSET"` had trained from a fresh init, `--save ""` failed after the run)
+  for (const [k, v] of args.flags) if (v === '' && !BOOLEAN_FLAGS.has(k)) throw diag.usage(`${k}: expected a value, got an empty string`);
 }
 
 function num(args: Args, flag: string, opts: { integer?: boolean; min?: number } = {}): number | undefined {
@@ -177,6 +179,7 @@ async function cmdCompile(args: Args): Promise<void> {
   const out = args.flags.get('-o');
   const sp = spFlag(args);
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
+  checkDistinct([['MODEL', model], ['-o PLAN', out], ['--trace', args.flags.get('--trace')]]);
   const lpTimeLimitSeconds = num(args, '--lp-time-limit');
   if (lpTimeLimitSeconds !== undefined && lpTimeLimitSeconds <= 0) throw diag.usage(`--lp-time-limit: expected a number of seconds > 0, got ${args.flags.get('--lp-time-limit')}`);
   const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}) });
@@ -184,7 +187,7 @@ async function cmdCompile(args: Args): Promise<void> {
   const traceFile = args.flags.get('--trace');
   if (traceFile !== undefined) {
     const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
-    writeJson(traceFile, chromeTrace([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
+    writeOutput(traceFile, chromeTraceBytes([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
       { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }), 'the trace');
   }
   if (plan.lpStatus !== undefined) process.stderr.write(`tiercut: note: ${lpStatusNote(plan.lpStatus, plan.placement.method, plan.bound !== undefined)}\n`);
@@ -231,6 +234,8 @@ async function cmdRun(args: Args): Promise<void> {
   const w = whatIf(plan, capacityFlags(args));
   if (w && !w.fits) throw diag.doesNotFit(`${file}: does not fit the capacities given: ${w.over.map((o) => `its ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} arena needs ${fmtBytes(o.peakBytes)}${o.ringBytes ? ` and ${fmtBytes(o.ringBytes)} of ring buffers beside it` : ''}, ${capacityFlag(o.tier)} gives ${fmtBytes(o.capacityBytes)} (short by ${fmtBytes(o.overBytes)})`).join('; ')}; compile it again with them`);
   // (the outputs come after every step: a path that cannot take them fails now, not after the run)
+  checkDistinct([['PLAN', file], ['--data', args.flags.get('--data')], ['--save', args.flags.get('--save')], ['--trace', args.flags.get('--trace')]]);
+  checkDistinct([['--weights', args.flags.get('--weights')], ['--trace', args.flags.get('--trace')]]);
   if (args.flags.has('--save')) checkWritable(args.flags.get('--save')!, 'the checkpoint');
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
   if (plan.sp) return runSequenceParallel(args, file, plan, steps, seed, json);
@@ -261,7 +266,7 @@ async function cmdRun(args: Args): Promise<void> {
     }
     if (args.flags.has('--save')) await session.saveCheckpoint(args.flags.get('--save')!, steps);
     const io = session.info();  // after the steps: the edge-read count covers them
-    if (traceFile !== undefined) writeJson(traceFile, chromeTrace(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }), 'the trace');
+    if (traceFile !== undefined) writeOutput(traceFile, chromeTraceBytes(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }), 'the trace');
     const mem = session.memory();
     const summary = {
       steps, meanStepSeconds: total / steps, predictedStepSeconds: session.current.predicted.stepSeconds,

@@ -9,7 +9,9 @@ const UNITS: Record<string, number> = {
 export function parseSize(flag: string, text: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
   const unit = m?.[2].toLowerCase();
-  if (!m || unit === undefined || !(unit in UNITS)) throw diag.badSize(flag, text);
+  if (!m || unit === undefined || !Object.hasOwn(UNITS, unit)) throw diag.badSize(flag, text);
+  // (a byte count is whole: '4096.5' had been taken as 4097)
+  if (UNITS[unit] === 1 && !Number.isInteger(Number(m[1]))) throw diag.badSize(flag, text);
   const bytes = Math.round(Number(m[1]) * UNITS[unit]);
   if (!Number.isSafeInteger(bytes) || bytes < 0) throw diag.badSize(flag, text);
   return bytes;

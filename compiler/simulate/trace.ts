@@ -3,7 +3,7 @@
 // measured steps (`run --trace`), in one format.
 //
 // Takes: a plan and, per step, every instruction's start and end in seconds.
-// Gives: { traceEvents: [...] } with one complete event (ph "X", ts and dur in
+// Gives: the bytes of { traceEvents: [...] } with one complete event (ph "X", ts and dur in
 //        microseconds) per instruction per step, on tid = its stream's index
 //        (STREAMS order), plus metadata events naming the process and streams.
 // Keeps true: events of one stream come in instruction order; nothing is
@@ -11,7 +11,7 @@
 //        the members of an NVMe batch share the batch's start and end in
 //        stream order, each when its own request is done, measured or
 //        predicted).
-// Cost: O(steps x instructions).
+// Cost: O(steps x instructions); the events of one step at a time in memory.
 
 import type { Plan, PlanInstruction } from '../plan/types.js';
 import { STREAMS } from '../plan/types.js';
@@ -25,12 +25,6 @@ export interface ChromeTraceEvent {
   readonly pid: number;
   readonly tid: number;
   readonly args?: Readonly<Record<string, unknown>>;
-}
-
-export interface ChromeTrace {
-  readonly traceEvents: readonly ChromeTraceEvent[];
-  readonly displayTimeUnit: 'ms';
-  readonly otherData: Readonly<Record<string, unknown>>;
 }
 
 /** One step's timings: seconds on any clock, index = instruction id. */
@@ -56,10 +50,15 @@ export function instructionLabel(plan: Plan, x: PlanInstruction): string {
   return tensor !== undefined ? `${what} (${tensor})` : what;
 }
 
-/** Steps in order; times are shifted so that the first step starts at 0. */
-export function chromeTrace(steps: readonly TraceStep[], processName: string, otherData: Record<string, unknown> = {}): ChromeTrace {
+/**
+ * The trace file's bytes, steps in order, times shifted so that the first
+ * step starts at 0: one event per line, serialized a step at a time (a long
+ * run's trace built as one string had passed V8's string limit and crashed
+ * after its last step).
+ */
+export function chromeTraceBytes(steps: readonly TraceStep[], processName: string, otherData: Record<string, unknown> = {}): Uint8Array[] {
   const pid = 1;
-  const events: ChromeTraceEvent[] = [
+  const meta: ChromeTraceEvent[] = [
     { name: 'process_name', cat: '__metadata', ph: 'M', ts: 0, pid, tid: 0, args: { name: processName } },
     ...STREAMS.map((s, tid) => ({ name: 'thread_name', cat: '__metadata', ph: 'M' as const, ts: 0, pid, tid, args: { name: s } })),
     ...STREAMS.map((_, tid) => ({ name: 'thread_sort_index', cat: '__metadata', ph: 'M' as const, ts: 0, pid, tid, args: { sort_index: tid } })),
@@ -68,15 +67,20 @@ export function chromeTrace(steps: readonly TraceStep[], processName: string, ot
   for (const s of steps) for (let i = 0; i < s.startSeconds.length; i++) origin = Math.min(origin, s.startSeconds[i]);
   if (!Number.isFinite(origin)) origin = 0;
   const us = (seconds: number) => Math.round((seconds - origin) * 1e9) / 1e3; // µs, ns resolution
+  const parts = [Buffer.from(`{"displayTimeUnit":"ms","otherData":${JSON.stringify(otherData)},"traceEvents":[\n${meta.map((e) => JSON.stringify(e)).join(',\n')}`)];
   for (const s of steps) {
+    const lines: string[] = [];
     for (const x of s.plan.instructions) {
       const ts = us(s.startSeconds[x.id]);
       const dur = Math.max(0, us(s.endSeconds[x.id]) - ts);
       const args: Record<string, unknown> = { id: x.id, step: s.step, waits: x.waits };
       if (x.kind === 'copy') args.bytes = s.plan.buffers[x.inputs[0]].sizeBytes;
       if (x.kind === 'run') args.op = x.op;
-      events.push({ name: instructionLabel(s.plan, x), cat: x.kind, ph: 'X', ts, dur, pid, tid: STREAMS.indexOf(x.stream), args });
+      const e: ChromeTraceEvent = { name: instructionLabel(s.plan, x), cat: x.kind, ph: 'X', ts, dur, pid, tid: STREAMS.indexOf(x.stream), args };
+      lines.push(JSON.stringify(e));
     }
+    if (lines.length) parts.push(Buffer.from(`,\n${lines.join(',\n')}`));
   }
-  return { traceEvents: events, displayTimeUnit: 'ms', otherData };
+  parts.push(Buffer.from('\n]}\n'));
+  return parts;
 }

@@ -2,7 +2,7 @@
 // (exit 2) for what it does not. Each case here was once taken and ignored,
 // or misread, or crashed with a stack trace.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
@@ -133,5 +133,34 @@ describe('arguments', () => {
     expect(text).toMatch(/lower bound \(the GPU's own work/);
     expect(text).not.toMatch(/reports no lower bound/);
     expect(JSON.parse(readFileSync(out, 'utf8')).lpStatus).toBe('timeLimit');
+  });
+
+  it('an empty value, a byte count with a fraction, two of a command\'s files that are one file: refused before any work', () => {
+    // (--weights "" had trained from a fresh init; --save "" failed after the run)
+    for (const f of ['--weights', '--save', '--data', '--spill-dir', '--trace']) expectUserError(cli('run', tiny, '--steps', '1', f, ''), new RegExp(`^tiercut: ${f}: expected a value, got an empty string \\[TC100\\]$`));
+    expectUserError(cli('run', tiny, '--nvme-block-size', '4096.5'), /--nvme-block-size: '4096\.5' is not a size/);
+    // (--save onto the plan had replaced it; --save and --trace alike kept the trace; -o onto the model would have replaced its source)
+    const plan = join(dir, 'own.plan.json');
+    writeFileSync(plan, readFileSync(tiny));
+    expectUserError(cli('run', plan, '--steps', '1', '--save', plan), /PLAN and --save are the same file/);
+    expectUserError(cli('run', plan, '--steps', '1', '--save', join(dir, 'a.st'), '--trace', join(dir, '.', 'a.st')), /--save and --trace are the same file/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', 'models/gpt.ts'), /MODEL and -o PLAN are the same file/);
+    expect(readFileSync(plan, 'utf8')).toBe(readFileSync(tiny, 'utf8'));
+    // (--weights A --save A continues a checkpoint: allowed)
+    const ck = join(dir, 'ck.safetensors');
+    expect(cli('run', plan, '--steps', '1', '--save', ck).status).toBe(0);
+    expect(cli('run', plan, '--steps', '1', '--weights', ck, '--save', ck).status).toBe(0);
+  });
+
+  it('--save onto a symbolic link writes its target and keeps the file\'s mode (the link had been replaced by a file)', () => {
+    const target = join(dir, 'target.safetensors'), link = join(dir, 'link.safetensors');
+    expect(cli('run', tiny, '--steps', '1', '--save', target).status).toBe(0);
+    const before = readFileSync(target);
+    chmodSync(target, 0o640);
+    symlinkSync(target, link);
+    expect(cli('run', tiny, '--steps', '2', '--save', link).status).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(readFileSync(target).equals(before)).toBe(false);
+    expect(statSync(target).mode & 0o777).toBe(0o640);
   });
 });

@@ -4,7 +4,7 @@
 // lines, wrapped into range, or found only as the optimizer's error steps
 // later.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
@@ -84,5 +84,60 @@ describe('run --data / --weights: bad files refused as they are read', () => {
     expect(run(gpt, '--data', file('three.safetensors', { tokens: t(3, 0), targets: t(3, 1) })).status).toBe(0);
     // (a tensor name with a newline and an escape had been printed as is, over two lines)
     expectUserError(run(gpt, '--data', file('ctrl.safetensors', { 'tok\nens\x1b[31m': t(1, 0) })), /no tensor named 'tokens' .*the file has: tok\\x0aens\\x1b\[31m/);
+  });
+
+  it('weights stored as integers, or past fp16 in an fp16 plan: refused naming the tensor (they had loaded, or failed step 1 as another tensor\'s gradient)', () => {
+    const saved = join(dir, 'gpt-saved.safetensors');
+    expect(run(gpt, '--save', saved).status).toBe(0);
+    const weights = readSafetensors(saved);
+    const w0 = weights.get('h.0.attn.proj.w')!;
+    const n = w0.bytes.byteLength / 4;
+    const asInt = new Map(weights);
+    asInt.set('h.0.attn.proj.w', tensor('I32', [...w0.shape], Array.from({ length: n }, () => 0)));
+    expectUserError(run(gpt, '--weights', file('w-i32.safetensors', Object.fromEntries(asInt))), /tensor 'h\.0\.attn\.proj\.w' is I32; a parameter needs floats/);
+    const big = new Map(weights);
+    big.set('h.0.attn.proj.w', tensor('F32', [...w0.shape], Array.from({ length: n }, (_, i) => (i === 3 ? 70000 : 0.01))));
+    const bigFile = file('w-big16.safetensors', Object.fromEntries(big));
+    const half = join(dir, 'gpt16.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '-o', half).status).toBe(0);
+    expectUserError(run(half, '--weights', bigFile), /tensor 'h\.0\.attn\.proj\.w' value 70000 at index 3 is not finite in fp16/);
+    expect(run(gpt, '--weights', bigFile).status).toBe(0); // (fp32's range holds it)
+  });
+});
+
+describe('safetensors files read as the format is written', () => {
+  /** A file of `header` (as JSON) then `dataBytes` zero bytes. */
+  function raw(name: string, header: unknown, dataBytes: number): string {
+    const json = Buffer.from(JSON.stringify(header));
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(json.length));
+    const f = join(dir, name);
+    writeFileSync(f, Buffer.concat([len, json, Buffer.alloc(dataBytes)]));
+    return f;
+  }
+
+  it('two tensors over the same bytes, or a dtype named like an object key: refused', () => {
+    const overlap = raw('overlap.safetensors', { a: { dtype: 'F32', shape: [4], data_offsets: [0, 16] }, b: { dtype: 'F32', shape: [2], data_offsets: [8, 16] } }, 16);
+    expect(() => readSafetensors(overlap)).toThrow(/tensors 'a' and 'b': data_offsets \[0, 16\] and \[8, 16\] overlap/);
+    // ("toString" had passed as a dtype and read as a size of undefined)
+    expect(() => readSafetensors(raw('proto.safetensors', { a: { dtype: 'toString', shape: [4], data_offsets: [0, 16] } }, 16))).toThrow(/tensor 'a': unsupported dtype "toString"/);
+    const fine = readSafetensors(raw('fine.safetensors', { a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] }, b: { dtype: 'F32', shape: [0], data_offsets: [8, 8] }, c: { dtype: 'I32', shape: [2], data_offsets: [8, 16] } }, 16));
+    expect([...fine.keys()]).toEqual(['a', 'b', 'c']);
+  });
+
+  it('a file over 2 GiB (a large model\'s checkpoint) is read: each tensor apart, not the file in one read', () => {
+    // (readFileSync had refused it: ERR_FS_FILE_TOO_LARGE); sparse, so no disk is used for its zeros
+    const f = join(dir, 'large.safetensors');
+    const big = 2 ** 31 + 64;
+    const header = Buffer.from(JSON.stringify({ pad: { dtype: 'U8', shape: [big], data_offsets: [0, big] }, tail: { dtype: 'F32', shape: [2], data_offsets: [big, big + 8] } }).padEnd(120));
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(header.length));
+    writeFileSync(f, Buffer.concat([len, header]));
+    const fd = openSync(f, 'r+');
+    writeSync(fd, Buffer.from(new Float32Array([1.5, -2]).buffer), 0, 8, 8 + header.length + big);
+    closeSync(fd);
+    const t = readSafetensors(f);
+    expect(t.get('pad')!.bytes.byteLength).toBe(big);
+    expect([...new Float32Array(t.get('tail')!.bytes.buffer)]).toEqual([1.5, -2]);
   });
 });
