@@ -17,6 +17,7 @@ import { chromeTraceBytes, type TraceStep } from '../compiler/simulate/trace.js'
 import { fit, fitLabel as label, FIT_MAX_OPS_FACTOR, noFitMessage } from './fit.js';
 import { diag, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
+import { MAX_SP_RANKS } from '../compiler/lower/sequence-parallel.js';
 
 const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
@@ -169,7 +170,7 @@ function spFlag(args: Args): number | undefined {
   const v = args.flags.get('--sp');
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (v.trim() === '' || !Number.isInteger(n) || n < 1) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got '${v}'`);
+  if (v.trim() === '' || !Number.isInteger(n) || n < 1 || n > MAX_SP_RANKS) throw diag.spRanks(`--sp: expected a whole number of ranks from 1 to ${MAX_SP_RANKS}, got '${v}'`);
   return n;
 }
 

@@ -11,7 +11,7 @@ import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { dpuOrder, lowerDpu } from '../compiler/lower/dpu.js';
 import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
-import { lowerSequenceParallel, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
+import { lowerSequenceParallel, MAX_SP_RANKS, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
 import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import type { LpSolution } from '../compiler/partition/lp.js';
@@ -68,7 +68,8 @@ export const isOnnx = (model: string): boolean => /\.onnx$/i.test(model);
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
 export async function trainingGraph(opts: CompileOptions, onForward?: (forward: Graph) => void): Promise<{ graph: Graph; preset: string; config: Record<string, unknown>; sharding?: SpSharding }> {
   const P = opts.sp ?? 1;
-  if (!(Number.isInteger(P) && P >= 1)) throw diag.spRanks(`--sp: expected a whole number of ranks >= 1, got ${P}`);
+  // (2048 had compiled, and run then crashed in the native ring's own check)
+  if (!(Number.isInteger(P) && P >= 1 && P <= MAX_SP_RANKS)) throw diag.spRanks(`--sp: expected a whole number of ranks from 1 to ${MAX_SP_RANKS}, got ${P}`);
   if (P > 1 && opts.dpuWarmupSteps !== undefined) throw diag.usage('--sp and --dpu together are not supported yet');
   // (each was taken and ignored: --freeze on a DSL model, --preset on an ONNX one)
   const onnx = isOnnx(opts.model);
@@ -226,18 +227,27 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       // and the arenas do not after all, the first thread solves every LP)
       if (offGpu && (opts.precision ?? 'fp32') !== 'fp32') (second = new LpWorker({ deferLoad: true })).load(optimised);
     });
-    // sequence parallelism: the ring buffers of the largest collective sit beside the arenas; place within what they leave
-    const placeHw = sharding ? withoutRingBuffers(graph, hw) : hw;
-    const { placement, lp, built } = await place(graph, placeHw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe }).catch((e: unknown) => {
-      // (its capacities are the tiers' less the ring buffers: say so, or "capacity is 41 KiB" of a 146 KiB GPU reads wrong)
-      if (sharding && e instanceof UserError && e.code === DOES_NOT_FIT) throw diag.doesNotFit(`${e.message} (with --sp, each capacity named is the tier's less the ${fmtBytes(hw.gpu.capacityBytes - placeHw.gpu.capacityBytes)} of one attention call's ring buffers beside the arena)`);
-      throw e;
-    });
+    // sequence parallelism: the ring buffers of the largest collective sit
+    // beside the arenas of the tier it runs on; place within what they leave on
+    // the GPU, and where the plan runs one on the CPU without room for its
+    // buffers there, once more with the CPU's room taken too (both had been
+    // taken at once: a CPU that `run` accepts for the plan had been refused)
     const optimizer = { ...ADAM_DEFAULTS, ...opts.optimizer };
     const model = { source: opts.model, preset, config };
-    const plan = withBound(unboundPlan(graph, hw, placement, model, optimizer, built), await lp);
+    const placeWithin = async (reserve: readonly ('gpu' | 'cpu')[]) => {
+      const placeHw = sharding ? withoutRingBuffers(graph, hw, reserve) : hw;
+      const { placement, lp, built } = await place(graph, placeHw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe }).catch((e: unknown) => {
+        // (its capacities are the tiers' less the ring buffers: say so, or "capacity is 41 KiB" of a 146 KiB GPU reads wrong)
+        if (sharding && e instanceof UserError && e.code === DOES_NOT_FIT) throw diag.doesNotFit(`${e.message} (with --sp, a ${reserve.join(' or ')} capacity named is the tier's less the ${fmtBytes(hw.gpu.capacityBytes - placeHw.gpu.capacityBytes)} of one attention call's ring buffers beside the arena)`);
+        throw e;
+      });
+      return { placement, plan: withBound(unboundPlan(graph, hw, placement, model, optimizer, built), await lp) };
+    };
+    let { placement, plan } = await placeWithin(['gpu']);
     if (sharding) {
-      checkRingWorkspace(plan);
+      if (ringWorkspaceProblem(plan)?.tier === 'cpu') ({ placement, plan } = await placeWithin(['gpu', 'cpu']));
+      const problem = ringWorkspaceProblem(plan);
+      if (problem) throw diag.doesNotFit(problem.message);
       return { ...plan, sp: spSection(plan, sharding) };
     }
     if (opts.dpuWarmupSteps === undefined) return plan;
@@ -291,30 +301,33 @@ function steadyPlacementOf(g: Graph, p: Placement, order: readonly number[], del
   };
 }
 
-/** The profile with the largest collective op's ring buffers taken off the GPU and CPU capacities (placement only). */
-function withoutRingBuffers(g: Graph, hw: HardwareProfile): HardwareProfile {
+/** The profile with the largest collective op's ring buffers taken off the capacities of `tiers` (placement only). */
+function withoutRingBuffers(g: Graph, hw: HardwareProfile, tiers: readonly ('gpu' | 'cpu')[]): HardwareProfile {
   let most = 0;
   for (const op of g.ops) most = Math.max(most, ringWorkspaceBytes(op.kind, op.inputs.map((t) => g.tensors[t]), op.attrs));
-  for (const tier of ['gpu', 'cpu'] as const) {
+  let out = hw;
+  for (const tier of tiers) {
     if (hw[tier].capacityBytes <= most)
       throw diag.doesNotFit(`does not fit: the ring buffers of one attention call need ${fmtBytes(most)}, the ${tier} tier holds ${fmtBytes(hw[tier].capacityBytes)}; raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
+    out = { ...out, [tier]: { ...hw[tier], capacityBytes: hw[tier].capacityBytes - most } };
   }
-  return { ...hw, gpu: { ...hw.gpu, capacityBytes: hw.gpu.capacityBytes - most }, cpu: { ...hw.cpu, capacityBytes: hw.cpu.capacityBytes - most } };
+  return out;
 }
 
 /**
  * A collective op's ring buffers and scratch live beside its tier's arena, not
  * in it (the ring kernels allocate them per call): the arena plus the largest
  * of them must still fit the tier, or the plan would run out of memory that its
- * peaks do not show.
+ * peaks do not show. The first tier where they do not, and its line.
  */
-function checkRingWorkspace(plan: Plan): void {
+function ringWorkspaceProblem(plan: Plan): { tier: 'gpu' | 'cpu'; message: string } | undefined {
   const ring = ringBytes(plan);
   for (const tier of ['gpu', 'cpu'] as const) {
     const { peakBytes, capacityBytes } = plan.tiers[tier];
     if (peakBytes + ring[tier] > capacityBytes)
-      throw diag.doesNotFit(`does not fit: the ${tier} tier needs ${fmtBytes(peakBytes)} for the step plus ${fmtBytes(ring[tier])} of ring buffers beside it, capacity is ${fmtBytes(capacityBytes)} (short by ${fmtBytes(peakBytes + ring[tier] - capacityBytes)}); raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch`);
+      return { tier, message: `does not fit: the ${tier} tier needs ${fmtBytes(peakBytes)} for the step plus ${fmtBytes(ring[tier])} of ring buffers beside it, capacity is ${fmtBytes(capacityBytes)} (short by ${fmtBytes(peakBytes + ring[tier] - capacityBytes)}); raise --${tier === 'gpu' ? 'gpu-mem' : 'cpu-mem'}, use more ranks or lower --batch` };
   }
+  return undefined;
 }
 
 /**

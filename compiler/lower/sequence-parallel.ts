@@ -41,6 +41,9 @@ export interface SpSharding {
   readonly positions?: number;
 }
 
+/** The most ranks a ring of threads takes (the native createRingGroup's limit). */
+export const MAX_SP_RANKS = 1024;
+
 /** Positions of chunk c of the 2P zigzag chunks of T tokens (T divisible by 2P). */
 function chunkPositions(T: number, P: number, c: number): number[] {
   const len = T / (2 * P);

@@ -7,6 +7,7 @@ import { osReason, writeOutput } from '../../src/atomic-write.js';
 import { checkProfile } from '../cost/profiles.js';
 import { diag } from '../../src/diagnostics.js';
 import { verifyPlan } from '../simulate/verify-plan.js';
+import { MAX_SP_RANKS, zigzagPositions } from '../lower/sequence-parallel.js';
 import { PLAN_SCHEMA, validateSchema } from './schema.js';
 import { FORMAT_VERSION, type Plan } from './types.js';
 
@@ -60,7 +61,28 @@ export function parsePlan(text: string, file: string): Plan {
     const problem = spProblem(plan);
     if (problem) throw diag.planInvalid(file, `sp: ${problem}`);
   }
+  const collective = collectiveProblem(plan);
+  if (collective) throw diag.planInvalid(file, collective);
   return plan;
+}
+
+/**
+ * Collectives only in a sequence-parallel plan, each for its ranks, and
+ * attention there only as ring attention: an sp section on a plain graph had
+ * run its ranks apart (each attending to its own tokens, updating its own
+ * parameters), and ops for 3 ranks in a plan of 2 failed inside step 1.
+ */
+function collectiveProblem(plan: Plan): string | undefined {
+  const ranks = plan.sp?.ranks;
+  let rings = 0;
+  for (const o of plan.graph.ops) {
+    if (o.kind !== 'ringAttention' && o.kind !== 'ringAttentionBackward' && o.kind !== 'allReduce') continue;
+    if (o.kind === 'ringAttention') rings++;
+    if (ranks === undefined) return `op ${o.id} (${o.kind}) is a collective, and the plan has no sp section`;
+    if (o.attrs.ranks !== ranks) return `op ${o.id} (${o.kind}) is for ${o.attrs.ranks} ranks, the sp section for ${ranks}`;
+  }
+  if (ranks !== undefined && rings === 0) return 'sp: the graph has no ringAttention op: its ranks would not see each other\'s tokens';
+  return undefined;
 }
 
 /** What the schema cannot say about the sp section: one section per rank, in order, each holding seq / ranks positions; the inputs it names exist. */
@@ -69,13 +91,14 @@ function spProblem(plan: Plan): string | undefined {
   if (sp.seq % (2 * sp.ranks) !== 0) return `seq ${sp.seq} is not a multiple of 2 * ranks (${2 * sp.ranks})`;
   const R = sp.seq / sp.ranks;
   if (sp.perRank.length !== sp.ranks) return `perRank has ${sp.perRank.length} sections for ${sp.ranks} ranks`;
+  if (sp.ranks > MAX_SP_RANKS) return `ranks ${sp.ranks} is over ${MAX_SP_RANKS}`;
   for (const [i, r] of sp.perRank.entries()) {
     if (r.rank !== i) return `perRank[${i}].rank is ${r.rank}, expected ${i}`;
-    if (r.positions.length !== R || r.positions.some((p) => p >= sp.seq)) return `perRank[${i}].positions must be ${R} positions below ${sp.seq}`;
+    // (the ring kernel's causal mask is the zigzag layout's: any other cut, two ranks with one position or a
+    // contiguous split alike, had trained on a wrong sequence, silently)
+    const want = zigzagPositions(sp.seq, sp.ranks, i);
+    if (r.positions.length !== R || r.positions.some((p, k) => p !== want[k])) return `perRank[${i}].positions are not rank ${i}'s zigzag positions (chunks ${i} and ${2 * sp.ranks - 1 - i} of ${2 * sp.ranks}, ${R} positions)`;
   }
-  // (every position on one rank: two ranks with one position had trained on a wrong sequence, silently)
-  const seen = new Uint8Array(sp.seq);
-  for (const r of sp.perRank) for (const p of r.positions) { if (seen[p]) return `position ${p} is on two ranks`; seen[p] = 1; }
   for (const [i, input] of sp.inputs.entries()) {
     const t = g.tensors[input.tensor];
     // (every other axis the tensor's own: fullShape [1e9,16] had been allocated for the data)

@@ -11,9 +11,9 @@ const dir = mkdtempSync(join(tmpdir(), 'tiercut-sp-'));
 describe('compile --sp: bad input', () => {
   const out = join(dir, 'x.json');
   it('fewer than one rank, or not a number', () => {
-    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '0', '-o', out), /--sp: expected a whole number of ranks >= 1, got '0' \[TC601\]/);
-    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '-2', '-o', out), /--sp: expected a whole number of ranks >= 1, got '-2'/);
-    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '1.5', '-o', out), /--sp: expected a whole number of ranks >= 1, got '1\.5'/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '0', '-o', out), /--sp: expected a whole number of ranks from 1 to 1024, got '0' \[TC601\]/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '-2', '-o', out), /--sp: expected a whole number of ranks from 1 to 1024, got '-2'/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '1.5', '-o', out), /--sp: expected a whole number of ranks from 1 to 1024, got '1\.5'/);
   });
   it('a sequence that does not cut into 2P equal chunks (P too large, or not a divisor)', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '16', '-o', out), /--sp 16: the sequence of 16 tokens does not cut into 32 zigzag chunks of equal length \(2P must divide seq\); try --sp 2, 4, 8 \[TC601\]/);
@@ -45,7 +45,15 @@ describe('compile --sp: bad input', () => {
   it('ring buffers that do not fit beside the arenas', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '--gpu-mem', '100000', '-o', out), /does not fit: the ring buffers of one attention call need 105\.00 KiB, the gpu tier holds 97\.66 KiB.*\[TC301\]/);
     // (beside them the arena does not fit: the capacity named is what the ring buffers leave, and the line says so)
-    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '--gpu-mem', '150000', '-o', out), /capacity is 41\.48 KiB .*\(with --sp, each capacity named is the tier's less the 105\.00 KiB of one attention call's ring buffers beside the arena\) \[TC301\]$/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '--gpu-mem', '150000', '-o', out), /capacity is 41\.48 KiB .*\(with --sp, a gpu capacity named is the tier's less the 105\.00 KiB of one attention call's ring buffers beside the arena\) \[TC301\]$/);
+    // (the collectives run on the GPU: a CPU too small for their buffers had been refused, though `run` takes the plan there)
+    const small = join(dir, 'sp-small-cpu.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '--cpu-mem', '100KiB', '-o', small).status).toBe(0);
+    expect(JSON.parse(readFileSync(small, 'utf8')).tiers.cpu.peakBytes).toBe(0);
+    expect(cli('run', small, '--steps', '1', '--cpu-mem', '100KiB').status).toBe(0);
+  });
+  it('--sp over the ring\'s 1024 ranks: refused at compile and in a plan (run had crashed in the native check)', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--seq', '4096', '--sp', '2048', '-o', out), /--sp: expected a whole number of ranks from 1 to 1024, got '2048' \[TC601\]$/);
   });
   it('--sp with --dpu', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '--dpu', '--precision', 'fp16', '-o', out), /--sp and --dpu together are not supported yet/);
@@ -58,6 +66,23 @@ describe('compile --sp: bad input', () => {
     const bad = join(dir, 'bad-sp.json');
     writeFileSync(bad, JSON.stringify(plan));
     expectUserError(cli('run', bad, '--steps', '1'), /bad-sp\.json: sp: perRank has 1 sections for 2 ranks \[TC402\]/);
+    // (the ring kernel's causal mask is the zigzag layout's: a contiguous cut had trained on a wrong mask, silently)
+    const cut = JSON.parse(readFileSync(good, 'utf8'));
+    cut.sp.perRank[0].positions = Array.from({ length: 8 }, (_, i) => i);
+    cut.sp.perRank[1].positions = Array.from({ length: 8 }, (_, i) => 8 + i);
+    writeFileSync(bad, JSON.stringify(cut));
+    expectUserError(cli('run', bad, '--steps', '1'), /sp: perRank\[0\]\.positions are not rank 0's zigzag positions \(chunks 0 and 3 of 4, 8 positions\) \[TC402\]/);
+    // (collectives for another count of ranks had failed inside step 1; an sp section on a plain graph had run its ranks apart)
+    const other = JSON.parse(readFileSync(good, 'utf8'));
+    other.graph.ops.find((o: { kind: string }) => o.kind === 'allReduce').attrs.ranks = 3;
+    writeFileSync(bad, JSON.stringify(other));
+    expectUserError(cli('run', bad, '--steps', '1'), /op \d+ \(allReduce\) is for 3 ranks, the sp section for 2 \[TC402\]/);
+    const plain = join(dir, 'plain.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', plain).status).toBe(0);
+    const grafted = JSON.parse(readFileSync(plain, 'utf8'));
+    grafted.sp = JSON.parse(readFileSync(good, 'utf8')).sp;
+    writeFileSync(bad, JSON.stringify(grafted));
+    expectUserError(cli('run', bad, '--steps', '1'), /bad-sp\.json: (sp: the graph has no ringAttention op|sp: inputs\[\d\])/);
   });
 });
 
