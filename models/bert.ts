@@ -64,6 +64,7 @@ const bert: Model<BertConfig> = {
     const x = nn.scope('bert', () => {
       let h = nn.scope('embeddings', () => {
         wordEmbeddings = nn.param('word_embeddings.weight', [V, C], { normal: 0.02 });
+        // (one row per token of --seq, as GPT's wpe)
         const pos = nn.param('position_embeddings.weight', [T, C], { normal: 0.02 });
         const types = nn.param('token_type_embeddings.weight', [TOKEN_TYPES, C], { normal: 0.02 });
         const e = nn.add(nn.add(nn.embedding(tokens, wordEmbeddings), pos), nn.embedding(tokenTypes, types));

@@ -37,7 +37,10 @@ const gpt: Model<GptConfig> = {
     'gpt2-124m': { vocab: 50257, layers: 12, heads: 12, channels: 768, batch: 8, seq: 1024 },
     'gpt2-1.5b': { vocab: 50257, layers: 48, heads: 25, channels: 1600, batch: 1, seq: 1024 },
     // GPT-3 (Brown et al. 2020, table 2.1), seq 2048, batch 1. 13B uses d 5120 (the paper's 5140 is
-    // not divisible by its 40 heads), so it has 12.85B parameters rather than 13.0B.
+    // not divisible by its 40 heads), so it has 12.85B parameters rather than 13.0B. XL uses 16
+    // heads of 128 (GPT-Neo 1.3B's; the table's 24 heads of 128 do not make 2048), the same
+    // parameters. Every layer's attention is dense (the paper alternates dense and locally banded
+    // sparse layers: the same parameters, fewer attention flops there).
     'gpt3-small': { vocab: 50257, layers: 12, heads: 12, channels: 768, batch: 1, seq: 2048 },
     'gpt3-medium': { vocab: 50257, layers: 24, heads: 16, channels: 1024, batch: 1, seq: 2048 },
     'gpt3-large': { vocab: 50257, layers: 24, heads: 16, channels: 1536, batch: 1, seq: 2048 },
@@ -55,6 +58,8 @@ const gpt: Model<GptConfig> = {
     const tokens = nn.input('tokens', [B, T], 'i32');
     const targets = nn.input('targets', [B, T], 'i32');
     const wte = nn.param('wte', [V, C], { normal: 0.02 });
+    // (one position row per token of --seq: a shorter --seq has fewer parameters than the preset, and
+    // a checkpoint's wpe of the model's full context loads only at that seq)
     const wpe = nn.param('wpe', [T, C], { normal: 0.01 });
     let x = nn.add(nn.embedding(tokens, wte), wpe);
     for (let l = 0; l < cfg.layers; l++) x = nn.scope(`h.${l}`, () => block(nn, x, cfg));

@@ -55,7 +55,7 @@ export function checkWritable(path: string, what: string): void {
     closeSync(openSync(tmp, 'w'));
     rmSync(tmp, { force: true });
   } catch (e) {
-    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was run`);
+    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was done`);
   }
 }
 

@@ -181,6 +181,9 @@ async function cmdCompile(args: Args): Promise<void> {
   const sp = spFlag(args);
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
   checkDistinct([['MODEL', model], ['-o PLAN', out], ['--trace', args.flags.get('--trace')]]);
+  // (a path that cannot take the plan or the trace fails now, not after the compile: the trace's had failed with the plan written)
+  checkWritable(out, 'the plan');
+  if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
   const lpTimeLimitSeconds = num(args, '--lp-time-limit');
   if (lpTimeLimitSeconds !== undefined && lpTimeLimitSeconds <= 0) throw diag.usage(`--lp-time-limit: expected a number of seconds > 0, got ${args.flags.get('--lp-time-limit')}`);
   const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}) });
@@ -337,6 +340,7 @@ async function cmdHw(args: Args): Promise<void> {
     takeFlags(args, ['-o', '--spill-dir', '--json', ...CAPACITY_FLAGS]);
     const over = capacityFlags(args);
     checkOverrides(over); // (before the measurements)
+    if (args.flags.has('-o')) checkWritable(args.flags.get('-o')!, 'the profile');
     const { calibrate } = await import('./calibrate.js');
     const measured = await calibrate({ spillDir: args.flags.get('--spill-dir') });
     // the capacities given stand in for the measured ones (this machine's memory, the spill directory's free bytes) in the profile written

@@ -17,10 +17,11 @@ export function parseSize(flag: string, text: string): number {
   return bytes;
 }
 
-/** Bytes in binary units for messages: "1.50 GiB", "512 B". */
+/** Bytes in binary units for messages: "1.50 GiB", "512 B" (1048575 is "1.00 MiB", not "1024.00 KiB"). */
 export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   let v = n, u = 0;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+  // (the unit chosen after rounding: a value just under a unit had printed as 1024.00 of the one below)
+  while (u < units.length - 1 && Math.abs(Number(v.toFixed(u === 0 ? 0 : 2))) >= 1024) { v /= 1024; u++; }
   return `${v.toFixed(u === 0 ? 0 : 2)} ${units[u]}`;
 }

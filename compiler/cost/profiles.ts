@@ -20,6 +20,7 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { diag } from '../../src/diagnostics.js';
+import { OP_CODES } from '../ir/ops.js';
 
 export interface DeviceProfile {
   readonly capacityBytes: number;
@@ -117,10 +118,10 @@ export const BUILTIN_PROFILES: Readonly<Record<string, HardwareProfile>> = {
 export interface ProfileOverrides { gpuMemBytes?: number; cpuMemBytes?: number; nvmeBytes?: number }
 
 /** A profile's every field checked (a file's, or a plan's `hardware`: `file` then names where, and an NVMe of 0 bytes is none); one UserError line for the first bad one. */
-export function checkProfile(file: string, p: unknown, noNvme = false): HardwareProfile {
+export function checkProfile(file: string, p: unknown): HardwareProfile {
   const bad = (field: string, want: string, got: unknown) => diag.badHardware(file, `field '${field}': expected ${want}, got ${JSON.stringify(got)}`);
   const o = p as Record<string, unknown>;
-  if (typeof o !== 'object' || o === null) throw diag.badHardware(file, 'expected a JSON object');
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw diag.badHardware(file, 'expected a JSON object');
   // Rates and sizes in the range tiercut models: the LP's coefficients are
   // times in units of the GPU's work, and HiGHS rejects a model whose
   // coefficients span more than ~1e20 (a rate of 1e-9 bytes/s had made
@@ -137,8 +138,8 @@ export function checkProfile(file: string, p: unknown, noNvme = false): Hardware
     num(`${dev}.capacityBytes`, CAPACITY); num(`${dev}.memBandwidthBytesPerSec`, RATE);
     for (const d of ['f32', 'f16', 'bf16']) num(`${dev}.peakFlops.${d}`, RATE);
   }
-  // (noNvme: a plan's hardware, where --nvme 0 means no NVMe)
-  if (!(noNvme && (o.nvme as Record<string, unknown> | undefined)?.capacityBytes === 0)) num('nvme.capacityBytes', CAPACITY);
+  // (an NVMe of 0 bytes is none, as --nvme 0 says: `hw calibrate --nvme 0` had written a profile that compile refused)
+  if ((o.nvme as Record<string, unknown> | undefined)?.capacityBytes !== 0) num('nvme.capacityBytes', CAPACITY);
   num('nvme.readBytesPerSec', RATE); num('nvme.writeBytesPerSec', RATE); num('h2dBytesPerSec', RATE); num('d2hBytesPerSec', RATE);
   // optional fields: absent, or numbers in range (a measured time: at most a second)
   const get = (path: string): unknown => { let v: unknown = o; for (const k of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[k]; return v; };
@@ -153,15 +154,21 @@ export function checkProfile(file: string, p: unknown, noNvme = false): Hardware
   optNum('nvme.blockBytes', 4096, true);
   const bb = get('nvme.blockBytes');
   if (typeof bb === 'number' && (bb % 4096 !== 0 || bb > 64 * 2 ** 20)) throw bad('nvme.blockBytes', 'a multiple of 4096 from 4096 to 67108864', bb);
+  if (o.executor !== undefined && (typeof o.executor !== 'object' || o.executor === null || Array.isArray(o.executor))) throw bad('executor', 'an object', o.executor);
   if (o.executor !== undefined) for (const f of ['instructionSeconds', 'wakeSeconds', 'stepSeconds']) { if (get(`executor.${f}`) === undefined) throw bad(`executor.${f}`, 'a number >= 0', undefined); optNum(`executor.${f}`, 0, false, 1); }
   if (o.kernels !== undefined) {
     if (typeof o.kernels !== 'object' || o.kernels === null || Array.isArray(o.kernels)) throw bad('kernels', 'an object keyed by op kind', o.kernels);
     for (const k of Object.keys(o.kernels)) {
+      // a key is an op kind, with its variant and dtype ("gelu[erf]@f16"): another had been ignored without a word
+      const kind = /^([A-Za-z0-9]+)(\[[^\]]*\])?(@\w+)?$/.exec(k)?.[1];
+      if (kind === undefined || !Object.hasOwn(OP_CODES, kind)) throw bad(`kernels.${k}`, 'a key naming an op kind (e.g. "matmul", "gelu[erf]@f16")', k);
       for (const f of ['fixedSeconds', 'rooflineFactor']) if (get(`kernels.${k}.${f}`) === undefined) throw bad(`kernels.${k}.${f}`, 'a number >= 0', undefined);
       optNum(`kernels.${k}.fixedSeconds`, 0, false, 1); optNum(`kernels.${k}.rooflineFactor`, 0, false, 1e6);
     }
   }
-  if (typeof o.name !== 'string') throw bad('name', 'a string', o.name);
+  if (typeof o.name !== 'string' || o.name.trim() === '') throw bad('name', 'a non-empty string', o.name);
+  if (o.description !== undefined && typeof o.description !== 'string') throw bad('description', 'a string', o.description);
+  if (o.emulatedGpu !== undefined && typeof o.emulatedGpu !== 'boolean') throw bad('emulatedGpu', 'true or false', o.emulatedGpu);
   return { description: '', emulatedGpu: false, ...(o as object) } as HardwareProfile;
 }
 
@@ -174,7 +181,8 @@ export function loadProfile(nameOrFile: string, over: ProfileOverrides = {}): Ha
   checkOverrides(over);
   let base = BUILTIN_PROFILES[nameOrFile];
   if (!base) {
-    if (!nameOrFile.endsWith('.json') || !existsSync(nameOrFile)) throw diag.unknownHardware(nameOrFile, Object.keys(BUILTIN_PROFILES));
+    if (!nameOrFile.endsWith('.json')) throw diag.unknownHardware(nameOrFile, Object.keys(BUILTIN_PROFILES));
+    if (!existsSync(nameOrFile)) throw diag.fileNotFound(nameOrFile, 'hardware profile file');
     let json: unknown;
     try { json = JSON.parse(readFileSync(nameOrFile, 'utf8')); } catch (e) { throw diag.badHardware(nameOrFile, `not valid JSON (${(e as Error).message})`); }
     base = checkProfile(nameOrFile, json);

@@ -30,7 +30,7 @@ export function parsePlan(text: string, file: string): Plan {
   if (problems.length) throw diag.planInvalid(file, `does not match the plan schema: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`);
   const plan = json as Plan;
   // (the schema only requires these to be there: a rate of 0 had crashed report, NaN hyperparameters surfaced as "the gradient has an inf or NaN")
-  try { checkProfile('hardware', plan.hardware, true); } catch (e) { throw diag.planInvalid(file, (e as Error).message); }
+  try { checkProfile('hardware', plan.hardware); } catch (e) { throw diag.planInvalid(file, (e as Error).message); }
   const o = plan.optimizer;
   if (!(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps >= 0 && o.weightDecay >= 0)) throw diag.planInvalid(file, `optimizer: expected lr, eps and weightDecay >= 0 and betas in [0, 1), got ${JSON.stringify(o)}`);
   if (!(plan.predicted.stepSeconds > 0)) throw diag.planInvalid(file, `predicted.stepSeconds: expected a positive number, got ${plan.predicted.stepSeconds}`);

@@ -104,6 +104,19 @@ function pathOf(plan: Plan): PlanStats['criticalPath'] {
 }
 
 /** The moment each tier's live bytes peak, and the bytes per role alive then. */
+/**
+ * The model as the compile that made the plan named it: "models/gpt.ts
+ * --preset gpt2-124m --batch 1 --seq 256" (a plan compiled with --batch and
+ * --seq had read as the preset's own); an ONNX file alone (its shapes are
+ * its own, and compile takes no --preset for it).
+ */
+function modelLabel(model: Plan['model']): string {
+  if (model.preset === 'onnx') return model.source;
+  const { batch, seq } = model.config as { batch?: unknown; seq?: unknown };
+  const dims = typeof batch === 'number' && typeof seq === 'number' ? ` --batch ${batch} --seq ${seq}` : '';
+  return `${model.source} --preset ${model.preset}${dims}`;
+}
+
 function occupancyAtPeak(plan: Plan): PlanStats['atPeak'] {
   const n = plan.instructions.length;
   const out = {} as PlanStats['atPeak'];
@@ -140,7 +153,7 @@ export function planStats(plan: Plan, whatIf?: WhatIf): PlanStats {
   for (const op of g.ops) ops[op.phase][p.opTier[op.id]]++;
   const withoutWaits = withoutArenaWaits(plan);
   return {
-    model: `${plan.model.source} --preset ${plan.model.preset}`,
+    model: modelLabel(plan.model),
     hardware: plan.hardware.name,
     precision: g.precision,
     method: p.method,

@@ -11,6 +11,14 @@ export function fmtBytes(n: number): string {
   return n === 0 ? '0' : formatBytes(n);
 }
 
+/** "37.5 %"; a share that rounds to 0 or 100 without being it says so ("<0.1 %", ">99.9 %"). */
+export function usedPercent(used: number, capacity: number): string {
+  const pct = (100 * used) / capacity;
+  if (used > 0 && pct < 0.05) return '<0.1 %';
+  if (used < capacity && pct >= 99.95) return '>99.9 %';
+  return `${pct.toFixed(1)} %`;
+}
+
 function fmtSeconds(s: number): string {
   return s >= 1 ? `${s.toFixed(3)} s` : s >= 1e-3 ? `${(s * 1e3).toFixed(3)} ms` : `${(s * 1e6).toFixed(1)} µs`;
 }
@@ -97,21 +105,21 @@ export function textReport(s: PlanStats): string {
   L.push(`tiercut plan: ${s.model}`);
   L.push(`  hardware ${s.hardware}, precision ${s.precision}, ${s.params.toLocaleString('en-US')} parameters, placement by ${s.method}`);
   L.push('');
-  L.push('tier        peak        capacity    used');
+  L.push('tier        peak         capacity     used');
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const { peakBytes, capacityBytes } = s.tiers[t];
     // (a tier of no capacity, --nvme 0, had printed "NaN %")
-    L.push(`${pad(t, 10)}  ${lpad(fmtBytes(peakBytes), 10)}  ${lpad(fmtBytes(capacityBytes), 10)}  ${lpad(capacityBytes > 0 ? ((100 * peakBytes) / capacityBytes).toFixed(1) + ' %' : '-', 7)}`);
+    L.push(`${pad(t, 10)}  ${lpad(fmtBytes(peakBytes), 11)}  ${lpad(fmtBytes(capacityBytes), 11)}  ${lpad(capacityBytes > 0 ? usedPercent(peakBytes, capacityBytes) : '-', 7)}`);
   }
   if (s.whatIf) L.push(...whatIfLines(s.whatIf));
   L.push('');
   // (each tensor's bytes once, on its home tier, whatever its lifetime: a
   // sum over the step, not what is there at once; the peaks are above)
-  L.push('homed by role   gpu          cpu          nvme     (bytes of the tensors that rest there, not at once)');
+  L.push('homed by role   gpu          cpu          nvme      (bytes of the tensors that rest there, not at once)');
   for (const r of ROLES) {
     const row = s.placement[r];
     if (row.gpu + row.cpu + row.nvme === 0) continue;
-    L.push(`${pad(r, 14)}  ${lpad(fmtBytes(row.gpu), 10)}  ${lpad(fmtBytes(row.cpu), 10)}  ${lpad(fmtBytes(row.nvme), 10)}`);
+    L.push(`${pad(r, 14)}  ${lpad(fmtBytes(row.gpu), 11)}  ${lpad(fmtBytes(row.cpu), 11)}  ${lpad(fmtBytes(row.nvme), 11)}`);
   }
   L.push('');
   L.push('ops             gpu     cpu');
@@ -141,7 +149,9 @@ export function textReport(s: PlanStats): string {
   if (s.dpu) L.push(dpuLine(s.dpu, s.predicted.stepSeconds));
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {
     const parts = Object.entries(s.atPeak[t].bytes).filter(([, b]) => b! > 0).sort((a, b) => b[1]! - a[1]!);
-    if (parts.length) L.push(`${t} at its peak (instruction ${s.atPeak[t].at}): ${parts.map(([r, b]) => `${r} ${fmtBytes(b!)}`).join(', ')}`);
+    // (the tier's peak above is its arena, which holds prefetch room and the layout's gaps too: this is the most alive at once, and says so)
+    const alive = parts.reduce((a, [, b]) => a + b!, 0);
+    if (parts.length) L.push(`${t} when most is alive (instruction ${s.atPeak[t].at}, ${fmtBytes(alive)} of its ${fmtBytes(s.tiers[t].peakBytes)} arena): ${parts.map(([r, b]) => `${r} ${fmtBytes(b!)}`).join(', ')}`);
   }
   L.push(...pathLines(s));
   if (s.sp) {

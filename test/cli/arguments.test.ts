@@ -102,7 +102,7 @@ describe('arguments', () => {
     const missing = join(dir, 'no-such-dir', 'model.safetensors');
     for (const flag of ['--save', '--trace']) {
       const r = cli('run', tiny, '--steps', '2', flag, missing);
-      expectUserError(r, new RegExp(`cannot write the ${flag === '--save' ? 'checkpoint' : 'trace'} to .*model\\.safetensors: ENOENT .*; nothing was run \\[TC108\\]$`));
+      expectUserError(r, new RegExp(`cannot write the ${flag === '--save' ? 'checkpoint' : 'trace'} to .*model\\.safetensors: ENOENT .*; nothing was done \\[TC108\\]$`));
       expect(r.stdout).not.toMatch(/step/);
     }
     expectUserError(cli('run', tiny, '--steps', '1', '--save', dir), /cannot write the checkpoint to .*: EISDIR/);

@@ -98,6 +98,27 @@ describe('bad input', () => {
     const ok = join(dir, 'ok.json');
     writeFileSync(ok, JSON.stringify(base));
     expect(cli('compile', 'models/gpt.ts', '--hw', ok, '-o', join(dir, 'ok.plan.json')).status).toBe(0);
+    // an NVMe of 0 bytes is none, in a file as on the command line (`hw calibrate --nvme 0` had written a profile compile refused)
+    const none = join(dir, 'no-nvme.json');
+    writeFileSync(none, JSON.stringify({ ...base, nvme: { ...base.nvme, capacityBytes: 0 } }));
+    expect(cli('compile', 'models/gpt.ts', '--hw', none, '-o', join(dir, 'no-nvme.plan.json')).status).toBe(0);
+    // fields of the wrong kind, an unknown kernel: named (a kernel key that names no op had been ignored; an empty name printed "hardware ,")
+    const cases: [string, unknown, RegExp][] = [
+      ['array', [1, 2], /array\.json: expected a JSON object/],
+      ['kernel-key', { ...base, kernels: { bogus: { fixedSeconds: 0, rooflineFactor: 1 } } }, /field 'kernels\.bogus': expected a key naming an op kind/],
+      ['empty-name', { ...base, name: '' }, /field 'name': expected a non-empty string, got ""/],
+      ['executor', { ...base, executor: 5 }, /field 'executor': expected an object, got 5/],
+      ['emulated', { ...base, emulatedGpu: 'yes' }, /field 'emulatedGpu': expected true or false, got "yes"/],
+      ['description', { ...base, description: 42 }, /field 'description': expected a string, got 42/],
+    ];
+    for (const [name, json, want] of cases) {
+      const f = join(dir, `${name}.json`);
+      writeFileSync(f, JSON.stringify(json));
+      expectUserError(cli('compile', 'models/gpt.ts', '--hw', f, '-o', join(dir, 'x.json')), want);
+    }
+    const fine = join(dir, 'kernel-variant.json');
+    writeFileSync(fine, JSON.stringify({ ...base, kernels: { 'gelu[erf]@f16': { fixedSeconds: 1e-6, rooflineFactor: 1 } } }));
+    expect(cli('compile', 'models/gpt.ts', '--hw', fine, '-o', join(dir, 'ok.plan.json')).status).toBe(0);
   });
 
   it('a GPU or CPU capacity of 0 given on the command line: refused as a profile file\'s is (--nvme 0 is no NVMe), by compile and fit alike', () => {
@@ -107,7 +128,7 @@ describe('bad input', () => {
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--nvme', '0', '-o', out).status).toBe(0);
     // fit checks the machine once, before any model (each preset had printed the error as its "no fit" reason, exit 0)
     expectUserError(cli('fit', 'models/gpt.ts', '--gpu-mem', '0', '--json'), /--gpu-mem: expected a capacity above 0 bytes, got 0/);
-    expectUserError(cli('fit', 'models/gpt.ts', '--hw', join(dir, 'no-such-profile.json')), /unknown hardware profile '.*no-such-profile\.json'/);
+    expectUserError(cli('fit', 'models/gpt.ts', '--hw', join(dir, 'no-such-profile.json')), /no-such-profile\.json: hardware profile file not found \[TC101\]/);
   });
 
   it('fit where no preset fits, not even the smallest: the trials on stdout, then one line naming the smallest and its shortfall, exit 2', () => {
@@ -243,7 +264,7 @@ describe('bad input', () => {
     expect(first(cli('run', good, '--steps'))).toBe('tiercut: --steps needs a value');
   });
 
-  it('a hostile plan that passes the schema: a buffer freed early to share live bytes (a wrong loss, silently), a rate of 0, placement arrays cut short, betas past 1, an sp input of another shape or a position on two ranks; control characters in a name escaped', () => {
+  it('a hostile plan that passes the schema: a buffer freed early to share live bytes (a wrong loss, silently), a rate of 0, placement arrays cut short, betas past 1, an sp input of another shape or a position on two ranks (not its zigzag ones); control characters in a name escaped', () => {
     // (each had been run or reported: a wrong loss, a TypeError with a stack trace, "the gradient has an inf or NaN", a 16 GB allocation)
     const plan = JSON.parse(readFileSync(good, 'utf8'));
     const [a, b] = (() => {
@@ -267,7 +288,7 @@ describe('bad input', () => {
     const dup = JSON.parse(readFileSync(sp, 'utf8'));
     dup.sp.perRank[1].positions[0] = dup.sp.perRank[0].positions[0];
     writeFileSync(sp, JSON.stringify(dup));
-    expectUserError(cli('report', sp), new RegExp(`sp: position ${dup.sp.perRank[0].positions[0]} is on two ranks \\[TC402\\]$`));
+    expectUserError(cli('report', sp), /sp: perRank\[1\]\.positions are not rank 1's zigzag positions \(chunks 1 and 2 of 4, 8 positions\) \[TC402\]$/);
     // control characters in a name the report prints: escaped, one screen line each
     const esc = cli('report', mutated('esc.json', (p) => { p.model.source = 'models/\x1b[2Jgpt.ts\r'; }));
     expect(esc.status, esc.stderr).toBe(0);

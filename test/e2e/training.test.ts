@@ -1,7 +1,9 @@
 // End to end: a DSL model compiled to a plan and trained by the native runtime.
 //  - PyTorch parity: the tiny GPT from the same initial weights and batch as a
 //    PyTorch model (scripts/fixtures/gen_gpt_parity.py, Debian python3-torch)
-//    gives the same fp32 loss over 5 Adam/AdamW steps, within 1e-4.
+//    gives the same fp32 loss over 5 Adam/AdamW steps, within 2e-6 (measured
+//    4.8e-7; a GELU tanh/erf swap moves it 3.3e-5, a layer-norm eps of 1e-12
+//    for 1e-5 4.7e-5: the 1e-4 it had been let both pass).
 //  - Offload invariance: everything on the emulated GPU vs. a plan that moves
 //    the optimizer state to the CPU: bit-identical losses.
 //  - Measured peak bytes per tier equal the plan's.
@@ -42,7 +44,7 @@ describe('tiny GPT trains like PyTorch', () => {
       }, fileData(plan.graph, `${FIX}/data.safetensors`));
       const diffs = losses.map((l, i) => Math.abs(l - run.losses[i]));
       console.log(`losses ${losses.map((l) => l.toFixed(6)).join(' ')}; max |diff| vs PyTorch ${Math.max(...diffs).toExponential(2)}`);
-      for (let i = 0; i < 5; i++) expect(Math.abs(losses[i] - run.losses[i]), `step ${i + 1}`).toBeLessThanOrEqual(1e-4);
+      for (let i = 0; i < 5; i++) expect(Math.abs(losses[i] - run.losses[i]), `step ${i + 1}`).toBeLessThanOrEqual(2e-6);
       expect(losses[4]).toBeLessThan(losses[0]);
     });
   }
