@@ -4,7 +4,7 @@
 // was and no temporary file behind, and the caller says so in one line. A
 // target that is not a regular file (/dev/stdout, a pipe) is written through.
 
-import { type Stats, chmodSync, closeSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { type Stats, accessSync, chmodSync, closeSync, constants, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { diag } from './diagnostics.js';
@@ -48,9 +48,11 @@ export function writeAtomic(path: string, bytes: FileBytes, flush = false): void
  */
 export function checkWritable(path: string, what: string): void {
   try {
-    let dir = false;
-    try { dir = statSync(path).isDirectory(); } catch { /* absent: a new file */ }
-    if (dir) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    let st: Stats | undefined;
+    try { st = statSync(path); } catch { /* absent: a new file */ }
+    if (st?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    // (a device or a pipe is written through, not beside: /dev/null had been probed with a file made in /dev)
+    if (st && !st.isFile()) { accessSync(path, constants.W_OK); return; }
     const tmp = tmpPath(path);
     closeSync(openSync(tmp, 'w'));
     rmSync(tmp, { force: true });

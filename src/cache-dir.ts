@@ -37,7 +37,9 @@ export function remember(dir: string, name: string, text: string | Uint8Array, m
     return false;
   }
   try {
-    const entries = readdirSync(dir).filter(mine);
+    // (never the entry just written: a cache of entries dated later than now had pruned it, and its reader failed)
+    const entries = readdirSync(dir).filter((f) => mine(f) && f !== name);
+    max -= 1;
     if (entries.length > max) {
       const aged = entries.map((f) => ({ f, t: statSync(join(dir, f)).mtimeMs })).sort((a, b) => a.t - b.t || (a.f < b.f ? -1 : 1));
       for (const { f } of aged.slice(0, entries.length - max)) unlinkSync(join(dir, f));

@@ -1,4 +1,4 @@
-// The command line: compile | report | run | hw. Wires the public API to
+// The command line: compile | report | run | fit | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
 import { checkDistinct, checkWritable, writeOutput } from './atomic-write.js';

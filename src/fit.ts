@@ -2,8 +2,8 @@
 // (optionally: that still trains at >= minTflops predicted). Presets are sized
 // by building their training graphs (symbolic, no weights) and compiled from
 // the largest down; then, when the family has a `layers` field, the largest
-// feasible preset is deepened by bisection on its layer count, up to the next
-// preset's size. The first layer count tried is a guess from the capacity the
+// feasible preset is deepened by bisection on its layer count (up to
+// FIT_MAX_OPS_FACTOR, below). The first layer count tried is a guess from the capacity the
 // best plan leaves free (divided by the state bytes of one layer); from there
 // the search gallops outwards and bisects, so a fit compiles a handful of models,
 // each as a probe (compile's first plan that fits: whether it fits, for less

@@ -6,7 +6,7 @@
 // any of it runs, and every problem is reported as `file:line:col: message`.
 // Cost: ~0.2 s of type-checking, then one stack capture per DSL call.
 
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, relative, basename } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -40,21 +40,34 @@ const API_MODULE = 'tiercut/dsl';
 // DSL's types, in this process and in a per-user cache directory (which also
 // keeps its transpiled module): loading ts-morph and checking costs ~1.5 s, the
 // same for every preset and every compile of an unchanged file.
-const CACHE_VERSION = 'tiercut-dsl-1';
+const CACHE_VERSION = 'tiercut-dsl-2';
 
-function cacheKey(file: string): string {
+/** The cache key of model `file` whose text is `src`. */
+function cacheKey(file: string, src: string): string {
   const api = readFileSync(join(packageRoot(), 'compiler', 'import', 'dsl-api.ts'), 'utf8');
-  return createHash('sha256').update(`${CACHE_VERSION}\0${file}\0${api}\0${readFileSync(file, 'utf8')}`).digest('hex').slice(0, 32);
+  return createHash('sha256').update(`${CACHE_VERSION}\0${file}\0${api}\0${src}`).digest('hex').slice(0, 32);
 }
 
 const checkedKeys = new Set<string>();
 
-/** Type-checks a model file; throws UserError with the first diagnostic as file:line:col: message. */
-async function typeCheck(file: string, display: string): Promise<void> {
-  const key = cacheKey(file);
+/**
+ * Type-checks, then loads, model `file`, its text read once: the cache key,
+ * the check and the transpiled module are all of that one text (an edit
+ * between two reads had cached the edited code under the old text's key, and
+ * loaded code that was never checked).
+ */
+async function loadChecked(file: string, display: string): Promise<Loaded> {
+  const src = readFileSync(file, 'utf8');
+  const key = cacheKey(file, src);
+  await typeCheck(file, display, src, key);
+  return loadModule(file, src, key);
+}
+
+/** Type-checks a model's text; throws UserError with the first diagnostic as file:line:col: message. */
+async function typeCheck(file: string, display: string, src: string, key: string): Promise<void> {
   const dir = cacheDir();
   if (checkedKeys.has(key) || (dir && existsSync(join(dir, `${key}.ok`)))) return;
-  await typeCheckUncached(file, display);
+  await typeCheckUncached(file, display, src);
   checkedKeys.add(key);
   if (dir) remember(dir, `${key}.ok`, file + '\n', isDslEntry, MAX_DSL_ENTRIES);
 }
@@ -63,7 +76,7 @@ async function typeCheck(file: string, display: string): Promise<void> {
 const isDslEntry = (f: string) => /^[0-9a-f]{32}\.(ok|mjs)$/.test(f);
 const MAX_DSL_ENTRIES = 256;
 
-async function typeCheckUncached(file: string, display: string): Promise<void> {
+async function typeCheckUncached(file: string, display: string, src: string): Promise<void> {
   const { Project, ts } = await import('ts-morph');
   const apiPath = join(packageRoot(), 'compiler', 'import', 'dsl-api.ts');
   const project = new Project({
@@ -74,7 +87,7 @@ async function typeCheckUncached(file: string, display: string): Promise<void> {
     },
     skipAddingFilesFromTsConfig: true,
   });
-  const sf = project.addSourceFileAtPath(file);
+  const sf = project.createSourceFile(file, src, { overwrite: true });
   project.addSourceFileAtPath(apiPath);
   // syntax errors first: a type error after a syntax error is usually its echo
   const syntax = project.getProgram().getSyntacticDiagnostics(sf);
@@ -98,14 +111,30 @@ async function typeCheckUncached(file: string, display: string): Promise<void> {
 /** A loaded model module; `inMemory`: imported from a data: URL (no disk would take it), with its source map, which Node does not keep for such a URL. */
 interface Loaded { model: Model<PresetBase>; inMemory?: { url: string; map: SourceMap } }
 
-/** Transpiles (or takes from the cache) and imports the model module; the inline source map makes stack frames point at the .ts lines. */
-async function loadModule(file: string): Promise<Loaded> {
+/** The line each transpiled module ends with: its entry's key, checked on import (an empty or foreign entry imports without error). */
+const stampOf = (key: string) => `export const __tiercutCacheKey = '${key}';\n`;
+
+/**
+ * Transpiles (or takes from the cache) and imports the module of model text
+ * `src`; the inline source map makes stack frames point at the .ts lines. A
+ * cache entry that does not import, or is not this text's (truncated, empty,
+ * a directory), is made again (it had failed every later compile of the
+ * model, with a stack trace or as the model's own error).
+ */
+async function loadModule(file: string, src: string, key: string): Promise<Loaded> {
   process.setSourceMapsEnabled(true);
   const dir = cacheDir();
-  const cached = dir ? join(dir, `${cacheKey(file)}.mjs`) : undefined;
-  if (cached && existsSync(cached)) return { model: ((await import(pathToFileURL(cached).href)) as { default: Model<PresetBase> }).default };
+  const cached = dir ? join(dir, `${key}.mjs`) : undefined;
+  let again = false;
+  if (cached && existsSync(cached)) {
+    try {
+      const mod = (await import(pathToFileURL(cached).href)) as { default: Model<PresetBase>; __tiercutCacheKey?: string };
+      if (mod.__tiercutCacheKey === key) { touch(cached); return { model: mod.default }; }
+    } catch { /* damaged: made again below */ }
+    again = true;
+    try { rmSync(cached, { recursive: true, force: true }); } catch { /* written over below, or not cached */ }
+  }
   const { ts } = await import('ts-morph');
-  const src = readFileSync(file, 'utf8');
   const out = ts.transpileModule(src, {
     fileName: file,
     compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, inlineSourceMap: true, inlineSources: false },
@@ -114,12 +143,14 @@ async function loadModule(file: string): Promise<Loaded> {
   let map: ConstructorParameters<typeof SourceMap>[0] | undefined;
   const text = out.outputText.replace(/\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/, (_m, b64: string) => {
     map = { ...JSON.parse(Buffer.from(b64, 'base64').toString('utf8')), sources: [pathToFileURL(file).href], sourceRoot: '' };
-    return `//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
+    // (the stamp before the map's comment: the lines mapped above it stay where they are)
+    return `${stampOf(key)}//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
   });
   // the transpiled module goes to the cache, or (no cache, or a disk that
   // would not take it there) to a scratch directory removed after the import;
-  // with no disk at all, it is imported from memory (a data: URL)
-  let url = cached && remember(dir!, basename(cached), text, isDslEntry, MAX_DSL_ENTRIES) ? pathToFileURL(cached).href : undefined;
+  // with no disk at all, it is imported from memory (a data: URL); a module
+  // made again is imported by a new URL (this process keeps the damaged one's)
+  let url = cached && remember(dir!, basename(cached), text, isDslEntry, MAX_DSL_ENTRIES) ? `${pathToFileURL(cached).href}${again ? `?again=${process.pid}-${Date.now()}` : ''}` : undefined;
   let scratch: string | undefined, inMemory: Loaded['inMemory'];
   if (!url) {
     try {
@@ -142,6 +173,11 @@ async function loadModule(file: string): Promise<Loaded> {
   }
 }
 
+/** An entry used now is the last the cache prunes (the cache removes the least recently written first). */
+function touch(path: string): void {
+  try { const now = new Date(); utimesSync(path, now, now); } catch { /* read-only: pruned sooner, made again then */ }
+}
+
 /** (a model with `presets: {}` had been refused as "unknown preset 'undefined' (available: )") */
 const NO_PRESETS = 'the model has no presets: give it at least one, e.g. presets: { small: { batch: 8, seq: 1 } }';
 
@@ -149,8 +185,7 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
-  await typeCheck(file, display);
-  const { model, inMemory } = await loadModule(file);
+  const { model, inMemory } = await loadChecked(file, display);
   if (!model || typeof model !== 'object' || typeof model.build !== 'function' || typeof model.presets !== 'object')
     throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   const names = Object.keys(model.presets);
@@ -360,8 +395,7 @@ export async function modelPresets(modelPath: string): Promise<string[]> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
-  await typeCheck(file, display);
-  const { model } = await loadModule(file);
+  const { model } = await loadChecked(file, display);
   if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   if (Object.keys(model.presets).length === 0) throw diag.modelExport(display, NO_PRESETS);
   return Object.keys(model.presets);

@@ -130,7 +130,8 @@ export interface Plan {
      * The plan leaves the LP's one-level family these ways (chains: it
      * recomputes activations through chains; split: it rests a parameter's
      * master32 apart from its moments; stream: it updates on the GPU a
-     * parameter whose state rests on the CPU): lowerBoundSeconds is the LP's
+     * parameter whose state rests on the CPU; cast: it casts on the GPU a
+     * p16 from master32 copied up): lowerBoundSeconds is the LP's
      * widened by just those, a relaxation of such plans (lower).
      */
     readonly widenedBy?: readonly ('chains' | 'split' | 'stream' | 'cast')[];

@@ -2,7 +2,7 @@
 //
 // Takes a training-step Graph (ops in program order) and a Placement. Gives the
 // step as one flattened list of instructions (run, copy, free), each on a stream
-// (gpu, cpu, h2d, d2h), with the events it waits on, and the buffers they touch
+// (gpu, cpu, h2d, d2h, nvmeRead, nvmeWrite), with the events it waits on, and the buffers they touch
 // (tier, size, live range; offsets come later from the arena pass).
 // Rules:
 //  - every tensor has one home buffer; persistent state, data inputs and the

@@ -25,8 +25,9 @@ void cross_entropy_forward(T* loss, const T* logits, const int32_t* targets, int
     for (int64_t v = 1; v < V; v++) maxval = row[v] > maxval ? row[v] : maxval;
     double sum = 0.0;
     for (int64_t v = 0; v < V; v++) sum += std::exp(double(row[v]) - double(maxval));
-    double lse = double(maxval) + std::log(sum);
-    total += lse - double(row[targets[n]]);
+    // lse - logit[t] as (max - logit[t]) + log(sum): with |max| past ~1e15 the log(sum) had been
+    // absorbed into max and cancelled out (every logit 1e17: a loss of 0, not log V)
+    total += (double(maxval) - double(row[targets[n]])) + std::log(sum);
   }
   loss[0] = T(total / double(N));
 }

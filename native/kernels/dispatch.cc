@@ -811,6 +811,9 @@ bool window_check(std::string* err, const char* op, const TensorView& x, const T
                            ints_str(geom + 4, 2) + " must be >= 1");
   for (int i = 0; i < 4; i++)
     if (pads[i] < 0) return fail(err, std::string(op) + ": pads " + ints_str(pads, 4) + " must be >= 0");
+  // (as PyTorch: a plane of no rows or columns has windows of padding alone, whose max had been read
+  // and written at an index of the empty x and dx)
+  if (s->H < 1 || s->W < 1) return fail(err, std::string(op) + ": x has shape " + shape_str(x) + ": its planes need at least one row and one column");
   const int64_t fh = window_out(s->H, s->kH, s->sH, s->pT, s->pB, s->dH, false), fw = window_out(s->W, s->kW, s->sW, s->pL, s->pR, s->dW, false);
   const int64_t ch = window_out(s->H, s->kH, s->sH, s->pT, s->pB, s->dH, true), cw = window_out(s->W, s->kW, s->sW, s->pL, s->pR, s->dW, true);
   TensorView want;
@@ -835,7 +838,8 @@ bool window_check(std::string* err, const char* op, const TensorView& x, const T
 bool conv_check(std::string* err, const char* op, const OpCall& c, const TensorView& x, const TensorView& w,
                 const TensorView& y, const char* yname, Window2d* s) {
   if (w.rank != 4) return fail(err, std::string(op) + ": w has shape " + shape_str(w) + ", expected [M,C/groups,kH,kW]");
-  if (x.rank == 4 && (w.shape[1] < 1 || x.shape[1] % w.shape[1] != 0 || w.shape[0] % (x.shape[1] / w.shape[1]) != 0))
+  // (x of 0 channels had divided by zero here: the process ended with SIGFPE)
+  if (x.rank == 4 && (w.shape[1] < 1 || x.shape[1] < w.shape[1] || x.shape[1] % w.shape[1] != 0 || w.shape[0] % (x.shape[1] / w.shape[1]) != 0))
     return fail(err, std::string(op) + ": w has shape " + shape_str(w) + ", which does not split the " + std::to_string(x.shape[1]) +
                          " channels of x into groups (C / w[1] groups must divide M = w[0])");
   s->kH = w.shape[2]; s->kW = w.shape[3];

@@ -55,8 +55,14 @@ static void read_shape(const Napi::Value& v, const std::string& field, TensorVie
   if (!v.IsObject()) throw Napi::TypeError::New(v.Env(), field + ": expected an object, got " + describe_value(v));
   Napi::Array shape = read_list(v.As<Napi::Object>().Get("shape"), field + ".shape", kMaxRank);
   t->rank = (int32_t)shape.Length();
-  for (uint32_t d = 0; d < shape.Length(); d++)
+  int64_t numel = 1;
+  for (uint32_t d = 0; d < shape.Length(); d++) {
     t->shape[d] = read_int(shape.Get(d), field + ".shape[" + std::to_string(d) + "]", 0, (int64_t)1 << 40);
+    // (as the plan reader: [2^32, 2^32] had wrapped to 0 elements, passed the data's length check, and the kernel ran past it)
+    if (t->shape[d] > 0 && numel > ((int64_t)1 << 50) / t->shape[d])
+      throw Napi::RangeError::New(v.Env(), field + ".shape: more than 2^50 elements");
+    numel *= t->shape[d];
+  }
 }
 
 template <typename T>
