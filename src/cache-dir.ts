@@ -6,7 +6,7 @@
 // compile may reuse across processes: type-checked and transpiled DSL models
 // (compiler/import/dsl.ts) and solved LPs (compiler/partition/lp-cache.ts).
 
-import { mkdirSync, readdirSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeAtomic } from './atomic-write.js';
@@ -19,6 +19,8 @@ export function cacheDir(): string | undefined {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const st = statSync(dir);
     if (uid !== undefined && (st.uid !== uid || (st.mode & 0o022) !== 0)) return undefined;
+    // (a directory made before, readable by others: the models' transpiled sources are this user's alone)
+    if ((st.mode & 0o077) !== 0) chmodSync(dir, 0o700);
     return dir;
   } catch {
     return undefined;

@@ -17,7 +17,7 @@
 // gpt2-1.5b: a few ms) per solve.
 
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { cacheDir, remember } from '../../src/cache-dir.js';
@@ -63,6 +63,9 @@ export function lpCached(key: string, numCols: number): HighsResult | undefined 
   const file = join(dir, `lp-${key}.json`);
   if (!existsSync(file)) return undefined;
   try {
+    // a regular file of the size such an entry has, at most (a link to /dev/zero had hung the compile)
+    const st = statSync(file);
+    if (!st.isFile() || st.size > 4096 + Math.ceil((8 * numCols) / 3) * 4) return undefined;
     const e = JSON.parse(readFileSync(file, 'utf8')) as { status: string; objective: number; iterations: number; x: string };
     if (e.status === 'infeasible' && typeof e.iterations === 'number') return { status: 'infeasible', objective: NaN, iterations: e.iterations, x: new Float64Array(numCols) };
     if (e.status === 'iterationLimit' && typeof e.iterations === 'number') return { status: 'other', iterationLimited: true, objective: NaN, iterations: e.iterations, x: new Float64Array(numCols) };
@@ -71,6 +74,7 @@ export function lpCached(key: string, numCols: number): HighsResult | undefined 
     if (bytes.length !== 8 * numCols) return undefined;
     const x = new Float64Array(bytes.length / 8);
     new Uint8Array(x.buffer).set(bytes);
+    if (!x.every(Number.isFinite) || !Number.isFinite(e.objective)) return undefined;
     return { status: 'optimal', objective: e.objective, iterations: e.iterations, x };
   } catch {
     return undefined; // unreadable: solve again

@@ -3,7 +3,7 @@
 // the solver's outcome; a different model, limit or option is not; an outcome
 // neither optimal nor infeasible is not kept; TIERCUT_LP_CACHE=0 neither reads nor writes.
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LinearProgram } from '../../compiler/partition/lp-model.js';
@@ -72,6 +72,28 @@ describe('LP cache', () => {
       expect(freed.readyAt).toBeDefined();
       expect(freed.status).toBe('optimal');
       expect(freed.objective).toBe(first.objective);
+    } finally {
+      w.close();
+    }
+  });
+
+  it('an entry that is a link to a device, or holds a non-finite value: solved again (the link to /dev/zero had hung the compile)', async () => {
+    const w = new LpWorker();
+    try {
+      expect((await w.solve(model(10), 30)).readyAt).toBeDefined();
+      const [name] = entries();
+      const path = join(dir, `tiercut-cache-${process.getuid?.() ?? 'user'}`, name);
+      const e = JSON.parse(readFileSync(path, 'utf8'));
+      const nan = new Float64Array(2).fill(NaN);
+      writeFileSync(path, JSON.stringify({ ...e, x: Buffer.from(nan.buffer).toString('base64') }));
+      const again = await w.solve(model(10), 30);
+      expect(again.readyAt).toBeDefined();
+      expect(again.x.every(Number.isFinite)).toBe(true);
+      rmSync(path);
+      symlinkSync('/dev/zero', path);
+      const linked = await w.solve(model(10), 30);
+      expect(linked.readyAt).toBeDefined();
+      expect(linked.status).toBe('optimal');
     } finally {
       w.close();
     }
