@@ -121,6 +121,8 @@ export class TrainingSession {
   private get homeOf(): Map<number, number> { return this.bound.homeOf; }
   /** Set once applyPending has run (the step it applied): no step may follow. */
   private pendingApplied?: number;
+  /** A DPU session's warm-up step's measured peaks, once the steady step has taken over (memory() gives the larger of each). */
+  private warmupPeaks?: ReturnType<TrainingSession['memory']>;
   /** The plan running now: the plan itself, or its DPU steady state after the warm-up. */
   get current(): Plan { return this.bound.plan; }
 
@@ -142,6 +144,7 @@ export class TrainingSession {
    */
   private switchToSteady(): void {
     const steady = this.plan.dpu!.steady!;
+    // (the warm-up's arenas are open while the steady step's are made: the tiers, and the spill directory, hold both for a moment)
     const next = bind(steady, this.optimizer, this.opts.spillDir ?? tmpdir(), this.opts.nvme);
     try {
       for (const t of steady.graph.tensors) {
@@ -154,6 +157,7 @@ export class TrainingSession {
       next.native.close();
       throw e;
     }
+    this.warmupPeaks = this.memory();
     this.native.close();
     this.bound = next;
   }
@@ -217,7 +221,8 @@ export class TrainingSession {
     let delayedStep = step;
     if (dpu?.steady && step > dpu.warmupSteps) {
       if (this.bound.plan === this.plan) {
-        try { this.switchToSteady(); } catch (e) { throw e instanceof UserError ? e : diag.runtime(`step ${step}: the DPU steady step could not take over: ${(e as Error).message}`); }
+        // (its own errors too: "cannot reserve … bytes" had not said it was the switch, which holds both steps' arenas at once)
+        try { this.switchToSteady(); } catch (e) { throw diag.runtime(`step ${step}: the DPU steady step could not take over (its arenas are made while the warm-up's are open, so each tier and the spill directory must hold both): ${(e as Error).message}`); }
       }
       delayedStep = step - 1 === dpu.warmupSteps ? 0 : step - 1;
     }
@@ -254,9 +259,10 @@ export class TrainingSession {
 
   /** Measured arena use per tier so far. */
   memory(): { peakBytes: Record<Tier, number>; peakLiveBytes: Record<Tier, number> } {
-    const s = this.native.stats();
-    const rec = (a: number[]) => ({ gpu: a[0], cpu: a[1], nvme: a[2] });
-    return { peakBytes: rec(s.peakBytes), peakLiveBytes: rec(s.peakLiveBytes) };
+    const s = this.native.stats(), w = this.warmupPeaks;
+    // (a DPU run's: the larger of the warm-up's and the steady step's; the steady step's alone had been reported)
+    const rec = (a: number[], before?: Record<Tier, number>) => ({ gpu: Math.max(a[0], before?.gpu ?? 0), cpu: Math.max(a[1], before?.cpu ?? 0), nvme: Math.max(a[2], before?.nvme ?? 0) });
+    return { peakBytes: rec(s.peakBytes, w?.peakBytes), peakLiveBytes: rec(s.peakLiveBytes, w?.peakLiveBytes) };
   }
 
   /** The current fp32 value of every parameter (the master copy when training in half precision). */

@@ -4,8 +4,8 @@
 // was and no temporary file behind, and the caller says so in one line. A
 // target that is not a regular file (/dev/stdout, a pipe) is written through.
 
-import { type Stats, accessSync, chmodSync, closeSync, constants, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { type Stats, accessSync, chmodSync, closeSync, constants, fsyncSync, lstatSync, openSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { diag } from './diagnostics.js';
 
@@ -41,10 +41,31 @@ export function writeAtomic(path: string, bytes: FileBytes, flush = false): void
 }
 
 /**
+ * Where a write to `path` lands: through symbolic links (a dangling one too:
+ * the file it names is made), by the OS's own resolution (`..` after a link
+ * is the link target's parent), into the directory that will hold the file.
+ */
+function writeTarget(path: string): string {
+  let at = path;
+  for (let hops = 0; hops < 40; hops++) {
+    let link: string;
+    try {
+      if (!lstatSync(at).isSymbolicLink()) break;
+      link = readlinkSync(at);
+    } catch { break; /* absent: a new file */ }
+    at = isAbsolute(link) ? link : join(dirname(at), link);
+  }
+  try { return realpathSync.native(at); } catch { /* not there yet */ }
+  try { return join(realpathSync.native(dirname(at)), basename(at)); } catch { return resolve(at); }
+}
+
+/**
  * Whether `path` can be written later (before work whose result goes there:
  * run's checkpoint, written after every step, had been lost with a whole run
- * to a missing directory): its temporary file made and removed beside it; a
- * directory in its place refused. Throws writeOutput's one line.
+ * to a missing directory): its temporary file made and removed beside where
+ * writeOutput will write (a link's target's directory); a directory in its
+ * place refused; a device or pipe checked for write access. Throws
+ * writeOutput's one line.
  */
 export function checkWritable(path: string, what: string): void {
   try {
@@ -53,7 +74,7 @@ export function checkWritable(path: string, what: string): void {
     if (st?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
     // (a device or a pipe is written through, not beside: /dev/null had been probed with a file made in /dev)
     if (st && !st.isFile()) { accessSync(path, constants.W_OK); return; }
-    const tmp = tmpPath(path);
+    const tmp = tmpPath(writeTarget(path));
     closeSync(openSync(tmp, 'w'));
     rmSync(tmp, { force: true });
   } catch (e) {
@@ -64,20 +85,18 @@ export function checkWritable(path: string, what: string): void {
 /**
  * A user's output file (`what`: "the plan", "the checkpoint"): atomic and
  * flushed; a failure is one UserError line naming the file and the OS error.
- * A symbolic link is written through to its target (the rename had replaced
- * the link with a file and left the target as it was), and a file keeps its
- * permission bits.
+ * A symbolic link is written through to its target, a dangling one's made
+ * (the rename had replaced the link with a file and left the target as it
+ * was), and a file keeps its permission bits (not set-id ones).
  */
 export function writeOutput(path: string, bytes: FileBytes, what: string): void {
   try {
     let st: Stats | undefined;
     try { st = statSync(path); } catch { /* absent: a new file */ }
-    if (st && !st.isFile()) { const fd = openSync(path, 'w'); try { writeAll(fd, bytes); } finally { closeSync(fd); } }
-    else if (st) {
-      const target = realpathSync(path);
-      writeAtomic(target, bytes, true);
-      chmodSync(target, st.mode & 0o7777);
-    } else writeAtomic(path, bytes, true);
+    if (st && !st.isFile()) { const fd = openSync(path, 'w'); try { writeAll(fd, bytes); } finally { closeSync(fd); } return; }
+    const target = writeTarget(path);
+    writeAtomic(target, bytes, true);
+    if (st) chmodSync(target, st.mode & 0o1777);
   } catch (e) {
     throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was written`);
   }
@@ -87,13 +106,6 @@ export function writeOutput(path: string, bytes: FileBytes, what: string): void 
 export function osReason(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
   return err.code ? `${err.code} (${String(err.message).replace(/^\w+: /, '').replace(/, \w+ .*$/, '')})` : String(err?.message ?? e);
-}
-
-/** Where `path` is or would be: symbolic links in it (and in its directory) followed where they exist. */
-function whereIs(path: string): string {
-  const full = resolve(path);
-  try { return realpathSync(full); } catch { /* not there yet */ }
-  try { return join(realpathSync(dirname(full)), basename(full)); } catch { return full; }
 }
 
 /**
@@ -108,7 +120,9 @@ export function checkDistinct(files: readonly (readonly [string, string | undefi
   const seen = new Map<string, string>();
   for (const [what, path] of files) {
     if (path === undefined) continue;
-    const at = whereIs(path);
+    // (a device given twice, /dev/null for both, is fine: nothing is kept there)
+    try { if (!statSync(path).isFile()) continue; } catch { /* absent: a new file */ }
+    const at = writeTarget(path);
     const before = seen.get(at);
     if (before !== undefined) throw diag.usage(`${before} and ${what} are the same file (${path}); give each its own`);
     seen.set(at, what);

@@ -82,8 +82,9 @@ function num(args: Args, flag: string, opts: { integer?: boolean; min?: number }
   const v = args.flags.get(flag);
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || v.trim() === '') throw diag.badNumber(flag, v);
-  if ((opts.integer && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min)) throw diag.badNumber(flag, v, `${opts.integer ? 'an integer' : 'a number'}${opts.min !== undefined ? ` >= ${opts.min}` : ''}`);
+  // (a decimal number only: '0x10' had been 16; a whole number exactly: 1e30 warm-up steps and 2^53 + 1 had been taken)
+  if (!Number.isFinite(n) || !/^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i.test(v)) throw diag.badNumber(flag, v);
+  if ((opts.integer && !Number.isSafeInteger(n)) || (opts.min !== undefined && n < opts.min)) throw diag.badNumber(flag, v, `${opts.integer ? 'an integer' : 'a number'}${opts.min !== undefined ? ` >= ${opts.min}` : ''}`);
   return n;
 }
 
@@ -272,9 +273,12 @@ async function cmdRun(args: Args): Promise<void> {
     const io = session.info();  // after the steps: the edge-read count covers them
     if (traceFile !== undefined) writeOutput(traceFile, chromeTraceBytes(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }), 'the trace');
     const mem = session.memory();
+    // (a DPU run's peaks are the larger of its warm-up's and its steady step's, planned as measured)
+    const ran = session.current === plan ? [plan] : [plan, session.current];
+    const planPeakBytes = Object.fromEntries((['gpu', 'cpu', 'nvme'] as const).map((t) => [t, Math.max(...ran.map((p) => p.predicted.peakBytes[t]))])) as Plan['predicted']['peakBytes'];
     const summary = {
       steps, meanStepSeconds: total / steps, predictedStepSeconds: session.current.predicted.stepSeconds,
-      peakBytes: mem.peakBytes, planPeakBytes: session.current.predicted.peakBytes, peakLiveBytes: mem.peakLiveBytes,
+      peakBytes: mem.peakBytes, planPeakBytes, peakLiveBytes: mem.peakLiveBytes,
       streamBusySeconds: Object.fromEntries(['gpu', 'cpu', 'h2d', 'd2h', 'nvmeRead', 'nvmeWrite'].map((s, i) => [s, busy[i] / steps])),
       predictedStreamBusySeconds: session.current.predicted.streamBusySeconds,
       bytesPerStep: { h2d: bytes.h2d / steps, d2h: bytes.d2h / steps, nvmeRead: bytes.nvmeRead / steps, nvmeWrite: bytes.nvmeWrite / steps },
@@ -287,7 +291,7 @@ async function cmdRun(args: Args): Promise<void> {
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
     else {
-      process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(session.current.predicted.peakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
+      process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(planPeakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(planPeakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
       const n = summary.nvme;
       if (n) process.stdout.write(`nvme tier: ${n.backend}, ${n.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${n.queueDepth}, blocks ${fmtBytes(n.blockBytes)}, ${n.edgeReads} edge-block reads, ${n.ios} I/Os (${n.mergedChunks} requests merged into the one before)\n`);
     }

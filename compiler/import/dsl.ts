@@ -40,7 +40,7 @@ const API_MODULE = 'tiercut/dsl';
 // DSL's types, in this process and in a per-user cache directory (which also
 // keeps its transpiled module): loading ts-morph and checking costs ~1.5 s, the
 // same for every preset and every compile of an unchanged file.
-const CACHE_VERSION = 'tiercut-dsl-2';
+const CACHE_VERSION = 'tiercut-dsl-3';
 
 /** The cache key of model `file` whose text is `src`. */
 function cacheKey(file: string, src: string): string {
@@ -111,27 +111,49 @@ async function typeCheckUncached(file: string, display: string, src: string): Pr
 /** A loaded model module; `inMemory`: imported from a data: URL (no disk would take it), with its source map, which Node does not keep for such a URL. */
 interface Loaded { model: Model<PresetBase>; inMemory?: { url: string; map: SourceMap } }
 
-/** The line each transpiled module ends with: its entry's key, checked on import (an empty or foreign entry imports without error). */
-const stampOf = (key: string) => `export const __tiercutCacheKey = '${key}';\n`;
+/**
+ * The line a cached module holds just above its source map's comment (which
+ * must end the file for Node to find it): its key and the hash of every other
+ * byte, checked before the module is imported.
+ */
+const sealOf = (key: string, rest: string) => `//# tiercut-cache ${key} ${createHash('sha256').update(rest).digest('hex')}\n`;
+
+/** `body` (a transpiled module) with its seal above its last line. */
+function sealed(key: string, body: string): string {
+  const at = body.lastIndexOf('//# sourceMappingURL=');
+  const cut = at >= 0 ? at : body.length;
+  return body.slice(0, cut) + sealOf(key, body) + body.slice(cut);
+}
+
+/** A cache entry's module text where it is whole and this key's, else undefined (truncated, empty, a directory, another's). */
+function sealedEntry(path: string, key: string): string | undefined {
+  let text: string;
+  try { text = readFileSync(path, 'utf8'); } catch { return undefined; }
+  const at = text.lastIndexOf('//# tiercut-cache ');
+  const end = text.indexOf('\n', at);
+  if (at < 0 || end < 0) return undefined;
+  const rest = text.slice(0, at) + text.slice(end + 1);
+  return text.slice(at, end + 1) === sealOf(key, rest) ? text : undefined;
+}
 
 /**
  * Transpiles (or takes from the cache) and imports the module of model text
  * `src`; the inline source map makes stack frames point at the .ts lines. A
- * cache entry that does not import, or is not this text's (truncated, empty,
- * a directory), is made again (it had failed every later compile of the
- * model, with a stack trace or as the model's own error).
+ * cache entry that is not whole and this text's (truncated, empty, a
+ * directory) is made again (it had failed every later compile of the model,
+ * with a stack trace or as the model's own error); the model's own errors
+ * are its own (its code runs once).
  */
 async function loadModule(file: string, src: string, key: string): Promise<Loaded> {
   process.setSourceMapsEnabled(true);
   const dir = cacheDir();
   const cached = dir ? join(dir, `${key}.mjs`) : undefined;
-  let again = false;
   if (cached && existsSync(cached)) {
-    try {
-      const mod = (await import(pathToFileURL(cached).href)) as { default: Model<PresetBase>; __tiercutCacheKey?: string };
-      if (mod.__tiercutCacheKey === key) { touch(cached); return { model: mod.default }; }
-    } catch { /* damaged: made again below */ }
-    again = true;
+    if (sealedEntry(cached, key) !== undefined) {
+      touch(cached);
+      return { model: ((await import(pathToFileURL(cached).href)) as { default: Model<PresetBase> }).default };
+    }
+    // (never imported by this process: checked before any import, so the same URL serves the module made again)
     try { rmSync(cached, { recursive: true, force: true }); } catch { /* written over below, or not cached */ }
   }
   const { ts } = await import('ts-morph');
@@ -141,16 +163,15 @@ async function loadModule(file: string, src: string, key: string): Promise<Loade
   });
   // the map's "sources" must name the original file so stacks point at it
   let map: ConstructorParameters<typeof SourceMap>[0] | undefined;
-  const text = out.outputText.replace(/\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/, (_m, b64: string) => {
+  const body = out.outputText.replace(/\/\/# sourceMappingURL=data:application\/json;base64,(\S+)/, (_m, b64: string) => {
     map = { ...JSON.parse(Buffer.from(b64, 'base64').toString('utf8')), sources: [pathToFileURL(file).href], sourceRoot: '' };
-    // (the stamp before the map's comment: the lines mapped above it stay where they are)
-    return `${stampOf(key)}//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
+    return `//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}`;
   });
+  const text = sealed(key, body);
   // the transpiled module goes to the cache, or (no cache, or a disk that
   // would not take it there) to a scratch directory removed after the import;
-  // with no disk at all, it is imported from memory (a data: URL); a module
-  // made again is imported by a new URL (this process keeps the damaged one's)
-  let url = cached && remember(dir!, basename(cached), text, isDslEntry, MAX_DSL_ENTRIES) ? `${pathToFileURL(cached).href}${again ? `?again=${process.pid}-${Date.now()}` : ''}` : undefined;
+  // with no disk at all, it is imported from memory (a data: URL)
+  let url = cached && remember(dir!, basename(cached), text, isDslEntry, MAX_DSL_ENTRIES) ? pathToFileURL(cached).href : undefined;
   let scratch: string | undefined, inMemory: Loaded['inMemory'];
   if (!url) {
     try {

@@ -95,6 +95,8 @@ function checkWindow(kind: OpKind, w: Window2d): void {
 /** [N, C, OH, OW] for x [N, C, H, W] under window w, or ShapeError. */
 function windowOut(kind: OpKind, x: readonly number[], outChannels: number, w: Window2d): number[] {
   checkWindow(kind, w);
+  // (as the kernels and PyTorch: a plane of no rows or columns has windows of padding alone)
+  if (!(x[2] >= 1 && x[3] >= 1)) fail(kind, `x${shapeStr(x)}: its planes need at least one row and one column`);
   const oh = windowOutSize(x[2], w.kernel[0], w.strides[0], w.pads[0], w.pads[2], w.dilations[0], w.ceilMode);
   const ow = windowOutSize(x[3], w.kernel[1], w.strides[1], w.pads[1], w.pads[3], w.dilations[1], w.ceilMode);
   if (oh < 1 || ow < 1) fail(kind, `a ${w.kernel.join('x')} window (dilations [${w.dilations.join(',')}], pads [${w.pads.join(',')}]) does not fit in x${shapeStr(x)}`);
@@ -104,7 +106,7 @@ function windowOut(kind: OpKind, x: readonly number[], outChannels: number, w: W
 function convOut(kind: OpKind, x: readonly number[], w: readonly number[], attrs: OpAttrs): number[] {
   if (x.length !== 4 || w.length !== 4) fail(kind, `needs x[N,C,H,W] and w[M,C/groups,kH,kW], got x${shapeStr(x)} w${shapeStr(w)}`);
   const [C, Cg, M] = [x[1], w[1], w[0]];
-  if (C % Cg !== 0 || M % (C / Cg) !== 0) fail(kind, `w${shapeStr(w)} does not split x${shapeStr(x)}'s ${C} channels into groups (C / w[1] groups must divide M = ${M})`);
+  if (!(C >= 1 && Cg >= 1) || C % Cg !== 0 || M % (C / Cg) !== 0) fail(kind, `w${shapeStr(w)} does not split x${shapeStr(x)}'s ${C} channels into groups (C / w[1] groups must divide M = ${M})`);
   return windowOut(kind, x, M, window2d(attrs, [w[2], w[3]]));
 }
 

@@ -10,6 +10,7 @@ import { verifyPlan } from '../simulate/verify-plan.js';
 import { MAX_SP_RANKS, zigzagPositions } from '../lower/sequence-parallel.js';
 import { PLAN_SCHEMA, validateSchema } from './schema.js';
 import { FORMAT_VERSION, type Plan } from './types.js';
+import type { Graph, Op } from '../ir/types.js';
 
 export function serializePlan(plan: Plan): string {
   return JSON.stringify(plan) + '\n';
@@ -52,18 +53,51 @@ export function parsePlan(text: string, file: string): Plan {
       if (steadyErrors.length) throw diag.planInvalid(file, `dpu.steady: ${steadyErrors[0]}`);
       // the steady step takes over the plain step's buffers' values by tensor id: the same tensors, optimizer and machine
       const st = d.steady as Plan;
-      const differs = plan.graph.tensors.find((t, i) => st.graph.tensors[i] && (st.graph.tensors[i].name !== t.name || st.graph.tensors[i].dtype !== t.dtype || JSON.stringify(st.graph.tensors[i].shape) !== JSON.stringify(t.shape)));
-      if (differs) throw diag.planInvalid(file, `dpu.steady: tensor ${differs.id} is not the plain step's ${differs.name}`);
+      const problem = steadyProblem(plan.graph, st.graph);
+      if (problem) throw diag.planInvalid(file, `dpu.steady: ${problem}`);
       if (JSON.stringify(st.optimizer) !== JSON.stringify(plan.optimizer) || JSON.stringify(st.hardware) !== JSON.stringify(plan.hardware)) throw diag.planInvalid(file, 'dpu.steady: its optimizer or hardware differs from the plain step\'s');
     }
+  }
+  // (a dpu section on an sp plan had been ignored: the ranks never switch)
+  if (plan.sp !== undefined && plan.dpu !== undefined) throw diag.planInvalid(file, 'a plan has an sp section or a dpu section, not both');
+  for (const [where, p] of [['', plan], ['dpu.steady: ', plan.dpu?.steady]] as const) {
+    const t = p && (['gpu', 'cpu', 'nvme'] as const).find((k) => p.tiers[k].capacityBytes !== p.hardware[k].capacityBytes);
+    if (p && t) throw diag.planInvalid(file, `${where}tiers.${t}.capacityBytes ${p.tiers[t].capacityBytes} is not the hardware's ${p.hardware[t].capacityBytes}`);
   }
   if (plan.sp !== undefined) {
     const problem = spProblem(plan);
     if (problem) throw diag.planInvalid(file, `sp: ${problem}`);
   }
-  const collective = collectiveProblem(plan);
-  if (collective) throw diag.planInvalid(file, collective);
+  for (const [where, p] of [['', plan], ['dpu.steady: ', plan.dpu?.steady]] as const) {
+    const collective = p && collectiveProblem(p, plan.sp?.ranks);
+    if (collective) throw diag.planInvalid(file, where + collective);
+  }
   return plan;
+}
+
+/**
+ * The steady step's graph as lowerDpu makes it from the plain one: the same
+ * tensors (a delayed update's gradient made state), the same ops in another
+ * order, the same precision and loss. A role, param, precision or an op's
+ * attribute changed had been taken: a checkpoint without a parameter, or
+ * another model trained after the warm-up.
+ */
+function steadyProblem(plain: Graph, steady: Graph): string | undefined {
+  if (steady.tensors.length !== plain.tensors.length) return `${steady.tensors.length} tensors, the plain step has ${plain.tensors.length}`;
+  if (steady.precision !== plain.precision || steady.loss !== plain.loss || steady.paramCount !== plain.paramCount) return 'its precision, loss or parameter count differs from the plain step\'s';
+  for (const [i, t] of plain.tensors.entries()) {
+    const s = steady.tensors[i];
+    const madeState = t.role === 'grad16' && !t.persistent && s.persistent; // (a delayed update's gradient)
+    if (s.name !== t.name || s.dtype !== t.dtype || JSON.stringify(s.shape) !== JSON.stringify(t.shape) || s.role !== t.role || s.param !== t.param
+      || (s.persistent !== t.persistent && !madeState) || (!madeState && JSON.stringify(s.init) !== JSON.stringify(t.init)) || Boolean(s.frozen) !== Boolean(t.frozen))
+      return `tensor ${i} is not the plain step's ${t.name}`;
+  }
+  if (steady.ops.length !== plain.ops.length) return `${steady.ops.length} ops, the plain step has ${plain.ops.length}`;
+  const key = (o: Op) => JSON.stringify([o.kind, o.inputs, o.outputs, o.attrs, o.phase]);
+  const want = plain.ops.map(key).sort(), got = steady.ops.map(key).sort();
+  const at = want.findIndex((k, i) => k !== got[i]);
+  if (at >= 0) return `its ops are not the plain step's reordered (e.g. ${got[at]})`;
+  return undefined;
 }
 
 /**
@@ -72,8 +106,7 @@ export function parsePlan(text: string, file: string): Plan {
  * run its ranks apart (each attending to its own tokens, updating its own
  * parameters), and ops for 3 ranks in a plan of 2 failed inside step 1.
  */
-function collectiveProblem(plan: Plan): string | undefined {
-  const ranks = plan.sp?.ranks;
+function collectiveProblem(plan: Plan, ranks: number | undefined): string | undefined {
   let rings = 0;
   for (const o of plan.graph.ops) {
     if (o.kind !== 'ringAttention' && o.kind !== 'ringAttentionBackward' && o.kind !== 'allReduce') continue;
@@ -88,10 +121,10 @@ function collectiveProblem(plan: Plan): string | undefined {
 /** What the schema cannot say about the sp section: one section per rank, in order, each holding seq / ranks positions; the inputs it names exist. */
 function spProblem(plan: Plan): string | undefined {
   const sp = plan.sp!, g = plan.graph;
+  if (sp.ranks > MAX_SP_RANKS) return `ranks ${sp.ranks} is over ${MAX_SP_RANKS}`;
   if (sp.seq % (2 * sp.ranks) !== 0) return `seq ${sp.seq} is not a multiple of 2 * ranks (${2 * sp.ranks})`;
   const R = sp.seq / sp.ranks;
   if (sp.perRank.length !== sp.ranks) return `perRank has ${sp.perRank.length} sections for ${sp.ranks} ranks`;
-  if (sp.ranks > MAX_SP_RANKS) return `ranks ${sp.ranks} is over ${MAX_SP_RANKS}`;
   for (const [i, r] of sp.perRank.entries()) {
     if (r.rank !== i) return `perRank[${i}].rank is ${r.rank}, expected ${i}`;
     // (the ring kernel's causal mask is the zigzag layout's: any other cut, two ranks with one position or a

@@ -2,7 +2,7 @@
 // (exit 2) for what it does not. Each case here was once taken and ignored,
 // or misread, or crashed with a stack trace.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
@@ -143,7 +143,13 @@ describe('arguments', () => {
     const plan = join(dir, 'own.plan.json');
     writeFileSync(plan, readFileSync(tiny));
     expectUserError(cli('run', plan, '--steps', '1', '--save', plan), /PLAN and --save are the same file/);
-    expectUserError(cli('run', plan, '--steps', '1', '--save', join(dir, 'a.st'), '--trace', join(dir, '.', 'a.st')), /--save and --trace are the same file/);
+    // (one file by two names: through a symbolic link to its directory)
+    const alias = join(dir, 'alias');
+    symlinkSync(dir, alias);
+    expectUserError(cli('run', plan, '--steps', '1', '--save', join(dir, 'a.st'), '--trace', join(alias, 'a.st')), /--save and --trace are the same file/);
+    // (a device twice is fine: nothing is kept there)
+    expect(cli('run', plan, '--steps', '1', '--save', '/dev/null', '--trace', '/dev/null').status).toBe(0);
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', '/dev/null', '--trace', '/dev/null').status).toBe(0);
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', 'models/gpt.ts'), /MODEL and -o PLAN are the same file/);
     expect(readFileSync(plan, 'utf8')).toBe(readFileSync(tiny, 'utf8'));
     // (--weights A --save A continues a checkpoint: allowed)
@@ -162,5 +168,29 @@ describe('arguments', () => {
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
     expect(readFileSync(target).equals(before)).toBe(false);
     expect(statSync(target).mode & 0o777).toBe(0o640);
+    // set-id bits are not carried onto new content
+    chmodSync(target, 0o6755);
+    expect(cli('run', tiny, '--steps', '1', '--save', target).status).toBe(0);
+    expect(statSync(target).mode & 0o7777).toBe(0o755);
+    // a dangling link: the file it names is made (the link had been replaced by a file)
+    const dangling = join(dir, 'dangling.safetensors'), named = join(dir, 'named.safetensors');
+    symlinkSync(named, dangling);
+    expect(cli('run', tiny, '--steps', '1', '--save', dangling).status).toBe(0);
+    expect(lstatSync(dangling).isSymbolicLink()).toBe(true);
+    expect(statSync(named).isFile()).toBe(true);
+    // `..` after a link is the link target's parent, as the OS resolves it (the text's parent had been written)
+    mkdirSync(join(dir, 'other', 'sub'), { recursive: true });
+    mkdirSync(join(dir, 'work'));
+    symlinkSync(join(dir, 'other', 'sub'), join(dir, 'work', 'link'));
+    writeFileSync(join(dir, 'work', 'p.json'), 'BYSTANDER');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', `${dir}/work/link/../p.json`).status).toBe(0); // (not join: it would drop the `..` as text)
+    expect(readFileSync(join(dir, 'work', 'p.json'), 'utf8')).toBe('BYSTANDER');
+    expect(JSON.parse(readFileSync(join(dir, 'other', 'p.json'), 'utf8')).formatVersion).toBe(1);
+  });
+
+  it('a number flag takes a decimal number, and a count a whole one exactly (0x10 had been 16, 1e30 warm-up steps taken)', () => {
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '--dpu', '--dpu-warmup', '0x10', '-o', join(dir, 'x.json')), /--dpu-warmup: '0x10' is not a valid number/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '--dpu', '--dpu-warmup', '1e30', '-o', join(dir, 'x.json')), /--dpu-warmup: expected an integer >= 0, got '1e30'/);
+    expectUserError(cli('run', tiny, '--steps', '9007199254740993'), /--steps: expected an integer >= 1/);
   });
 });

@@ -326,4 +326,28 @@ describe('the main commands', () => {
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '400000', '-o', again).status).toBe(0);
     expect(readFileSync(again, 'utf8')).toBe(readFileSync(good, 'utf8'));
   });
+
+  it('a DPU plan whose steady step is not the plain one\'s reordered, an sp and a dpu section together, capacities not the hardware\'s: refused as read (each had trained, or written a checkpoint without a parameter)', () => {
+    const dpu = join(dir, 'dpu.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '--gpu-mem', '400000', '--cpu-mem', '200000', '--dpu', '--dpu-warmup', '2', '-o', dpu).status).toBe(0);
+    const base = readFileSync(dpu, 'utf8');
+    expect(JSON.parse(base).dpu.steady).toBeDefined();
+    const bad = join(dir, 'dpu-bad.plan.json');
+    const edited = (edit: (p: any) => void) => { const p = JSON.parse(base); edit(p); writeFileSync(bad, JSON.stringify(p)); return bad; }; // eslint-disable-line @typescript-eslint/no-explicit-any
+    expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.tensors.find((t: { role: string }) => t.role === 'master32').param = 'other'; })), /dpu\.steady: tensor \d+ is not the plain step's master\./);
+    expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.precision = 'fp32'; })), /dpu\.steady: its precision, loss or parameter count differs/);
+    expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.ops.find((o: { kind: string }) => o.kind === 'layerNorm').attrs.eps = 0.5; })), /dpu\.steady: its ops are not the plain step's reordered/);
+    expectUserError(cli('report', edited((p) => { p.tiers.gpu.capacityBytes = 2e9; })), /tiers\.gpu\.capacityBytes 2000000000 is not the hardware's 400000/);
+    const sp = join(dir, 'sp2-for-dpu.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '-o', sp).status).toBe(0);
+    const spPlan = JSON.parse(readFileSync(sp, 'utf8'));
+    expectUserError(cli('report', edited((p) => { p.sp = spPlan.sp; })), /a plan has an sp section or a dpu section, not both/);
+    // a DPU run's measured peaks are its warm-up's and its steady step's larger (the steady step's alone had been reported)
+    const one = JSON.parse(cli('run', dpu, '--steps', '1', '--json').stdout.trim().split('\n').pop()!).summary;
+    const four = JSON.parse(cli('run', dpu, '--steps', '4', '--json').stdout.trim().split('\n').pop()!).summary;
+    for (const t of ['gpu', 'cpu', 'nvme']) {
+      expect(four.peakBytes[t]).toBeGreaterThanOrEqual(one.peakBytes[t]);
+      expect(four.planPeakBytes[t]).toBeGreaterThanOrEqual(one.planPeakBytes[t]);
+    }
+  });
 });

@@ -93,4 +93,24 @@ describe('the DSL cache', () => {
       rmSync(w.dir, { recursive: true, force: true });
     }
   });
+
+  it('a model whose own code throws runs once per compile, cached or not (its error had been taken for a damaged entry: run twice, the entry made again)', () => {
+    const w = work();
+    try {
+      const src = readFileSync(join(w.dir, 'm', 'gpt.ts'), 'utf8');
+      writeFileSync(join(w.dir, 'm', 'gpt.ts'), src.replace('const gpt: Model<GptConfig> = {', [
+        'const host = (globalThis as unknown as { process: { stderr: { write(s: string): void }; env: Record<string, string | undefined> } }).process;',
+        "host.stderr.write('TOP-LEVEL RUN\\n');",
+        "if (host.env.THROW) throw new Error('the model refuses');",
+        'const gpt: Model<GptConfig> = {',
+      ].join('\n')));
+      expect(w.compile('-o', 'a.json').status).toBe(0); // cached now
+      const r = spawnSync(process.execPath, [bin, 'compile', 'm/gpt.ts', '--preset', 'tiny', '-o', 'b.json'], { cwd: w.dir, env: { ...process.env, TMPDIR: join(w.dir, 'tmp'), THROW: '1' }, encoding: 'utf8', timeout: 60_000 });
+      expect(r.status).not.toBe(0);
+      expect(r.stderr.match(/TOP-LEVEL RUN/g)?.length).toBe(1);
+      expect(r.stderr).toMatch(/the model refuses/);
+    } finally {
+      rmSync(w.dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -79,10 +79,18 @@ describe('compile --sp: bad input', () => {
     expectUserError(cli('run', bad, '--steps', '1'), /op \d+ \(allReduce\) is for 3 ranks, the sp section for 2 \[TC402\]/);
     const plain = join(dir, 'plain.json');
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', plain).status).toBe(0);
+    // (an sp section that fits the plain graph's inputs: its 16 tokens as each rank's half of 32)
     const grafted = JSON.parse(readFileSync(plain, 'utf8'));
-    grafted.sp = JSON.parse(readFileSync(good, 'utf8')).sp;
+    const zigzag = (r: number) => [...Array.from({ length: 8 }, (_, i) => r * 8 + i), ...Array.from({ length: 8 }, (_, i) => (3 - r) * 8 + i)];
+    grafted.sp = { ranks: 2, seq: 32, inputs: [{ tensor: 0, name: 'tokens', axis: 1, fullShape: [4, 32] }, { tensor: 1, name: 'targets', axis: 1, fullShape: [4, 32] }],
+      perRank: [0, 1].map((r) => ({ rank: r, positions: zigzag(r), ringSendBytes: { attention: 0, allReduce: 0 }, ringWorkspaceBytes: 0 })) };
     writeFileSync(bad, JSON.stringify(grafted));
-    expectUserError(cli('run', bad, '--steps', '1'), /bad-sp\.json: (sp: the graph has no ringAttention op|sp: inputs\[\d\])/);
+    expectUserError(cli('run', bad, '--steps', '1'), /bad-sp\.json: sp: the graph has no ringAttention op/);
+    // (over the native ring's 1024 ranks in a plan: refused as read, run had crashed in the ring's own check)
+    const many = JSON.parse(readFileSync(good, 'utf8'));
+    many.sp.ranks = 2048;
+    writeFileSync(bad, JSON.stringify(many));
+    expectUserError(cli('run', bad, '--steps', '1'), /bad-sp\.json: sp: ranks 2048 is over 1024 \[TC402\]/);
   });
 });
 
