@@ -111,7 +111,8 @@ export function fileData(g: Graph, file: string): StepData {
 
 /** The plan's graph with its cut inputs at their whole shapes and the positions input hidden (what the data sources see). */
 export function spFullGraph(plan: Plan): Graph {
-  const sp = plan.sp!;
+  const sp = plan.sp;
+  if (!sp) throw diag.usage('spFullGraph: the plan has no sp section (compile it with --sp P)');
   const full = new Map(sp.inputs.map((i) => [i.tensor, i.fullShape]));
   const tensors = plan.graph.tensors.map((t): Tensor => {
     const shape = full.get(t.id);

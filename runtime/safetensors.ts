@@ -101,7 +101,23 @@ function readTensors(fd: number, fileBytes: number, bad: (msg: string) => UserEr
   return out;
 }
 
+/**
+ * Writes `tensors` as a safetensors file, atomically (the old file kept when
+ * the disk will not take it). Each tensor's bytes must be its shape's in its
+ * dtype, and metadata values strings (the format's): a file this reader would
+ * refuse had been written over a good one. Throws UserError TC502 naming the
+ * tensor, or TC108 for the disk.
+ */
 export function writeSafetensors(file: string, tensors: Map<string, SafeTensor>, metadata: Record<string, string> = {}): void {
+  const bad = (msg: string) => diag.data(file, `not written: ${msg}`);
+  for (const [name, t] of tensors) {
+    if (name === '__metadata__') throw bad("a tensor may not be named '__metadata__' (the format's metadata key)");
+    if (!Object.hasOwn(SIZE, t.dtype)) throw bad(`tensor '${name}': unsupported dtype ${JSON.stringify(t.dtype)}`);
+    if (!Array.isArray(t.shape) || t.shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw bad(`tensor '${name}': shape must be a list of non-negative integers`);
+    const want = t.shape.reduce((a, b) => a * b, 1) * SIZE[t.dtype];
+    if (!(t.bytes instanceof Uint8Array) || t.bytes.byteLength !== want) throw bad(`tensor '${name}': shape [${t.shape.join(',')}] of ${t.dtype} needs ${want} bytes, got ${t.bytes?.byteLength}`);
+  }
+  for (const [k, v] of Object.entries(metadata)) if (typeof v !== 'string') throw bad(`metadata '${k}': expected a string, got ${typeof v}`);
   const names = [...tensors.keys()].sort();
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length) header.__metadata__ = metadata;

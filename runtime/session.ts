@@ -6,6 +6,8 @@
 import type { Tier } from '../compiler/cost/cost.js';
 import { DTYPE_CODES, OP_CODES, encodeAttrs } from '../compiler/ir/ops.js';
 import { isDelayedUpdate } from '../compiler/lower/dpu.js';
+import { checkOptimizer } from '../compiler/lower/optimizer.js';
+import { checkPlan } from '../compiler/plan/io.js';
 import type { AdamAttrs, Tensor } from '../compiler/ir/types.js';
 import { numel, shapeStr } from '../compiler/ir/types.js';
 import type { Plan } from '../compiler/plan/types.js';
@@ -123,16 +125,23 @@ export class TrainingSession {
   private pendingApplied?: number;
   /** A DPU session's warm-up step's measured peaks, once the steady step has taken over (memory() gives the larger of each). */
   private warmupPeaks?: ReturnType<TrainingSession['memory']>;
+  /** Its entry among the sessions closed at exit. */
+  private openRef?: WeakRef<TrainingSession>;
   /** The plan running now: the plan itself, or its DPU steady state after the warm-up. */
   get current(): Plan { return this.bound.plan; }
 
   constructor(readonly plan: Plan, private readonly opts: SessionOptions = {}) {
+    // (a plan object made or edited by the caller, not read from a file, is checked as a file is; the options as the CLI's flags)
+    if (!opts.ring) checkPlan(plan, 'the plan', true); // (a rank's plan: its SequenceParallelSession checked it)
+    checkOptimizer(opts.optimizer ?? {});
+    if (opts.seed !== undefined && !(Number.isSafeInteger(opts.seed) && opts.seed >= 0)) throw diag.badNumber('--seed', String(opts.seed), 'an integer >= 0');
     this.optimizer = { ...plan.optimizer, ...opts.optimizer };
     this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir(), opts.nvme, opts.ring);
+    this.openRef = closeAtExit(this);
     try {
       this.initState();
     } catch (e) {
-      this.native.close();
+      this.close();
       throw e;
     }
   }
@@ -213,6 +222,11 @@ export class TrainingSession {
 
   /** Runs one step on the given input values (tensor id -> values). */
   async step(step: number, data: Map<number, Float64Array>, lr?: number): Promise<StepResult> {
+    // (the API's misuse as one UserError line each: a TypeError for no data, a plain Error after close, lr -1 trained)
+    if (this.closed) throw diag.runtime(`step ${step}: the session is closed`);
+    if (!(Number.isSafeInteger(step) && step >= 1)) throw diag.badNumber('step', String(step), 'an integer >= 1');
+    if (lr !== undefined && !(lr >= 0 && Number.isFinite(lr))) throw diag.badNumber('--lr', String(lr), 'a number >= 0');
+    if (!(data instanceof Map)) throw diag.runtime(`step ${step}: expected the step's data as a Map of tensor id to values, got ${data === null ? 'null' : typeof data}`);
     if (this.pendingApplied !== undefined) throw diag.runtime(`step ${step}: this DPU session applied its pending updates for a checkpoint after step ${this.pendingApplied}; train on in a new session (--weights)`);
     // DPU: after the warm-up, step k's delayed updates apply the gradients of
     // step k-1 (their (k-1)-th update; the first steady step has none yet), its
@@ -226,9 +240,9 @@ export class TrainingSession {
       }
       delayedStep = step - 1 === dpu.warmupSteps ? 0 : step - 1;
     }
-    this.writeInputs(step, data);
     let stats: StepStats;
     try {
+      this.writeInputs(step, data);
       stats = await this.native.step(step, { ...(lr !== undefined ? { lr } : {}), delayedStep, ...(this.opts.trace ? { trace: true } : {}) });
     } catch (e) {
       throw e instanceof UserError ? e : diag.runtime(`step ${step} failed: ${(e as Error).message}`);
@@ -248,6 +262,7 @@ export class TrainingSession {
 
   /** The loss the last step left. */
   loss(): number {
+    if (this.closed) throw diag.runtime('loss: the session is closed');
     return new Float32Array(this.native.read(this.bound.lossBuffer).buffer.slice(0))[0];
   }
 
@@ -303,6 +318,8 @@ export class TrainingSession {
 
   /** Writes the parameters as a safetensors checkpoint (atomically); a DPU session applies its pending updates first (applyPending). */
   async saveCheckpoint(file: string, step: number): Promise<void> {
+    if (!(Number.isSafeInteger(step) && step >= 0)) throw diag.badNumber('step', String(step), 'an integer >= 0');
+    if (this.closed) throw diag.runtime(`the checkpoint ${file} was not written: the session is closed`);
     await this.applyPending(step);
     const tensors = new Map<string, SafeTensor>();
     const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
@@ -315,6 +332,27 @@ export class TrainingSession {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.openRef) OPEN.delete(this.openRef);
     this.native.close();
   }
+}
+
+/**
+ * The sessions not yet closed, closed when the process exits (process.exit,
+ * an uncaught exception: each had left its NVMe spill file behind, GBs for a
+ * real model). A signal that ends the process unhandled runs no exit code:
+ * the CLI closes on SIGINT and SIGTERM itself; an API caller does likewise.
+ * Held weakly: a session lost without close() is still collected (its
+ * native side removes its file then).
+ */
+const OPEN = new Set<WeakRef<TrainingSession>>();
+let exitHooked = false;
+function closeAtExit(s: TrainingSession): WeakRef<TrainingSession> {
+  const ref = new WeakRef(s);
+  OPEN.add(ref);
+  if (!exitHooked) {
+    exitHooked = true;
+    process.on('exit', () => { for (const r of [...OPEN]) r.deref()?.close(); });
+  }
+  return ref;
 }

@@ -10,6 +10,7 @@
 
 import type { Tier } from '../compiler/cost/cost.js';
 import type { Plan } from '../compiler/plan/types.js';
+import { checkPlan } from '../compiler/plan/io.js';
 import { diag, UserError } from '../src/diagnostics.js';
 import { nativeAddon, type StepStats } from './binding.js';
 import { spRankData, type StepData } from './data.js';
@@ -32,7 +33,8 @@ export class SequenceParallelSession {
   /** `whole`: the data at the whole sequence's shapes (syntheticData / fileData of spFullGraph(plan)). */
   constructor(readonly plan: Plan, whole: StepData, opts: SessionOptions & { ringTimeoutMs?: number } = {}) {
     const sp = plan.sp;
-    if (!sp) throw new Error('SequenceParallelSession: the plan has no sp section');
+    if (!sp) throw diag.usage('SequenceParallelSession: the plan has no sp section (compile it with --sp P; run a plain plan with TrainingSession)');
+    checkPlan(plan, 'the plan', true); // (once for the ranks: each TrainingSession of a ring takes it as checked)
     if (opts.trace) throw diag.usage('run --trace is not supported for sequence-parallel plans yet');
     const group = nativeAddon().createRingGroup(sp.ranks, opts.ringTimeoutMs);
     try {

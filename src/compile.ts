@@ -1,13 +1,14 @@
 // compile: model file -> Plan. Wires the compiler passes in order and runs the
 // verifiers between them (DESIGN.md, data flow).
 
+import { statSync, type Stats } from 'node:fs';
 import { autodiff } from '../compiler/autodiff/autodiff.js';
 import type { Tier } from '../compiler/cost/cost.js';
 import { loadProfile, type HardwareProfile } from '../compiler/cost/profiles.js';
 import { importDsl } from '../compiler/import/dsl.js';
 import type { AdamAttrs, Graph, Op, Precision } from '../compiler/ir/types.js';
 import { assertGraph } from '../compiler/ir/verify.js';
-import { ADAM_DEFAULTS, lowerOptimizer } from '../compiler/lower/optimizer.js';
+import { ADAM_DEFAULTS, checkOptimizer, lowerOptimizer } from '../compiler/lower/optimizer.js';
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { dpuOrder, lowerDpu } from '../compiler/lower/dpu.js';
 import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
@@ -65,8 +66,31 @@ export interface CompileOptions {
 /** Whether a model path names an ONNX file (else a DSL model). */
 export const isOnnx = (model: string): boolean => /\.onnx$/i.test(model);
 
+/**
+ * The options as the command line checks its flags, for callers of the API
+ * too (each had compiled: precision 'fp8' as bf16 labelled fp8, lr -1, a
+ * warm-up of NaN steps; a model path of /dev/zero was read until memory ran
+ * out). Throws the CLI's UserError for the first that is not.
+ */
+export function checkCompileOptions(opts: CompileOptions): void {
+  if (typeof opts.model !== 'string' || opts.model === '') throw diag.usage(`model: expected a model file path, got ${JSON.stringify(opts.model)}`);
+  let st: Stats;
+  try { st = statSync(opts.model); } catch { throw diag.fileNotFound(opts.model, 'model file'); }
+  if (!st.isFile()) throw diag.modelExport(opts.model, 'not a model file: not a regular file');
+  if (opts.hw !== undefined && typeof opts.hw !== 'string') throw diag.usage(`hw: expected a profile name or a JSON file, got ${typeof opts.hw}`);
+  if (opts.precision !== undefined && !['fp32', 'fp16', 'bf16'].includes(opts.precision)) throw diag.usage(`--precision: expected fp32, fp16 or bf16, got '${opts.precision}'`);
+  for (const [flag, v, min] of [['--batch', opts.batch, 1], ['--seq', opts.seq, 1], ['--dpu-warmup', opts.dpuWarmupSteps, 0]] as const) {
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= min)) throw diag.badNumber(flag, String(v), `an integer >= ${min}`);
+  }
+  if (opts.lpTimeLimitSeconds !== undefined && !(opts.lpTimeLimitSeconds > 0 && Number.isFinite(opts.lpTimeLimitSeconds))) throw diag.usage(`--lp-time-limit: expected a number of seconds > 0, got ${opts.lpTimeLimitSeconds}`);
+  if (opts.probe !== undefined && opts.probe !== 'fits' && opts.probe !== 'step') throw diag.usage(`probe: expected 'fits' or 'step', got ${JSON.stringify(opts.probe)}`);
+  checkOptimizer(opts.optimizer ?? {});
+}
+
+
 /** The whole training step of a model: forward, backward, optimizer, in the compute precision. */
 export async function trainingGraph(opts: CompileOptions, onForward?: (forward: Graph) => void): Promise<{ graph: Graph; preset: string; config: Record<string, unknown>; sharding?: SpSharding }> {
+  checkCompileOptions(opts);
   const P = opts.sp ?? 1;
   // (2048 had compiled, and run then crashed in the native ring's own check)
   if (!(Number.isInteger(P) && P >= 1 && P <= MAX_SP_RANKS)) throw diag.spRanks(`--sp: expected a whole number of ranks from 1 to ${MAX_SP_RANKS}, got ${P}`);
@@ -208,6 +232,7 @@ export const machineOf = (opts: Pick<CompileOptions, 'hw' | 'gpuMemBytes' | 'cpu
   loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
 
 export async function compile(opts: CompileOptions): Promise<Plan> {
+  checkCompileOptions(opts);
   const hw = machineOf(opts);
   // the LP's solver thread starts now; HiGHS loads once the forward graph is
   // imported (while this thread builds the rest), optimised for large models

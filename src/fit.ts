@@ -17,7 +17,7 @@
 import { modelPresets } from '../compiler/import/dsl.js';
 import { tensorBytes } from '../compiler/ir/graph.js';
 import { planTflops } from '../compiler/report/stats.js';
-import { compile, isOnnx, machineOf, trainingGraph, type CompileOptions } from './compile.js';
+import { checkCompileOptions, compile, isOnnx, machineOf, trainingGraph, type CompileOptions } from './compile.js';
 import { diag, UserError } from './diagnostics.js';
 
 export interface FitOptions extends Omit<CompileOptions, 'preset' | 'config'> { minTflops?: number }
@@ -105,6 +105,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   // "no fit" reason, exit 0)
   machineOf(opts);
   // (an ONNX file has one fixed size: nothing to search; type-checked as a DSL model it had failed as "binary")
+  checkCompileOptions(opts);
   if (isOnnx(opts.model)) throw diag.usage(`fit takes a DSL model (.ts), whose presets it searches; ${opts.model} is an ONNX model of one fixed size: compile it instead`);
   const presets = await modelPresets(opts.model);
   const sized: { preset: string; params: number; ops: number; layers?: number }[] = [];

@@ -215,7 +215,8 @@ function applied(base: HardwareProfile, over: ProfileOverrides): HardwareProfile
 /** Capacities given on the command line are sizes, and the GPU's and the CPU's above 0 (withCapacities). */
 export function checkOverrides(over: ProfileOverrides): void {
   for (const [flag, v] of [['--gpu-mem', over.gpuMemBytes], ['--cpu-mem', over.cpuMemBytes], ['--nvme', over.nvmeBytes]] as const) {
-    if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw diag.badSize(flag, String(v));
+    // (whole bytes, within a profile file's range: the API had taken 0.5 and 1e18)
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0 && v <= 1e17)) throw diag.badSize(flag, String(v));
   }
   if (over.gpuMemBytes === 0) throw diag.noCapacity('--gpu-mem', "every op on the GPU reads and writes its memory (a profile file's gpu.capacityBytes must be positive too)");
   if (over.cpuMemBytes === 0) throw diag.noCapacity('--cpu-mem', "the host stages every copy and runs the CPU's ops in its memory (a profile file's cpu.capacityBytes must be positive too)");

@@ -6,7 +6,7 @@
 // any of it runs, and every problem is reported as `file:line:col: message`.
 // Cost: ~0.2 s of type-checking, then one stack capture per DSL call.
 
-import { mkdtempSync, readFileSync, rmSync, existsSync, utimesSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, statSync, utimesSync, type Stats } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, relative, basename } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -199,13 +199,20 @@ function touch(path: string): void {
   try { const now = new Date(); utimesSync(path, now, now); } catch { /* read-only: pruned sooner, made again then */ }
 }
 
+/** A model path names a regular file (/dev/zero had been read until memory ran out, a directory failed with EISDIR and a stack trace). */
+function checkModelFile(file: string, display: string): void {
+  let st: Stats;
+  try { st = statSync(file); } catch { throw diag.fileNotFound(display, 'model file'); }
+  if (!st.isFile()) throw diag.modelExport(display, 'not a model file: not a regular file');
+}
+
 /** (a model with `presets: {}` had been refused as "unknown preset 'undefined' (available: )") */
 const NO_PRESETS = 'the model has no presets: give it at least one, e.g. presets: { small: { batch: 8, seq: 1 } }';
 
 export async function importDsl(modelPath: string, opts: DslOptions = {}): Promise<ImportedModel> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
-  if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
+  checkModelFile(file, display);
   const { model, inMemory } = await loadChecked(file, display);
   if (!model || typeof model !== 'object' || typeof model.build !== 'function' || typeof model.presets !== 'object')
     throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
@@ -415,7 +422,7 @@ class DslBuilder implements Dsl {
 export async function modelPresets(modelPath: string): Promise<string[]> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
-  if (!existsSync(file)) throw diag.fileNotFound(display, 'model file');
+  checkModelFile(file, display);
   const { model } = await loadChecked(file, display);
   if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   if (Object.keys(model.presets).length === 0) throw diag.modelExport(display, NO_PRESETS);

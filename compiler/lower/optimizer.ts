@@ -15,10 +15,22 @@
 // producer and the last read of the parameter, so updates overlap the rest of
 // the backward pass and in-place writes follow every read. Cost: O(ops).
 
+import { diag } from '../../src/diagnostics.js';
 import { GraphBuilder } from '../ir/graph.js';
 import type { AdamAttrs, Graph, Op } from '../ir/types.js';
 
 export const ADAM_DEFAULTS: AdamAttrs = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, adamw: false };
+
+/** Adam's settings in range: lr, eps, weight decay >= 0 and finite, betas in [0, 1), adamw a boolean. */
+export function checkOptimizer(o: Partial<AdamAttrs>): void {
+  for (const [flag, v] of [['--lr', o.lr], ['--eps', o.eps], ['--weight-decay', o.weightDecay]] as const) {
+    if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw diag.badNumber(flag, String(v), 'a number >= 0');
+  }
+  for (const [flag, v] of [['beta1', o.beta1], ['beta2', o.beta2]] as const) {
+    if (v !== undefined && !(v >= 0 && v < 1)) throw diag.usage(`--betas: expected ${flag} with 0 <= B < 1, got ${v}`);
+  }
+  if (o.adamw !== undefined && typeof o.adamw !== 'boolean') throw diag.usage(`--optimizer: adamw must be true or false, got ${JSON.stringify(o.adamw)}`);
+}
 
 export function lowerOptimizer(g: Graph, adam: AdamAttrs = ADAM_DEFAULTS): Graph {
   const b = GraphBuilder.from(g);

@@ -24,6 +24,22 @@ export function writePlan(file: string, plan: Plan): void {
 export function parsePlan(text: string, file: string): Plan {
   let json: unknown;
   try { json = JSON.parse(text); } catch (e) { throw diag.planFormat(file, `not a plan: invalid JSON (${(e as Error).message})`); }
+  return checkPlan(json, file);
+}
+
+/** The plan objects checkPlan passed (checked again only when asked: an object may have changed since). */
+const checkedPlans = new WeakSet<object>();
+
+/**
+ * A plan object checked as a plan file is (parsePlan's checks: the schema,
+ * then what it cannot say), for callers of the API that make or edit one:
+ * a session checks the plan it is given (two live buffers on the same bytes,
+ * a loss tensor that is a parameter, lr -1 had all trained). `file` names it
+ * in the messages; `again`: check an object this passed before too (it may
+ * have been edited since). Throws UserError TC401/TC402.
+ */
+export function checkPlan(json: unknown, file: string, again = false): Plan {
+  if (!again && typeof json === 'object' && json !== null && checkedPlans.has(json)) return json as Plan;
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw diag.planFormat(file, 'not a plan: expected a JSON object');
   const version = (json as { formatVersion?: unknown }).formatVersion;
   if (version !== FORMAT_VERSION) throw diag.planFormat(file, `formatVersion ${JSON.stringify(version)} is not supported (this tiercut reads version ${FORMAT_VERSION}); recompile the model`);
@@ -72,6 +88,7 @@ export function parsePlan(text: string, file: string): Plan {
     const collective = p && collectiveProblem(p, plan.sp?.ranks);
     if (collective) throw diag.planInvalid(file, where + collective);
   }
+  checkedPlans.add(plan);
   return plan;
 }
 
