@@ -114,6 +114,15 @@ function checkHalfRange(file: string, name: string, values: Float64Array): void 
   }
 }
 
+/**
+ * One plan trained by the native runtime, a step at a time (`tiercut run`).
+ * The constructor is synchronous: it checks the plan (checkPlan) and the
+ * options, allocates the tiers and writes the initial state; it throws
+ * UserError (TC402 a plan, TC107 an option, TC501/TC502 the runtime or a
+ * weights file). step and saveCheckpoint are async, one at a time; every
+ * error is a UserError. close() frees the tiers and removes the spill file
+ * (also done at process exit).
+ */
 export class TrainingSession {
   private bound: Bound;
   readonly optimizer: AdamAttrs;

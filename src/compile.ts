@@ -231,6 +231,11 @@ const DOES_NOT_FIT = diag.doesNotFit('').code;
 export const machineOf = (opts: Pick<CompileOptions, 'hw' | 'gpuMemBytes' | 'cpuMemBytes' | 'nvmeBytes'>) =>
   loadProfile(opts.hw ?? 'local', { gpuMemBytes: opts.gpuMemBytes, cpuMemBytes: opts.cpuMemBytes, nvmeBytes: opts.nvmeBytes });
 
+/**
+ * A model compiled to a plan, as `tiercut compile` does (async: the LPs solve
+ * on worker threads). Throws UserError: TC1xx for options or a model file that
+ * is not right (the CLI's codes), TC301 where nothing fits, TC6xx for --sp.
+ */
 export async function compile(opts: CompileOptions): Promise<Plan> {
   checkCompileOptions(opts);
   const hw = machineOf(opts);

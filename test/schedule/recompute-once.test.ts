@@ -24,7 +24,7 @@ describe('recompute', () => {
     expect(multi.length).toBeGreaterThan(0);
     const recompute = new Set(multi.flatMap((o) => o.outputs));
     const p = placementFrom(g, groups, groups.map(() => 'gpu'), groups.map(() => 'gpu'), new Set(), 0, recompute);
-    const plan = planFor(g, hw, p, { source: 'models/gpt.ts' }, ADAM_DEFAULTS);
+    const plan = planFor(g, hw, p, { source: 'models/gpt.ts', preset: 'tiny', config: {} }, ADAM_DEFAULTS);
     const runs = new Map<number, number>();
     for (const x of plan.instructions) if (x.kind === 'run') runs.set(x.op, (runs.get(x.op) ?? 0) + 1);
     // (an op whose outputs are read again soon after it ran keeps them: no rerun)
