@@ -18,7 +18,8 @@ import { checkValues } from './data.js';
 import { initValues } from './init.js';
 import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
-import { resolve } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
 import { readOnnxInitializers } from '../compiler/import/onnx-decode.js';
 
 const TIER_CODE: Record<Tier, number> = { gpu: 0, cpu: 1, nvme: 2 };
@@ -29,11 +30,13 @@ export interface SessionOptions {
   /**
    * Initial weights by parameter name (safetensors); otherwise the model's init
    * specs. A model imported from ONNX (init kind 'onnx') starts from the
-   * initializers of plan.model.source, read here (relative to the working
-   * directory when the path is relative). Constants the plan carries (init kind
-   * 'data') always come from the plan.
+   * initializers of plan.model.source, read here (a relative path from the
+   * working directory, else from `planDir`). Constants the plan carries (init
+   * kind 'data') always come from the plan.
    */
   weightsFile?: string;
+  /** The directory of the plan file, where a relative model.source is looked for when the working directory has no such file (`run` gives it). */
+  planDir?: string;
   /** Optimizer settings that replace the plan's. */
   optimizer?: Partial<AdamAttrs>;
   spillDir?: string;
@@ -134,6 +137,8 @@ export class TrainingSession {
   private pendingApplied?: number;
   /** A DPU session's warm-up step's measured peaks, once the steady step has taken over (memory() gives the larger of each). */
   private warmupPeaks?: ReturnType<TrainingSession['memory']>;
+  /** The --weights file's tensors no parameter of the model took (a checkpoint of another model loads where it has every name; run notes them). */
+  unusedWeights: readonly string[] = [];
   /** Its entry among the sessions closed at exit. */
   private openRef?: WeakRef<TrainingSession>;
   /** The plan running now: the plan itself, or its DPU steady state after the warm-up. */
@@ -187,7 +192,10 @@ export class TrainingSession {
     const valuesOf = new Map<string, Float32Array>();
     let onnx: Map<string, { dims: number[]; values: Float32Array }> | undefined;
     const onnxValues = (name: string, p: Tensor): Float32Array => {
-      const source = resolve(this.plan.model.source);
+      // (a plan compiled in one directory and run from another had not found its ONNX model)
+      const src = this.plan.model.source;
+      const beside = this.opts.planDir !== undefined && !isAbsolute(src) ? resolve(this.opts.planDir, src) : undefined;
+      const source = existsSync(resolve(src)) || beside === undefined || !existsSync(beside) ? resolve(src) : beside;
       onnx ??= readOnnxInitializers(source, new Set(g.tensors.flatMap((t) => (t.init?.kind === 'onnx' ? [t.init.initializer] : []))));
       const got = onnx.get(name);
       if (!got) throw diag.data(this.plan.model.source, `no initializer named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
@@ -227,6 +235,7 @@ export class TrainingSession {
       else values = new Float32Array(numel(t.shape)); // adamM, adamV start at zero
       this.native.write(buf, encode(t, values));
     }
+    if (weights) this.unusedWeights = [...weights.keys()].filter((n) => !valuesOf.has(n));
   }
 
   /** Runs one step on the given input values (tensor id -> values). */

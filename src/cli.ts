@@ -1,6 +1,7 @@
 // The command line: compile | report | run | fit | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
+import { dirname } from 'node:path';
 import { checkDistinct, checkWritable, writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
@@ -15,7 +16,7 @@ import { compile, type CompileOptions } from './compile.js';
 import { simulate } from '../compiler/simulate/simulate.js';
 import { chromeTraceBytes, type TraceStep } from '../compiler/simulate/trace.js';
 import { fit, fitLabel as label, FIT_MAX_OPS_FACTOR, noFitMessage } from './fit.js';
-import { diag, UserError } from './diagnostics.js';
+import { diag, oneLine, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
 import { MAX_SP_RANKS } from '../compiler/lower/sequence-parallel.js';
 
@@ -251,7 +252,9 @@ async function cmdRun(args: Args): Promise<void> {
   const queueDepth = num(args, '--nvme-queue-depth', { integer: true, min: 1 });
   if (queueDepth !== undefined && queueDepth > 64) throw diag.usage(`--nvme-queue-depth: expected 1..64, got ${queueDepth}`);
   const nvme = { ...(queueDepth !== undefined ? { queueDepth } : {}), ...(blockBytes !== undefined ? { blockBytes } : {}), ...(args.flags.has('--nvme-buffered') ? { direct: false } : {}) };
-  const session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
+  const session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
+  const unused = session.unusedWeights;
+  if (unused.length) process.stderr.write(`tiercut: note: --weights: ${unused.length} tensor${unused.length > 1 ? 's' : ''} of ${args.flags.get('--weights')} ${unused.length > 1 ? 'are' : 'is'} not the model's and ${unused.length > 1 ? 'were' : 'was'} not loaded (${unused.slice(0, 3).map((n) => `'${oneLine(n)}'`).join(', ')}${unused.length > 3 ? ', …' : ''})\n`);
   const nvmeNote = session.info().nvmeNote;
   if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
   const traced: TraceStep[] = [];
@@ -308,7 +311,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   for (const f of ['--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered']) if (args.flags.has(f)) throw diag.usage(`${f} is not supported with a sequence-parallel plan yet`);
   const full = spFullGraph(plan);
   const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
-  const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
+  const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
   const release = closeOnSignals(session);
   try {
     const P = plan.sp!.ranks;

@@ -12,7 +12,7 @@ export class UserError extends Error {
 const make = (code: string) => (message: string) => new UserError(code, message);
 
 /** Names from a model file may hold anything: keep messages on one printable line. */
-const oneLine = (s: string) => s.replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+export const oneLine = (s: string) => s.replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 const onnxError = (code: string) => (file: string, msg: string) => new UserError(code, oneLine(`${file}: ${msg}`));
 
 export const diag = {

@@ -4,7 +4,8 @@
 import { describe, it, expect, beforeAll } from 'vitest';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { cli, expectUserError } from '../cli-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-args-'));
@@ -192,5 +193,18 @@ describe('arguments', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '--dpu', '--dpu-warmup', '0x10', '-o', join(dir, 'x.json')), /--dpu-warmup: '0x10' is not a valid number/);
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '--dpu', '--dpu-warmup', '1e30', '-o', join(dir, 'x.json')), /--dpu-warmup: expected an integer >= 0, got '1e30'/);
     expectUserError(cli('run', tiny, '--steps', '9007199254740993'), /--steps: expected an integer >= 1/);
+  });
+
+  it('an ONNX plan run from another directory finds its model beside the plan (it had looked only in the working directory)', () => {
+    const a = mkdtempSync(join(tmpdir(), 'tiercut-onnx-a-')), b = mkdtempSync(join(tmpdir(), 'tiercut-onnx-b-'));
+    writeFileSync(join(a, 'm.onnx'), readFileSync(ONNX));
+    const bin = resolve('bin/tiercut.js');
+    const run = (cwd: string, ...args: string[]) => spawnSync(process.execPath, [bin, ...args], { cwd, encoding: 'utf8', timeout: 60_000 });
+    expect(run(a, 'compile', 'm.onnx', '-o', 'p.json').status).toBe(0);
+    const there = run(b, 'run', join(a, 'p.json'), '--steps', '1');
+    expect(there.status, there.stderr).toBe(0);
+    const loss = (out: string) => /^step +1 +loss (\S+)/.exec(out)?.[1];
+    expect(loss(there.stdout)).toBeDefined();
+    expect(loss(there.stdout)).toBe(loss(run(a, 'run', 'p.json', '--steps', '1').stdout));
   });
 });

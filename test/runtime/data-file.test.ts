@@ -102,6 +102,13 @@ describe('run --data / --weights: bad files refused as they are read', () => {
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '-o', half).status).toBe(0);
     expectUserError(run(half, '--weights', bigFile), /tensor 'h\.0\.attn\.proj\.w' value 70000 at index 3 is not finite in fp16/);
     expect(run(gpt, '--weights', bigFile).status).toBe(0); // (fp32's range holds it)
+    // a tensor the model does not have: loaded all the same, and said (it had been ignored without a word)
+    const extra = new Map(weights);
+    extra.set('extra.w', tensor('F32', [2], [1, 2]));
+    const r = run(gpt, '--weights', file('w-extra.safetensors', Object.fromEntries(extra)));
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/^tiercut: note: --weights: 1 tensor of .*w-extra\.safetensors is not the model's and was not loaded \('extra\.w'\)$/m);
+    expect(run(gpt, '--weights', saved).stderr).not.toMatch(/not the model's/);
   });
 });
 
