@@ -115,7 +115,8 @@ export function writeSafetensors(file: string, tensors: Map<string, SafeTensor>,
     if (!Object.hasOwn(SIZE, t.dtype)) throw bad(`tensor '${name}': unsupported dtype ${JSON.stringify(t.dtype)}`);
     if (!Array.isArray(t.shape) || t.shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw bad(`tensor '${name}': shape must be a list of non-negative integers`);
     const want = t.shape.reduce((a, b) => a * b, 1) * SIZE[t.dtype];
-    if (!(t.bytes instanceof Uint8Array) || t.bytes.byteLength !== want) throw bad(`tensor '${name}': shape [${t.shape.join(',')}] of ${t.dtype} needs ${want} bytes, got ${t.bytes?.byteLength}`);
+    if (!(t.bytes instanceof Uint8Array)) throw bad(`tensor '${name}': bytes must be a Uint8Array (a view of the values' bytes), got ${Object.prototype.toString.call(t.bytes)}`);
+    if (t.bytes.byteLength !== want) throw bad(`tensor '${name}': shape [${t.shape.join(',')}] of ${t.dtype} needs ${want} bytes, got ${t.bytes?.byteLength}`);
   }
   for (const [k, v] of Object.entries(metadata)) if (typeof v !== 'string') throw bad(`metadata '${k}': expected a string, got ${typeof v}`);
   const names = [...tensors.keys()].sort();

@@ -18,7 +18,7 @@ import { checkValues } from './data.js';
 import { initValues } from './init.js';
 import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
-import { isAbsolute, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import { readOnnxInitializers } from '../compiler/import/onnx-decode.js';
 
@@ -192,10 +192,12 @@ export class TrainingSession {
     const valuesOf = new Map<string, Float32Array>();
     let onnx: Map<string, { dims: number[]; values: Float32Array }> | undefined;
     const onnxValues = (name: string, p: Tensor): Float32Array => {
-      // (a plan compiled in one directory and run from another had not found its ONNX model)
-      const src = this.plan.model.source;
-      const beside = this.opts.planDir !== undefined && !isAbsolute(src) ? resolve(this.opts.planDir, src) : undefined;
-      const source = existsSync(resolve(src)) || beside === undefined || !existsSync(beside) ? resolve(src) : beside;
+      // (a plan compiled in one directory and run from another had not found its ONNX model: the path as
+      // the plan has it, else beside the plan, the path or its file name)
+      const src = this.plan.model.source, dir = this.opts.planDir;
+      const tried = [resolve(src), ...(dir !== undefined ? [resolve(dir, src), join(resolve(dir), basename(src))] : [])];
+      const source = tried.find((f) => existsSync(f));
+      if (source === undefined) throw diag.fileNotFound(src, `ONNX model (looked for at ${[...new Set(tried)].join(', ')})`);
       onnx ??= readOnnxInitializers(source, new Set(g.tensors.flatMap((t) => (t.init?.kind === 'onnx' ? [t.init.initializer] : []))));
       const got = onnx.get(name);
       if (!got) throw diag.data(this.plan.model.source, `no initializer named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
@@ -360,6 +362,8 @@ export class TrainingSession {
  * an uncaught exception: each had left its NVMe spill file behind, GBs for a
  * real model). A signal that ends the process unhandled runs no exit code:
  * the CLI closes on SIGINT and SIGTERM itself; an API caller does likewise.
+ * A step still running is waited for (close takes the step's lock), so such
+ * an exit takes up to the rest of that step.
  * Held weakly: a session lost without close() is still collected (its
  * native side removes its file then).
  */
@@ -367,6 +371,7 @@ const OPEN = new Set<WeakRef<TrainingSession>>();
 let exitHooked = false;
 function closeAtExit(s: TrainingSession): WeakRef<TrainingSession> {
   const ref = new WeakRef(s);
+  for (const r of OPEN) if (r.deref() === undefined) OPEN.delete(r); // (sessions collected without close())
   OPEN.add(ref);
   if (!exitHooked) {
     exitHooked = true;

@@ -32,9 +32,9 @@ export class SequenceParallelSession {
 
   /** `whole`: the data at the whole sequence's shapes (syntheticData / fileData of spFullGraph(plan)). */
   constructor(readonly plan: Plan, whole: StepData, opts: SessionOptions & { ringTimeoutMs?: number } = {}) {
+    checkPlan(plan, 'the plan', true); // (once for the ranks: each TrainingSession of a ring takes it as checked)
     const sp = plan.sp;
     if (!sp) throw diag.usage('SequenceParallelSession: the plan has no sp section (compile it with --sp P; run a plain plan with TrainingSession)');
-    checkPlan(plan, 'the plan', true); // (once for the ranks: each TrainingSession of a ring takes it as checked)
     if (opts.trace) throw diag.usage('run --trace is not supported for sequence-parallel plans yet');
     const group = nativeAddon().createRingGroup(sp.ranks, opts.ringTimeoutMs);
     try {
@@ -47,10 +47,13 @@ export class SequenceParallelSession {
   }
 
   async step(step: number): Promise<SpStepResult> {
-    const data = this.rankData(step);
-    this.ranks.forEach((s, r) => s.writeInputs(step, data[r]));
+    // (as TrainingSession.step: a plain Error after close, step 0 reported as a ring failure)
+    if (this.closed) throw diag.runtime(`step ${step}: the session is closed`);
+    if (!(Number.isSafeInteger(step) && step >= 1)) throw diag.badNumber('step', String(step), 'an integer >= 1');
     let stats: StepStats[];
     try {
+      const data = this.rankData(step);
+      this.ranks.forEach((s, r) => s.writeInputs(step, data[r]));
       stats = await nativeAddon().stepGroup(this.ranks.map((s) => s.nativeSession), step);
     } catch (e) {
       throw e instanceof UserError ? e : diag.ringFailed(`step ${step} failed: ${(e as Error).message}`);
@@ -70,5 +73,10 @@ export class SequenceParallelSession {
 
   saveCheckpoint(file: string, step: number): Promise<void> { return this.ranks[0].saveCheckpoint(file, step); }
 
-  close(): void { for (const s of this.ranks) s.close(); }
+  private closed = false;
+
+  close(): void {
+    this.closed = true;
+    for (const s of this.ranks) s.close();
+  }
 }

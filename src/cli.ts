@@ -1,7 +1,7 @@
 // The command line: compile | report | run | fit | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { checkDistinct, checkWritable, writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
@@ -10,7 +10,7 @@ import { dpuStats, planStats } from '../compiler/report/stats.js';
 import { textReport, fmtBytes, lpStatusNote, dpuLine } from '../compiler/report/text.js';
 import { capacityFlag, whatIf } from '../compiler/report/what-if.js';
 import type { Plan } from '../compiler/plan/types.js';
-import { compile, type CompileOptions } from './compile.js';
+import { compile, isOnnx, type CompileOptions } from './compile.js';
 // the runtime (native addon, sessions) and calibration load only for `run` and `hw calibrate`,
 // so that `compile`, `fit` and `report` start without them
 import { simulate } from '../compiler/simulate/simulate.js';
@@ -188,7 +188,9 @@ async function cmdCompile(args: Args): Promise<void> {
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
   const lpTimeLimitSeconds = num(args, '--lp-time-limit');
   if (lpTimeLimitSeconds !== undefined && lpTimeLimitSeconds <= 0) throw diag.usage(`--lp-time-limit: expected a number of seconds > 0, got ${args.flags.get('--lp-time-limit')}`);
-  const plan = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}) });
+  const compiled = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}) });
+  // (an ONNX model is read again at run time, from wherever `run` is: its path absolute, as `run` looks beside the plan too)
+  const plan = isOnnx(model) ? { ...compiled, model: { ...compiled.model, source: resolve(model) } } : compiled;
   writePlan(out, plan);
   const traceFile = args.flags.get('--trace');
   if (traceFile !== undefined) {
@@ -253,8 +255,7 @@ async function cmdRun(args: Args): Promise<void> {
   if (queueDepth !== undefined && queueDepth > 64) throw diag.usage(`--nvme-queue-depth: expected 1..64, got ${queueDepth}`);
   const nvme = { ...(queueDepth !== undefined ? { queueDepth } : {}), ...(blockBytes !== undefined ? { blockBytes } : {}), ...(args.flags.has('--nvme-buffered') ? { direct: false } : {}) };
   const session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
-  const unused = session.unusedWeights;
-  if (unused.length) process.stderr.write(`tiercut: note: --weights: ${unused.length} tensor${unused.length > 1 ? 's' : ''} of ${args.flags.get('--weights')} ${unused.length > 1 ? 'are' : 'is'} not the model's and ${unused.length > 1 ? 'were' : 'was'} not loaded (${unused.slice(0, 3).map((n) => `'${oneLine(n)}'`).join(', ')}${unused.length > 3 ? ', …' : ''})\n`);
+  noteUnusedWeights(args, session.unusedWeights);
   const nvmeNote = session.info().nvmeNote;
   if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
   const traced: TraceStep[] = [];
@@ -304,6 +305,13 @@ async function cmdRun(args: Args): Promise<void> {
   }
 }
 
+/** A note naming the --weights file's tensors no parameter took (they had been ignored without a word). */
+function noteUnusedWeights(args: Args, unused: readonly string[]): void {
+  if (!unused.length) return;
+  const many = unused.length > 1;
+  process.stderr.write(`tiercut: note: --weights: ${unused.length} tensor${many ? 's' : ''} of ${args.flags.get('--weights')} ${many ? 'are' : 'is'} not the model's and ${many ? 'were' : 'was'} not loaded (${unused.slice(0, 3).map((n) => `'${oneLine(n)}'`).join(', ')}${unused.length > 3 ? ', …' : ''})\n`);
+}
+
 /** `run` on a plan made with --sp: P rank sessions (threads) stepped together; the loss is the mean of the ranks'. */
 async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: number, seed: number, json: boolean): Promise<void> {
   const { fileData, syntheticData, spFullGraph } = await import('../runtime/data.js');
@@ -312,6 +320,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   const full = spFullGraph(plan);
   const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
   const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
+  noteUnusedWeights(args, session.ranks[0]?.unusedWeights ?? []);
   const release = closeOnSignals(session);
   try {
     const P = plan.sp!.ranks;

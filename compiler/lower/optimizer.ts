@@ -23,13 +23,16 @@ export const ADAM_DEFAULTS: AdamAttrs = { lr: 1e-3, beta1: 0.9, beta2: 0.999, ep
 
 /** Adam's settings in range: lr, eps, weight decay >= 0 and finite, betas in [0, 1), adamw a boolean. */
 export function checkOptimizer(o: Partial<AdamAttrs>): void {
-  for (const [flag, v] of [['--lr', o.lr], ['--eps', o.eps], ['--weight-decay', o.weightDecay]] as const) {
-    if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw diag.badNumber(flag, String(v), 'a number >= 0');
+  for (const [flag, key] of [['--lr', 'lr'], ['--eps', 'eps'], ['--weight-decay', 'weightDecay']] as const) {
+    // (a key given as undefined too: it had replaced the default, and the plan written had no lr)
+    const v = o[key];
+    if ((v !== undefined || Object.hasOwn(o, key)) && !(v! >= 0 && Number.isFinite(v))) throw diag.badNumber(flag, String(v), 'a number >= 0');
   }
-  for (const [flag, v] of [['beta1', o.beta1], ['beta2', o.beta2]] as const) {
-    if (v !== undefined && !(v >= 0 && v < 1)) throw diag.usage(`--betas: expected ${flag} with 0 <= B < 1, got ${v}`);
+  for (const [flag, key] of [['beta1', 'beta1'], ['beta2', 'beta2']] as const) {
+    const v = o[key];
+    if ((v !== undefined || Object.hasOwn(o, key)) && !(v! >= 0 && v! < 1)) throw diag.usage(`--betas: expected ${flag} with 0 <= B < 1, got ${v}`);
   }
-  if (o.adamw !== undefined && typeof o.adamw !== 'boolean') throw diag.usage(`--optimizer: adamw must be true or false, got ${JSON.stringify(o.adamw)}`);
+  if ((o.adamw !== undefined || Object.hasOwn(o, 'adamw')) && typeof o.adamw !== 'boolean') throw diag.usage(`--optimizer: adamw must be true or false, got ${JSON.stringify(o.adamw)}`);
 }
 
 export function lowerOptimizer(g: Graph, adam: AdamAttrs = ADAM_DEFAULTS): Graph {

@@ -2,7 +2,7 @@
 // (exit 2) for what it does not. Each case here was once taken and ignored,
 // or misread, or crashed with a stack trace.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -206,5 +206,16 @@ describe('arguments', () => {
     const loss = (out: string) => /^step +1 +loss (\S+)/.exec(out)?.[1];
     expect(loss(there.stdout)).toBeDefined();
     expect(loss(there.stdout)).toBe(loss(run(a, 'run', 'p.json', '--steps', '1').stdout));
+    // a plan written elsewhere than where compile ran, the model moved beside it, or neither: found, found, one line naming where it looked
+    mkdirSync(join(a, 'models')); mkdirSync(join(a, 'plans'));
+    writeFileSync(join(a, 'models', 'n.onnx'), readFileSync(ONNX));
+    expect(run(a, 'compile', 'models/n.onnx', '-o', 'plans/q.json').status).toBe(0);
+    expect(loss(run(b, 'run', join(a, 'plans', 'q.json'), '--steps', '1').stdout)).toBe(loss(there.stdout));
+    writeFileSync(join(a, 'plans', 'n.onnx'), readFileSync(ONNX)); rmSync(join(a, 'models', 'n.onnx'));
+    expect(loss(run(b, 'run', join(a, 'plans', 'q.json'), '--steps', '1').stdout)).toBe(loss(there.stdout));
+    rmSync(join(a, 'plans', 'n.onnx'));
+    const gone = run(b, 'run', join(a, 'plans', 'q.json'), '--steps', '1');
+    expect(gone.status).toBe(2);
+    expect(gone.stderr).toMatch(/n\.onnx: ONNX model \(looked for at .*models\/n\.onnx, .*plans\/n\.onnx\) not found \[TC101\]/);
   });
 });

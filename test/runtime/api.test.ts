@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { compile, parsePlan, serializePlan, syntheticData, TrainingSession, writeSafetensors, UserError } from '../../src/index.js';
+import { compile, parsePlan, SequenceParallelSession, serializePlan, spFullGraph, syntheticData, TrainingSession, writeSafetensors, UserError } from '../../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-api-'));
 const MLP = { model: 'models/mlp.ts', preset: 'tiny', hw: 'v100-32g', gpuMemBytes: 20000, cpuMemBytes: 1e6 };
@@ -45,6 +45,8 @@ describe('the API refuses what the CLI refuses', () => {
     expect(await codeOf(() => compile({ ...MLP, dpuWarmupSteps: Number.NaN, precision: 'fp16' }))).toBe('TC107');
     expect(await codeOf(() => compile({ ...MLP, model: '/dev/zero' }))).toBe('TC105');
     expect(await codeOf(() => compile({ ...MLP, model: 123 as never }))).toBe('TC100');
+    // (a key given as undefined had replaced the default: a plan without lr, which readPlan then refused)
+    expect(await codeOf(() => compile({ ...MLP, optimizer: { lr: undefined } }))).toBe('TC107');
   });
 
   it('a session: options out of range, no data, used after close', async () => {
@@ -59,6 +61,17 @@ describe('the API refuses what the CLI refuses', () => {
     s.close();
     expect(await codeOf(() => s.step(2, data(2)))).toBe('TC501');
     expect(await codeOf(() => s.loss())).toBe('TC501');
+  });
+
+  it('a sequence-parallel session: a step number out of range, used after close, a plan of no sp section', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny', sp: 2 });
+    const s = new SequenceParallelSession(plan, syntheticData(spFullGraph(plan), 0));
+    expect(await codeOf(() => s.step(0))).toBe('TC107'); // (had been a ring failure, TC604)
+    expect((await s.step(1)).loss).toBeGreaterThan(0);
+    s.close();
+    expect(await codeOf(() => s.step(2))).toBe('TC501'); // (had been a plain Error)
+    const plain = await compile({ model: 'models/gpt.ts', preset: 'tiny' });
+    expect(await codeOf(() => new SequenceParallelSession(plain, syntheticData(spFullGraph(plan), 0)))).toBe('TC100');
   });
 
   it('writeSafetensors: bytes that are not the shape\'s refused, the old file kept', async () => {
