@@ -235,7 +235,8 @@ export class TrainingSession {
       let values: Float32Array;
       if (t.role === 'param16' || t.role === 'master32') values = paramValues(t);
       else values = new Float32Array(numel(t.shape)); // adamM, adamV start at zero
-      this.native.write(buf, encode(t, values));
+      // (an NVMe write failing here had ended the run with a stack trace naming a buffer)
+      try { this.native.write(buf, encode(t, values)); } catch (e) { throw e instanceof UserError ? e : diag.runtime(`writing the initial value of tensor '${t.name}' failed: ${(e as Error).message}`); }
     }
     if (weights) this.unusedWeights = [...weights.keys()].filter((n) => !valuesOf.has(n));
   }

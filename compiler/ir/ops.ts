@@ -121,7 +121,23 @@ function poolOut(kind: OpKind, x: readonly number[], attrs: OpAttrs): number[] {
 }
 
 /** Output shapes and dtypes of an op, or ShapeError. `adam` is special (in place) and not inferred here. */
+/**
+ * The inputs the runtime takes as i32 (a bit per input: ids, targets, a cast's
+ * source); every other input of every op is a float tensor (native/plan/
+ * program.cc's kSignatures, which refuses any other plan at run start).
+ */
+const INT_INPUTS: Partial<Record<OpKind, number>> = { embedding: 1, crossEntropy: 2, embeddingBackward: 1, crossEntropyBackward: 2, cast: 1 };
+
 export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAttrs): OutputSpec[] {
+  const out = outputsOf(kind, ins, attrs); // (its own checks first: they name the operand)
+  // (a concat, transpose or sum of run-time integers had compiled, and run then refused the plan naming a buffer, not the model's line)
+  for (const [j, o] of ins.entries()) {
+    if ((o.dtype === 'i32' || o.dtype === 'i64') && !(((INT_INPUTS[kind] ?? 0) >> j) & 1)) fail(kind, `input ${j} is ${o.dtype}: the runtime's ${kind} takes float tensors there (integers only as ids, targets or a cast's source)`);
+  }
+  return out;
+}
+
+function outputsOf(kind: OpKind, ins: readonly Operand[], attrs: OpAttrs): OutputSpec[] {
   switch (kind) {
     case 'matmul': {
       expectCount(kind, ins, 2);

@@ -93,12 +93,13 @@ bool Arenas::open(const Program& p, std::string* err) {
 }
 
 void Arenas::close() {
+  // the store first: it ends its I/O, which reads into and writes from the host arenas
+  Arena& nv = tier[TIER_NVME];
+  if (nv.store) { nv.store->close(); nv.store.reset(); }
   for (int t = TIER_GPU; t <= TIER_CPU; t++) {
     std::free(tier[t].host);
     tier[t].host = nullptr;
   }
-  Arena& nv = tier[TIER_NVME];
-  if (nv.store) { nv.store->close(); nv.store.reset(); }
   if (!nv.path.empty()) { ::unlink(nv.path.c_str()); nv.path.clear(); }
   if (!nv.dir.empty()) { ::rmdir(nv.dir.c_str()); nv.dir.clear(); }
 }

@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "../exec/spin.h"
@@ -110,7 +112,9 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, const std::vector<N
   for (int32_t k = s_.queue_depth - 1; k >= 0; k--) free_slots.push_back(k);
   std::string first;  // the first error; once set nothing new is submitted
   size_t next = 0;
-  int32_t inflight = 0;
+  int32_t inflight = 0;     // requests prepared and not yet reaped (those still to submit among them)
+  int32_t unsubmitted = 0;  // prepared in the submission queue, not yet taken by the kernel
+  int32_t idle_tries = 0;   // submits refused (EAGAIN/EBUSY) with nothing in the kernel to wait for
   const NvmeRun* done_run = nullptr;  // a run reaped last round, reported after the slots are refilled
   for (;;) {
     // fill every free slot with the next run
@@ -134,14 +138,32 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, const std::vector<N
       io_uring_sqe_set_data(sqe, (void*)(uintptr_t)k);
       queued++;
       inflight++;
+      unsubmitted++;
     }
-    if (queued > 0) {
+    // submit what the queue holds: a partial submit leaves the rest for the
+    // next round (they had waited forever: wait_cqe submits nothing); EAGAIN
+    // and EBUSY (no kernel memory, completions to reap first) are retried
+    // after a completion, or after a pause when nothing is in the kernel; any
+    // other error drops the unsubmitted ones and drains those in the kernel
+    // before returning (they had read into, and written from, memory the
+    // caller then reused or freed)
+    if (unsubmitted > 0) {
       int rc;
       do rc = io_uring_submit(&r.ring); while (rc == -EINTR);
-      if (rc < 0) {
+      if (rc > 0) {
+        unsubmitted -= rc < unsubmitted ? rc : unsubmitted;
+        idle_tries = 0;
+      } else if ((rc == 0 || rc == -EAGAIN || rc == -EBUSY) && (inflight > unsubmitted || ++idle_tries < 1000)) {
+        // (nothing in the kernel to wait for: submit again after a pause)
+        if (inflight == unsubmitted) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); continue; }
+      } else {
         r.broken = true;
-        *err = "nvme tier: io_uring_submit for " + f_.path + ": " + errno_text(-rc);
-        return false;
+        if (first.empty()) {
+          first = "nvme tier: io_uring_submit for " + f_.path + ": " + (rc < 0 ? errno_text(-rc) : std::string("the kernel took none of the requests"));
+          *failed_request = chunks[(size_t)runs[next > 0 ? next - 1 : 0].first].request;
+        }
+        inflight -= unsubmitted;  // (never reach the kernel: the ring is not used again)
+        unsubmitted = 0;
       }
     }
     // report the run reaped last round (its chunks, in order) now that its slot
@@ -158,7 +180,10 @@ bool UringBackend::run(const std::vector<NvmeChunk>& chunks, const std::vector<N
     spin_until([&] { return (rc = io_uring_peek_cqe(&r.ring, &cqe)) == 0; }, spin_limit_ns());
     if (rc != 0) do rc = io_uring_wait_cqe(&r.ring, &cqe); while (rc == -EINTR);
     if (rc < 0) {
+      // (nothing can be reaped: the ring is torn down here, which ends what is in the kernel before it returns)
       r.broken = true;
+      io_uring_queue_exit(&r.ring);
+      r.ready = false;
       *err = "nvme tier: io_uring_wait_cqe for " + f_.path + ": " + errno_text(-rc);
       return false;
     }

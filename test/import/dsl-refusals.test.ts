@@ -38,6 +38,9 @@ describe('DSL calls refused at compile', () => {
     refused(["const w = nn.input('w', [8], 'i32');", "return nn.crossEntropy(nn.matmul(nn.rmsNorm(x, w), nn.param('h', [8, 3])), y);"], /:7:\d+: rmsNorm: weight must be a float tensor, got i32/);
     refused(["const t = nn.input('t', [16, 8], 'i32');", "return nn.crossEntropy(nn.matmul(nn.embedding(y, t), nn.param('h', [8, 3])), y);"], /:7:\d+: embedding: table must be a float tensor, got i32/);
     refused(['return nn.crossEntropy(ids, y);'], /:6:\d+: crossEntropy: logits must be a float tensor, got i32/);
+    // (any op the runtime takes only floats in: a transpose of ids had compiled, and run then refused the plan naming a buffer)
+    refused(["const t = nn.transpose(ids, [1, 0]);", "return nn.crossEntropy(nn.matmul(nn.embedding(nn.reshape(t, [32]), nn.param('e', [16, 8])), nn.param('h', [8, 3])), nn.input('l', [32], 'i32'));"],
+      /:6:\d+: transpose: input 0 is i32: the runtime's transpose takes float tensors there \(integers only as ids, targets or a cast's source\) \[TC103\]$/);
   });
 
   it('fractional heads; softmax of a scalar; an init past fp32; a negative eps', () => {
