@@ -151,7 +151,9 @@ class OnnxImporter {
   }
 
   private isIntValue(v: Value): boolean {
-    return v.kind === 'const' ? v.c.type !== 'float' : v.kind === 'intView' || (v.kind === 'dyn' && this.b.tensors[v.id].dtype === 'i32');
+    // (a transpose not yet made is its source's kind: ids.t() as Gather indices had been called "not integers")
+    return v.kind === 'const' ? v.c.type !== 'float' : v.kind === 'intView' || (v.kind === 'dyn' && this.b.tensors[v.id].dtype === 'i32')
+      || (v.kind === 'lazyT' && this.b.tensors[v.src].dtype === 'i32');
   }
 
   /** The IR tensor of a value: constants become frozen tensors whose values the plan carries. */
