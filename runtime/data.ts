@@ -9,7 +9,7 @@ import type { Plan } from '../compiler/plan/types.js';
 import { numel, shapeStr } from '../compiler/ir/types.js';
 import { diag } from '../src/diagnostics.js';
 import { Rng } from './init.js';
-import { readSafetensors, toFloat64 } from './safetensors.js';
+import { FLOAT_DTYPES, readSafetensors, toFloat64 } from './safetensors.js';
 
 export type StepData = (step: number) => Map<number, Float64Array>;
 
@@ -62,16 +62,21 @@ export function syntheticData(g: Graph, seed: number): StepData {
  * Every value of a tensor read from `file` usable as given: an integer
  * input's in [0, bound) (I64 values past 2^31 had wrapped into range and
  * trained on other ids), a float's finite in fp32 (a NaN had surfaced as the
- * optimizer's error at that slice's step); --data's inputs and --weights'
- * parameters.
+ * optimizer's error at that slice's step), with `fp16` finite in fp16 too
+ * (a weight past its range had failed step 1 as another tensor's gradient);
+ * --data's inputs and --weights' parameters.
  */
-export function checkValues(file: string, name: string, data: Float64Array, bound?: number): void {
+export function checkValues(file: string, name: string, data: Float64Array, bound?: number, fp16 = false): void {
   for (let i = 0; i < data.length; i++) {
     const v = data[i];
     if (bound !== undefined ? !(Number.isInteger(v) && v >= 0 && v < bound) : !Number.isFinite(Math.fround(v)))
       throw diag.data(file, `tensor '${name}' value ${v} at index ${i} is ${bound !== undefined ? `not an integer in [0, ${bound})` : 'not finite in fp32'}`);
+    if (fp16 && Math.abs(v) >= HALF_ROUNDS_TO_INF) throw diag.data(file, `tensor '${name}' value ${v} at index ${i} is not finite in fp16 (the plan trains in fp16, whose largest value is 65504)`);
   }
 }
+
+/** fp16's largest finite magnitude once rounded: a value at or past 65520 becomes inf. */
+const HALF_ROUNDS_TO_INF = 65520;
 
 export function fileData(g: Graph, file: string): StepData {
   const tensors = readSafetensors(file);
@@ -83,7 +88,7 @@ export function fileData(g: Graph, file: string): StepData {
     const batched = st.shape.length === t.shape.length + 1 && shapeStr(st.shape.slice(1)) === shapeStr(t.shape);
     if (!same && !batched) throw diag.data(file, `tensor '${t.name}' has shape ${shapeStr(st.shape)}; the model input needs ${shapeStr(t.shape)} or [N,${t.shape.join(',')}]`);
     if (t.dtype === 'i32' && !['I32', 'I64'].includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs integers (I32 or I64)`);
-    if (t.dtype !== 'i32' && !['F32', 'F16', 'BF16', 'F64'].includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs floats`);
+    if (t.dtype !== 'i32' && !FLOAT_DTYPES.includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs floats`);
     const data = toFloat64(st), count = same ? 1 : st.shape[0];
     if (count < 1) throw diag.data(file, `tensor '${t.name}' has shape ${shapeStr(st.shape)}: no step's data (its leading dimension, the steps, is 0)`);
     checkValues(file, t.name, data, t.dtype === 'i32' ? indexBound(g, t) ?? 2 ** 31 : undefined);

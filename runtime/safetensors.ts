@@ -10,6 +10,8 @@ import { diag, UserError } from '../src/diagnostics.js';
 
 export type SafeDType = 'F32' | 'F16' | 'BF16' | 'I32' | 'I64' | 'F64' | 'U8';
 const SIZE: Record<SafeDType, number> = { F32: 4, F16: 2, BF16: 2, I32: 4, I64: 8, F64: 8, U8: 1 };
+/** The dtypes a float tensor (a float input, a parameter) may be stored as. */
+export const FLOAT_DTYPES: readonly SafeDType[] = ['F32', 'F16', 'BF16', 'F64'];
 
 export interface SafeTensor {
   readonly dtype: SafeDType;

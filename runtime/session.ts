@@ -16,7 +16,7 @@ import { diag, UserError } from '../src/diagnostics.js';
 import { nativeAddon, type NativeProgram, type NativeRingGroup, type NativeSession, type NativeSessionInfo, type StepStats } from './binding.js';
 import { checkValues } from './data.js';
 import { initValues } from './init.js';
-import { readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
+import { FLOAT_DTYPES, readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { existsSync } from 'node:fs';
@@ -104,16 +104,6 @@ function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOpt
     return { plan, native: nativeAddon().createSession(nativeProgram(plan, optimizer, spillDir, nvme), ring), homeOf, lossBuffer };
   } catch (e) {
     throw diag.runtime(`cannot start the runtime: ${(e as Error).message}`);
-  }
-}
-
-/** fp16's largest finite magnitude once rounded: a value at or past 65520 becomes inf. */
-const HALF_ROUNDS_TO_INF = 65520;
-
-/** Every value of parameter `name` finite once cast to fp16 (its working copy in an fp16 plan). */
-function checkHalfRange(file: string, name: string, values: Float64Array): void {
-  for (let i = 0; i < values.length; i++) {
-    if (Math.abs(values[i]) >= HALF_ROUNDS_TO_INF) throw diag.data(file, `tensor '${name}' value ${values[i]} at index ${i} is not finite in fp16 (the plan trains in fp16, whose largest value is 65504)`);
   }
 }
 
@@ -215,11 +205,9 @@ export class TrainingSession {
         if (!st) throw diag.data(this.opts.weightsFile!, `no tensor named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
         if (shapeStr(st.shape) !== shapeStr(p.shape)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' has shape ${shapeStr(st.shape)}, the model's parameter is ${shapeStr(p.shape)}`);
         // (integers had loaded as floats of the same bits' value: 1e9 where a weight was meant)
-        if (!['F32', 'F16', 'BF16', 'F64'].includes(st.dtype)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' is ${st.dtype}; a parameter needs floats (F32, F16, BF16 or F64)`);
+        if (!FLOAT_DTYPES.includes(st.dtype)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' is ${st.dtype}; a parameter needs floats (F32, F16, BF16 or F64)`);
         const values = toFloat64(st);
-        checkValues(this.opts.weightsFile!, name, values);
-        // (a value past fp16's range had loaded, then failed step 1 as another tensor's non-finite gradient)
-        if (g.precision === 'fp16') checkHalfRange(this.opts.weightsFile!, name, values);
+        checkValues(this.opts.weightsFile!, name, values, undefined, g.precision === 'fp16');
         v = Float32Array.from(values);
       } else if (p.init?.kind === 'onnx') {
         v = onnxValues(p.init.initializer, p);

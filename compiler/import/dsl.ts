@@ -6,7 +6,7 @@
 // any of it runs, and every problem is reported as `file:line:col: message`.
 // Cost: ~0.2 s of type-checking, then one stack capture per DSL call.
 
-import { mkdtempSync, readFileSync, rmSync, existsSync, statSync, utimesSync, type Stats } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, relative, basename } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -125,15 +125,14 @@ function sealed(key: string, body: string): string {
   return body.slice(0, cut) + sealOf(key, body) + body.slice(cut);
 }
 
-/** A cache entry's module text where it is whole and this key's, else undefined (truncated, empty, a directory, another's). */
-function sealedEntry(path: string, key: string): string | undefined {
+/** Whether a cache entry is whole and this key's (not truncated, empty, a directory, another's). */
+function isSealed(path: string, key: string): boolean {
   let text: string;
-  try { text = readFileSync(path, 'utf8'); } catch { return undefined; }
+  try { text = readFileSync(path, 'utf8'); } catch { return false; }
   const at = text.lastIndexOf('//# tiercut-cache ');
   const end = text.indexOf('\n', at);
-  if (at < 0 || end < 0) return undefined;
-  const rest = text.slice(0, at) + text.slice(end + 1);
-  return text.slice(at, end + 1) === sealOf(key, rest) ? text : undefined;
+  if (at < 0 || end < 0) return false;
+  return text.slice(at, end + 1) === sealOf(key, text.slice(0, at) + text.slice(end + 1));
 }
 
 /**
@@ -149,7 +148,7 @@ async function loadModule(file: string, src: string, key: string): Promise<Loade
   const dir = cacheDir();
   const cached = dir ? join(dir, `${key}.mjs`) : undefined;
   if (cached && existsSync(cached)) {
-    if (sealedEntry(cached, key) !== undefined) {
+    if (isSealed(cached, key)) {
       touch(cached);
       return { model: ((await import(pathToFileURL(cached).href)) as { default: Model<PresetBase> }).default };
     }
@@ -199,20 +198,13 @@ function touch(path: string): void {
   try { const now = new Date(); utimesSync(path, now, now); } catch { /* read-only: pruned sooner, made again then */ }
 }
 
-/** A model path names a regular file (/dev/zero had been read until memory ran out, a directory failed with EISDIR and a stack trace). */
-function checkModelFile(file: string, display: string): void {
-  let st: Stats;
-  try { st = statSync(file); } catch { throw diag.fileNotFound(display, 'model file'); }
-  if (!st.isFile()) throw diag.modelExport(display, 'not a model file: not a regular file');
-}
-
 /** (a model with `presets: {}` had been refused as "unknown preset 'undefined' (available: )") */
 const NO_PRESETS = 'the model has no presets: give it at least one, e.g. presets: { small: { batch: 8, seq: 1 } }';
 
 export async function importDsl(modelPath: string, opts: DslOptions = {}): Promise<ImportedModel> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
-  checkModelFile(file, display);
+  if (!existsSync(file)) throw diag.fileNotFound(display, 'model file'); // (a regular file: src/compile.ts checkCompileOptions)
   const { model, inMemory } = await loadChecked(file, display);
   if (!model || typeof model !== 'object' || typeof model.build !== 'function' || typeof model.presets !== 'object')
     throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
@@ -422,7 +414,7 @@ class DslBuilder implements Dsl {
 export async function modelPresets(modelPath: string): Promise<string[]> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
-  checkModelFile(file, display);
+  if (!existsSync(file)) throw diag.fileNotFound(display, 'model file'); // (a regular file: src/compile.ts checkCompileOptions)
   const { model } = await loadChecked(file, display);
   if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
   if (Object.keys(model.presets).length === 0) throw diag.modelExport(display, NO_PRESETS);

@@ -76,16 +76,15 @@ export function checkPlan(json: unknown, file: string, again = false): Plan {
   }
   // (a dpu section on an sp plan had been ignored: the ranks never switch)
   if (plan.sp !== undefined && plan.dpu !== undefined) throw diag.planInvalid(file, 'a plan has an sp section or a dpu section, not both');
-  for (const [where, p] of [['', plan], ['dpu.steady: ', plan.dpu?.steady]] as const) {
-    const t = p && (['gpu', 'cpu', 'nvme'] as const).find((k) => p.tiers[k].capacityBytes !== p.hardware[k].capacityBytes);
-    if (p && t) throw diag.planInvalid(file, `${where}tiers.${t}.capacityBytes ${p.tiers[t].capacityBytes} is not the hardware's ${p.hardware[t].capacityBytes}`);
-  }
   if (plan.sp !== undefined) {
     const problem = spProblem(plan);
     if (problem) throw diag.planInvalid(file, `sp: ${problem}`);
   }
   for (const [where, p] of [['', plan], ['dpu.steady: ', plan.dpu?.steady]] as const) {
-    const collective = p && collectiveProblem(p, plan.sp?.ranks);
+    if (!p) continue;
+    const t = (['gpu', 'cpu', 'nvme'] as const).find((k) => p.tiers[k].capacityBytes !== p.hardware[k].capacityBytes);
+    if (t) throw diag.planInvalid(file, `${where}tiers.${t}.capacityBytes ${p.tiers[t].capacityBytes} is not the hardware's ${p.hardware[t].capacityBytes}`);
+    const collective = collectiveProblem(p, plan.sp?.ranks);
     if (collective) throw diag.planInvalid(file, where + collective);
   }
   checkedPlans.add(plan);
