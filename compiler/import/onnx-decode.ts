@@ -57,11 +57,15 @@ export interface LoadedModel {
 
 export function loadOnnx(path: string, display = path): LoadedModel {
   const abs = resolve(path);
-  let size: number;
-  try { size = statSync(abs).size; } catch { throw diag.fileNotFound(display, 'ONNX model'); }
+  let st: ReturnType<typeof statSync>;
+  try { st = statSync(abs); } catch { throw diag.fileNotFound(display, 'ONNX model'); }
+  // (a directory had failed with EISDIR and a stack trace; a FIFO would wait for a writer)
+  if (!st.isFile()) throw diag.onnxFormat(display, `not a regular file (${st.isDirectory() ? 'a directory' : 'a device, FIFO or socket'})`);
+  const size = st.size;
   if (size > MAX_PROTO_BYTES)
     throw diag.onnxFormat(display, `the file is ${(size / 2 ** 30).toFixed(2)} GiB; models over 2 GiB must keep their weights in external data files (protobuf cannot hold more than 2 GiB; save with onnx.save_model(..., save_as_external_data=True))`);
-  const bytes = readWhole(abs, size);
+  let bytes: Uint8Array;
+  try { bytes = readWhole(abs, size); } catch (e) { throw diag.onnxFormat(display, `cannot be read: ${(e as Error).message}`); }
   let model: ModelProto;
   try {
     model = onnx.ModelProto.decode(bytes);
@@ -138,6 +142,9 @@ export function safeExternalPath(location: string, dir: string, file: string, te
   try { real = realpathSync(joined); } catch { throw diag.onnxExternal(file, `tensor '${tensor}': external data file '${location}' not found next to the model`); }
   const rel = relative(realDir, real);
   if (rel === '' || rel.startsWith('..' + sep) || rel === '..' || isAbsolute(rel)) throw reject("it resolves (through a symlink) outside the model's directory");
+  // (a directory had passed the length check by its own size and failed to read
+  // with a stack trace; opening a FIFO waits for a writer)
+  if (!statSync(real).isFile()) throw reject('it is not a regular file');
   return real;
 }
 
@@ -194,14 +201,18 @@ function rawBytes(t: TensorProto, dir: string, file: string, want: number): Uint
     const ref = externalRef(t, file);
     const path = safeExternalPath(ref.location, dir, file, t.name ?? '');
     const out = new Uint8Array(want);
-    const fd = openSync(path, 'r');
+    if (want === 0) return out;
+    let fd: number;
+    try { fd = openSync(path, 'r'); } catch (e) { throw diag.onnxExternal(file, `tensor '${t.name}': external data file '${ref.location}' cannot be opened: ${(e as Error).message}`); }
     try {
       const size = fstatSync(fd).size;
       if (ref.offset + want > size) throw diag.onnxTensor(file, `tensor '${t.name}': external data [${ref.offset}, ${ref.offset + want}) is past the end of '${ref.location}' (${size} bytes)`);
       let at = 0;
       while (at < want) {
-        const n = readSync(fd, out, at, want - at, ref.offset + at);
-        if (n <= 0) break;
+        let n: number;
+        try { n = readSync(fd, out, at, want - at, ref.offset + at); } catch (e) { throw diag.onnxExternal(file, `tensor '${t.name}': reading external data file '${ref.location}': ${(e as Error).message}`); }
+        // (a file cut short since it was checked: zeros had been read for its end)
+        if (n <= 0) throw diag.onnxTensor(file, `tensor '${t.name}': external data file '${ref.location}' ends at byte ${ref.offset + at}, before the tensor's end at ${ref.offset + want}`);
         at += n;
       }
     } finally {

@@ -212,7 +212,9 @@ export function clampSlice(start: number, end: number, step: number, dim: number
   if (step === 0) throw new FoldError('Slice step 0');
   const norm = (v: number) => (v < 0 ? v + dim : v);
   let s = norm(start), e = norm(end);
-  if (step > 0) { s = Math.min(Math.max(s, 0), dim); e = Math.min(Math.max(e, 0), dim); } else { s = Math.min(Math.max(s, -1), dim - 1); e = Math.min(Math.max(e, -1), dim - 1); }
+  // (a negative step clamps its start into [0, dim-1], as the ONNX spec and
+  // onnxruntime do; [-1, dim-1] had made a start below -dim an empty slice)
+  if (step > 0) { s = Math.min(Math.max(s, 0), dim); e = Math.min(Math.max(e, 0), dim); } else { s = Math.min(Math.max(s, 0), dim - 1); e = Math.min(Math.max(e, -1), dim - 1); }
   return [s, e];
 }
 

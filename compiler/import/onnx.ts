@@ -18,8 +18,9 @@
 // once per step, as PyTorch's module does.
 // Cost: O(nodes) plus the size of folded constants; weights are not read.
 
+import { createHash } from 'node:crypto';
 import { relative, resolve } from 'node:path';
-import { diag, UserError } from '../../src/diagnostics.js';
+import { diag, oneLine, UserError } from '../../src/diagnostics.js';
 import { GraphBuilder, GraphError } from '../ir/graph.js';
 import type { Graph, OpAttrs, OpKind, SourceLoc } from '../ir/types.js';
 import { shapeStr } from '../ir/types.js';
@@ -54,8 +55,13 @@ type Value =
   | { readonly kind: 'intView'; readonly src: number; readonly shape: readonly number[] }
   | { readonly kind: 'unsupported'; readonly why: string };
 
+/** The elements of every constant a plan carries together (f32 in base64: ~180 MB of the plan's JSON at most). */
+const MAX_PLAN_CONST_ELEMENTS = 2 ** 25;
 const BATCH_NAMES = /^(batch|batch_?size|n|b|bs)$/i;
 const SEQ_NAMES = /^(seq|seq_?len|sequence|sequence_?length|t|s|len|length|tokens?|num_?tokens)$/i;
+/** AttributeProto.AttributeType's values that tiercut reads, and every type's name. */
+const ATTR = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, FLOATS: 6, INTS: 7 } as const;
+const ATTR_TYPES: Record<number, string> = { 1: 'FLOAT', 2: 'INT', 3: 'STRING', 4: 'TENSOR', 5: 'GRAPH', 6: 'FLOATS', 7: 'INTS', 8: 'STRINGS', 9: 'TENSORS', 10: 'GRAPHS', 11: 'SPARSE_TENSOR', 12: 'SPARSE_TENSORS', 13: 'TYPE_PROTO', 14: 'TYPE_PROTOS' };
 
 function onnxConstType(dt: number): ConstType {
   if (isFloatType(dt)) return 'float';
@@ -76,6 +82,14 @@ class OnnxImporter {
   private readonly inits = new Map<string, TensorProto>();
   /** Running statistics of BatchNormalization nodes (each updated by one node). */
   private readonly runningStats = new Set<number>();
+  /**
+   * The constants the plan carries, by their content: one tensor for each
+   * (every Where of a causal mask had stored its own copy of the [T,T] mask:
+   * 22 MB of base64 each at T = 2048, past what one JSON string holds at 24
+   * layers), and the elements they hold together, at most MAX_PLAN_CONST_ELEMENTS.
+   */
+  private readonly constTensors = new Map<string, number>();
+  private constElements = 0;
   private node: NodeProto | undefined;
   private nodeIndex = 0;
   private loc: SourceLoc;
@@ -172,11 +186,17 @@ class OnnxImporter {
     const f32 = Buffer.alloc(c.data.length * 4);
     c.data.forEach((x, i) => f32.writeFloatLE(x, i * 4));
     const int = asInt || c.type !== 'float';
+    const key = `${int ? 'i32' : 'f32'} ${shapeStr(shape)} ${createHash('sha256').update(f32).digest('hex')}`;
+    const same = this.constTensors.get(key);
+    if (same !== undefined) { v.id = same; return same; }
+    this.constElements += c.data.length;
+    if (this.constElements > MAX_PLAN_CONST_ELEMENTS) throw this.unsupported(`the constants the plan would carry come to ${this.constElements} elements with this one ${shapeStr(shape)} (at most ${MAX_PLAN_CONST_ELEMENTS}); make large masks and tables inputs or initializers`);
     const t = this.b.tensor({
       name: `const.${this.node?.output?.[0] || 'c'}`, shape, dtype: int ? 'i32' : 'f32', role: 'param16', persistent: true, frozen: true,
       param: `const.${this.node?.output?.[0] || 'c'}`, init: { kind: 'data', f32Base64: f32.toString('base64') },
     });
     this.b.tensors[t.id] = { ...t, param: t.name }; // the builder made the name unique
+    this.constTensors.set(key, t.id);
     v.id = t.id;
     return t.id;
   }
@@ -209,28 +229,37 @@ class OnnxImporter {
 
   // ---- attributes ----------------------------------------------------------------------
 
-  private attr(name: string): AttributeProto | undefined {
-    return this.node!.attribute?.find((a: AttributeProto) => a.name === name);
+  /**
+   * The attribute `name`, refused unless it is of type `want` (an AttributeType;
+   * one without a type, from an old exporter, is read as that type). The
+   * readers had taken a.i, a.f or a.ints whatever the type said: Gemm's alpha
+   * written as the INT 2 was read as the float 0.
+   */
+  private attr(name: string, want?: number): AttributeProto | undefined {
+    const a = this.node!.attribute?.find((x: AttributeProto) => x.name === name);
+    if (a && want !== undefined && a.type && a.type !== want)
+      throw this.unsupported(`attribute ${name} is of type ${ATTR_TYPES[a.type] ?? a.type}; ${this.node!.opType} takes ${ATTR_TYPES[want]}`);
+    return a;
   }
   private attrInt(name: string, dflt: number): number {
-    const a = this.attr(name);
+    const a = this.attr(name, ATTR.INT);
     return a ? toNum(a.i ?? 0, `${this.where()} attribute ${name}`, this.file) : dflt;
   }
   private attrIntOrUndefined(name: string): number | undefined {
     return this.attr(name) ? this.attrInt(name, 0) : undefined;
   }
   private attrFloat(name: string, dflt: number): number {
-    const a = this.attr(name);
+    const a = this.attr(name, ATTR.FLOAT);
     const v = a ? (a.f ?? 0) : dflt;
     // (a plan is JSON, where NaN and infinities become null)
     if (!Number.isFinite(v)) throw this.unsupported(`attribute ${name} is ${v}; a finite number is needed`);
     return v;
   }
   private attrInts(name: string): number[] | undefined {
-    const a = this.attr(name);
+    const a = this.attr(name, ATTR.INTS);
     return a ? (a.ints ?? []).map((v: unknown) => toNum(v, `${this.where()} attribute ${name}`, this.file)) : undefined;
   }
-  private attrString(name: string, dflt: string): string { const a = this.attr(name); return a?.s ? Buffer.from(a.s).toString('utf8') : dflt; }
+  private attrString(name: string, dflt: string): string { const a = this.attr(name, ATTR.STRING); return a?.s ? Buffer.from(a.s).toString('utf8') : dflt; }
 
   // ---- the graph ----------------------------------------------------------------------
 
@@ -238,6 +267,8 @@ class OnnxImporter {
     const g = this.m.graph;
     for (const t of g.initializer ?? []) {
       if (!t.name) throw diag.onnxGraph(this.file, 'an initializer has no name');
+      // (a name defined twice had been taken as its last definition, silently)
+      if (this.inits.has(t.name)) throw diag.onnxGraph(this.file, `two initializers are named '${t.name}'`);
       this.inits.set(t.name, t);
     }
     if ((g.sparseInitializer ?? []).length) throw diag.onnxGraph(this.file, 'sparse initializers are not supported');
@@ -245,8 +276,11 @@ class OnnxImporter {
     for (const inp of g.input ?? []) {
       const name = inp.name ?? '';
       if (this.inits.has(name)) continue; // IR < 4 lists initializers as inputs too
+      if (this.values.has(name)) throw diag.onnxGraph(this.file, `two graph inputs are named '${name}'`);
       const tt = inp.type?.tensorType;
       if (!tt) throw diag.onnxGraph(this.file, `input '${name}' is not a tensor`);
+      // (an input without a shape had been taken as a scalar)
+      if (!tt.shape) throw diag.onnxDim(this.file, `input '${name}' has no shape (its rank is unknown); export with fixed input shapes`);
       const et = tt.elemType ?? 0;
       const dtype = et === DT.FLOAT ? 'f32' : et === DT.INT64 || et === DT.INT32 ? 'i32' : undefined;
       if (!dtype) throw diag.onnxGraph(this.file, `input '${name}' has element type ${dtypeName(et)}; tiercut binds FLOAT, INT64 and INT32 inputs`);
@@ -269,6 +303,7 @@ class OnnxImporter {
       }
       (n.output ?? []).forEach((name: string, k: number) => {
         if (!name) return;
+        if (this.values.has(name) || this.inits.has(name)) throw diag.onnxGraph(this.file, `${this.where()}: output '${name}' is already defined (${this.inits.has(name) ? 'an initializer' : 'a graph input or an earlier node\'s output'}); a name is defined once`);
         const v = outs[k] ?? { kind: 'unsupported', why: `output ${k} of ${n.opType} is not supported` };
         this.values.set(name, v);
       });
@@ -282,7 +317,16 @@ class OnnxImporter {
       throw diag.onnxGraph(this.file, `output '${scalars[0]}' is not a float computed from the inputs and parameters, so it cannot be the loss`);
     const lt = this.b.tensors[lossValue.id];
     this.b.tensors[lossValue.id] = { ...lt, role: 'loss' };
+    const freeze = this.opts.freeze;
+    if (freeze) {
+      // (a pattern that matched nothing, a typo, had been accepted without a word)
+      const floats = (g.initializer ?? []).filter((t: TensorProto) => isFloatType(t.dataType ?? 0)).map((t: TensorProto) => t.name ?? '');
+      if (floats.length > 0 && !floats.some((name: string) => freeze.test(name)))
+        throw diag.usage(oneLine(`--freeze ${freeze.source}: matches none of the ${floats.length} float initializers of ${this.file} (${floats.slice(0, 5).join(', ')}${floats.length > 5 ? ', ...' : ''})`));
+    }
     const params = this.b.tensors.filter((t) => t.role === 'param16' && !t.frozen).length;
+    if (params === 0 && freeze && this.b.tensors.some((t) => t.role === 'param16' && t.frozen && t.init?.kind === 'onnx'))
+      throw diag.usage(oneLine(`--freeze ${freeze.source}: freezes every float initializer the loss reads in ${this.file}; nothing is left to train`));
     if (params === 0) throw diag.onnxGraph(this.file, 'the model has no trainable parameters (float initializers); export with export_params=True');
     return {
       graph: this.b.build(lossValue.id, 'fp32'), preset: 'onnx',
@@ -291,8 +335,10 @@ class OnnxImporter {
   }
 
   private bindDim(input: string, axis: number, d: { dimValue?: unknown; dimParam?: string | null }): number {
-    const v = d.dimValue !== undefined && d.dimValue !== null ? toNum(d.dimValue, `input '${input}' dim ${axis}`, this.file) : 0;
-    if (v > 0) return v;
+    const v = d.dimValue !== undefined && d.dimValue !== null ? toNum(d.dimValue, `input '${input}' dim ${axis}`, this.file) : undefined;
+    // (a dim written as a number at or below 0 had been taken as symbolic, and bound by --batch)
+    if (v !== undefined && v <= 0) throw diag.onnxDim(this.file, `input '${input}' dim ${axis} is ${v}; a dim is a size of at least 1 or a name (dim_param)`);
+    if (v !== undefined) return v;
     const p = d.dimParam ?? '';
     const bind = (flag: '--batch' | '--seq', value: number | undefined) => {
       if (value === undefined) throw diag.onnxDim(this.file, `input '${input}' dim ${axis} is symbolic ('${p}'); give its size with ${flag} N`);
@@ -315,10 +361,14 @@ class OnnxImporter {
       case 'Constant': {
         const a = n.attribute?.[0];
         if (!a) throw this.unsupported('Constant without a value');
+        if ((n.attribute ?? []).length > 1) throw this.unsupported(`Constant with ${(n.attribute ?? []).length} attributes (exactly one value)`);
+        const want: Record<string, number> = { value: ATTR.TENSOR, value_float: ATTR.FLOAT, value_floats: ATTR.FLOATS, value_int: ATTR.INT, value_ints: ATTR.INTS };
+        if (want[a.name ?? ''] !== undefined) this.attr(a.name!, want[a.name!]);
         switch (a.name) {
           case 'value': {
-            const { dims, values } = tensorValues(a.t!, this.m.dir, this.file);
-            return [cst(constOf(onnxConstType(a.t!.dataType ?? 0), dims, values))];
+            if (!a.t) throw this.unsupported('Constant value attribute holds no tensor');
+            const { dims, values } = tensorValues(a.t, this.m.dir, this.file);
+            return [cst(constOf(onnxConstType(a.t.dataType ?? 0), dims, values))];
           }
           case 'value_float': return [cst(scalar('float', a.f ?? 0))];
           case 'value_floats': return [cst(constOf('float', [(a.floats ?? []).length], a.floats ?? []))];
@@ -346,8 +396,9 @@ class OnnxImporter {
         const shape = ints(this.needConst(0, 'shape'), 'shape');
         if (shape.some((d) => d < 0)) throw this.unsupported(`ConstantOfShape with a negative dim [${shape.join(',')}]`);
         checkSize(shape, 'ConstantOfShape');
-        const a = this.attr('value');
+        const a = this.attr('value', ATTR.TENSOR);
         const v = a?.t ? tensorValues(a.t, this.m.dir, this.file) : undefined;
+        if (v && v.values.length !== 1) throw this.unsupported(`ConstantOfShape's value holds ${v.values.length} elements (one)`);
         const type = a?.t ? onnxConstType(a.t.dataType ?? 0) : 'float';
         return [cst(constOf(type, shape, new Float64Array(numelOf(shape)).fill(v ? v.values[0] : 0)))];
       }
@@ -404,8 +455,12 @@ class OnnxImporter {
         const x = this.need(0);
         const r = this.shapeOf(x).length;
         const perm = this.attrInts('perm') ?? Array.from({ length: r }, (_, i) => r - 1 - i);
+        // (any perm on a rank-2 tensor other than the identity had been taken as [1,0]: [0,0] among them)
+        if (perm.length !== r || [...perm].sort((p, q) => p - q).some((p, i) => p !== i)) throw this.unsupported(`perm [${perm.join(',')}] is not a permutation of the ${r} axes of ${shapeStr(this.shapeOf(x))}`);
         if (x.kind === 'const') return [cst(transposeFold(x.c, perm))];
         if (perm.every((p, i) => p === i)) return [x];
+        // (a 2-D one had been left to its reader, which was then named for it)
+        if (this.isIntValue(x)) throw this.unsupported(`a transpose of run-time integers ${shapeStr(this.shapeOf(x))} (the runtime moves integers only as ids, targets or a cast's source)`);
         if (x.kind === 'lazyT' && r === 2) return [{ kind: 'dyn', id: x.src }];
         const id = this.dyn(x);
         if (r === 2) return [{ kind: 'lazyT', src: id }];
@@ -413,6 +468,7 @@ class OnnxImporter {
       }
       case 'Concat': {
         const parts = (n.input ?? []).map((_: string, i: number) => this.need(i));
+        if (parts.length === 0) throw this.unsupported('Concat without inputs');
         const axis = normAxis(this.attrInt('axis', 0), this.shapeOf(parts[0]).length);
         if (parts.every((p: Value) => p.kind === 'const')) return [cst(concatFold(parts.map((p: Value) => (p as { c: Const }).c), axis))];
         if (parts.length > 8) throw this.unsupported(`Concat of ${parts.length} run-time tensors (at most 8)`);
@@ -477,6 +533,7 @@ class OnnxImporter {
         const [a, e] = [this.need(0), this.need(1)];
         if (a.kind === 'const' && e.kind === 'const') return [cst(binaryFold(op, a.c, e.c))];
         if (e.kind !== 'const' || e.c.data.length !== 1) throw this.unsupported('Pow with a run-time or non-scalar exponent (only x ** constant)');
+        if (!Number.isFinite(e.c.data[0])) throw this.unsupported(`Pow with the exponent ${e.c.data[0]} (a finite number is needed)`);
         return [{ kind: 'dyn', id: this.emit('powScalar', [this.dyn(a)], { exponent: e.c.data[0] }, this.outName()) }];
       }
       case 'Neg': case 'Sqrt': case 'Tanh': case 'Erf': case 'Relu': case 'Exp': case 'Log': case 'Sigmoid': case 'Reciprocal': {
@@ -525,6 +582,9 @@ class OnnxImporter {
         const x = this.need(0);
         const s = this.shapeOf(x);
         const fromInput = op === 'ReduceSum' || this.m.opset >= 18;
+        // (axes where this opset does not take them had been ignored: a sum over every axis)
+        if (fromInput && this.attr('axes')) throw this.unsupported(`axes given as an attribute; ${op} at opset ${this.m.opset} takes them as input 1`);
+        if (!fromInput && input[1]) throw this.unsupported(`axes given as input 1; ${op} at opset ${this.m.opset} takes them as an attribute`);
         let axes = fromInput ? (input[1] ? ints(this.needConst(1, 'axes'), 'axes') : undefined) : this.attrInts('axes');
         const keep = this.attrInt('keepdims', 1) === 1;
         if (!axes || axes.length === 0) {
@@ -753,7 +813,10 @@ class OnnxImporter {
   private binary(kind: 'add' | 'sub' | 'mul' | 'div', a: Value, b: Value): number {
     const name = this.outName();
     // a scalar constant operand: one affine op
-    const scalarOf = (v: Value) => (v.kind === 'const' && v.c.data.length === 1 ? v.c.data[0] : undefined);
+    // (only a finite one whose affine form is finite too: x / 0 or x + -inf had
+    // made an attribute of Infinity, which a plan cannot hold; they take the
+    // general path below, the constant a tensor of the plan)
+    const scalarOf = (v: Value) => (v.kind === 'const' && v.c.data.length === 1 && Number.isFinite(v.c.data[0]) && (v === b && kind === 'div' ? Number.isFinite(1 / v.c.data[0]) : true) ? v.c.data[0] : undefined);
     const sb = scalarOf(b), sa = scalarOf(a);
     const out = broadcastShapes(this.shapeOf(a), this.shapeOf(b));
     if (sb !== undefined && a.kind !== 'const' && shapeStr(this.shapeOf(a)) === shapeStr(out)) {

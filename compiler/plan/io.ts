@@ -13,7 +13,13 @@ import { FORMAT_VERSION, type Plan } from './types.js';
 import type { Graph, Op } from '../ir/types.js';
 
 export function serializePlan(plan: Plan): string {
-  return JSON.stringify(plan) + '\n';
+  try {
+    return JSON.stringify(plan) + '\n';
+  } catch (e) {
+    // (V8's strings end at 2^29 - 24 characters: a RangeError with a stack trace had been all the user saw)
+    if (e instanceof RangeError) throw diag.cannotWrite(`the plan is too large to write as JSON (${e.message}): its graph has ${plan.graph.tensors.length} tensors and ${plan.graph.ops.length} ops`);
+    throw e;
+  }
 }
 
 /** Writes atomically (a temp file, fsync, rename: src/atomic-write.ts); a disk that will not take it is one UserError line, the old file kept. */

@@ -10,6 +10,7 @@
 // imports or fails with a UserError line.
 import { describe, it, expect, beforeAll } from 'vitest';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, symlinkSync, writeFileSync, ftruncateSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
@@ -167,6 +168,19 @@ describe('external data', () => {
     expectCliError(file, /external data location 'link\.bin' is rejected: it resolves \(through a symlink\) outside the model's directory/, 'TC113');
   });
   it('a missing external file', () => expectImportError(externalCopy('ext-missing', 'nothere.bin'), /external data file 'nothere\.bin' not found next to the model/, 'TC113'));
+  // (a directory had passed the length check by its own size and failed with
+  // EISDIR and a stack trace; opening a FIFO had waited forever for a writer)
+  it('a directory or a FIFO as the external file, a directory as the model', () => {
+    const inDir = externalCopy('ext-dir', 'sub');
+    mkdirSync(join(dir, 'ext-dir', 'sub'));
+    expectCliError(inDir, /tensor 'wte\.weight': external data location 'sub' is rejected: it is not a regular file/, 'TC113');
+    const fifo = externalCopy('ext-fifo', 'pipe');
+    execFileSync('mkfifo', [join(dir, 'ext-fifo', 'pipe')]);
+    expectCliError(fifo, /external data location 'pipe' is rejected: it is not a regular file/, 'TC113');
+    mkdirSync(join(dir, 'dir.onnx'));
+    // (compile refuses it first; run reads the plan's model here)
+    expectImportError(join(dir, 'dir.onnx'), /dir\.onnx: not a regular file \(a directory\)/, 'TC110');
+  });
 });
 
 describe('CNN nodes tiercut does not train: one line', () => {

@@ -110,4 +110,66 @@ describe('small ONNX graphs against onnxruntime', () => {
     const r = await losses(file, [x, { ...lab, values: [1, 1, 0, 3, 4, 2] }]);
     expect(Math.abs(r.tiercut - r.ort)).toBeLessThanOrEqual(1e-5);
   });
+
+  // a review's finds, each once accepted and computed wrong, or a stack trace
+  it('a Slice of a constant with step -1 from below -dim starts at element 0 (it had been empty); x + -inf is -inf (it had been an attribute the plan cannot hold)', async () => {
+    const ints1 = (n: string, v: number) => constant(n, [1], [v], true);
+    await check('slice-neg-step', [5], [constant('k', [5], [1, 2, 3, 4, 5]), ints1('s', -10), ints1('e', -1000), ints1('a', 0), ints1('p', -1),
+      node('Slice', ['k', 's', 'e', 'a', 'p'], ['ks']), node('ReduceSum', ['ks'], ['kr'], { keepdims: 1 }), node('Mul', ['xw', 'kr'], ['y'])], [5]);
+    const x = { name: 'x', shape: [4], values: ramp(4, 1) };
+    const file = model('add-neg-inf', [x], [floats('W', [4], ramp(4, 2))], [node('Mul', ['x', 'W'], ['xw']), constant('c', [], [-Infinity]), node('Add', ['xw', 'c'], ['y']), node('ReduceSum', ['y'], ['loss'], { keepdims: 0 })]);
+    const r = await losses(file, [x]);
+    expect(r.ort).toBe(-Infinity);
+    expect(r.tiercut).toBe(-Infinity);
+  });
+
+  it('one constant read by many nodes is carried once (a causal mask had been stored by every Where)', async () => {
+    const T = 4, mask = Array.from({ length: T * T }, (_, i) => (i % T <= Math.floor(i / T) ? 1 : 0));
+    const x = { name: 'x', shape: [T, T], values: ramp(T * T, 1) };
+    const nodes: object[] = [node('Mul', ['x', 'W'], ['h0']), constant('m', [T, T], mask, true), node('Cast', ['m'], ['mb'], { to: 9 }), constant('ninf', [], [-1e9])];
+    for (let l = 0; l < 3; l++) nodes.push(node('Where', ['mb', `h${l}`, 'ninf'], [`w${l}`]), node('Softmax', [`w${l}`], [`h${l + 1}`]));
+    nodes.push(node('ReduceSum', ['h3'], ['r'], { keepdims: 0 }), node('Mul', ['r', 'W1'], ['loss']));
+    const file = model('where-mask', [x], [floats('W', [T, T], ramp(T * T, 2)), floats('W1', [], [0.5])], nodes);
+    const plan = await compile({ model: file });
+    expect(plan.graph.tensors.filter((t) => t.init?.kind === 'data' && t.shape.join() === `${T},${T}`)).toHaveLength(1);
+    const r = await losses(file, [x]);
+    expect(Math.abs(r.tiercut - r.ort)).toBeLessThanOrEqual(1e-5);
+  });
+
+  it('refused, naming the node: attributes of the wrong type, axes where the opset does not take them, a perm that is no permutation, a Concat of nothing, a Constant with no tensor, a name defined twice', async () => {
+    const x = { name: 'x', shape: [2, 3], values: ramp(6, 1) };
+    const pre = node('Mul', ['x', 'W'], ['xw']);
+    const loss = (t: string) => node('ReduceSum', [t], ['loss'], { keepdims: 0 });
+    const gemm = { opType: 'Gemm', input: ['xw', 'xwt'], output: ['y'], name: 'Gemm_y', attribute: [{ name: 'alpha', type: AT.INT, i: 2 }] };
+    await refused('gemm-alpha-int', [x], [pre, node('Transpose', ['xw'], ['xwt']), gemm, loss('y')], /node 'Gemm_y' .*attribute alpha is of type INT; Gemm takes FLOAT/);
+    const perm = { opType: 'Transpose', input: ['xw'], output: ['y'], name: 'T_s', attribute: [{ name: 'perm', type: AT.STRING, s: Buffer.from('1,0') }] };
+    await refused('perm-string', [x], [pre, perm, loss('y')], /node 'T_s' .*attribute perm is of type STRING; Transpose takes INTS/);
+    await refused('reducesum-axes-attr', [x], [pre, node('ReduceSum', ['xw'], ['r'], { axes: [1] }), loss('r')], /node 'ReduceSum_r' .*axes given as an attribute; ReduceSum at opset 17 takes them as input 1/);
+    await refused('perm-00', [x], [pre, node('Transpose', ['xw'], ['y'], { perm: [0, 0] }), loss('y')], /node 'Transpose_y' .*perm \[0,0\] is not a permutation of the 2 axes of \[2,3\]/);
+    await refused('concat-none', [x], [pre, node('Concat', [], ['c'], { axis: 0 }), node('Add', ['xw', 'c'], ['y']), loss('y')], /node 'Concat_c' .*Concat without inputs/);
+    const empty = { opType: 'Constant', input: [], output: ['c'], name: 'Constant_c', attribute: [{ name: 'value', type: AT.TENSOR }] };
+    await refused('constant-empty', [x], [pre, empty, node('Add', ['xw', 'c'], ['y']), loss('y')], /node 'Constant_c' .*Constant value attribute holds no tensor/);
+    await refused('dup-output', [x], [pre, node('Add', ['x', 'W'], ['xw']), loss('xw')], /node 'Add_xw' .*output 'xw' is already defined/);
+    await refused('dup-init-output', [x], [pre, node('Add', ['xw', 'xw'], ['W']), loss('W')], /output 'W' is already defined \(an initializer\)/);
+    const ids = { name: 'ids', shape: [2, 3], values: [0, 0, 0, 0, 0, 0], int: true };
+    await refused('transpose-ids', [ids], [node('Transpose', ['ids'], ['idsT']), node('Gather', ['W', 'idsT'], ['g']), loss('g')], /node 'Transpose_idsT' .*a transpose of run-time integers \[2,3\]/);
+  });
+
+  it('refused, naming the input: no shape, a dim below 1; --freeze matching nothing or everything', async () => {
+    const nodes = [node('Mul', ['x', 'W'], ['xw']), node('ReduceSum', ['xw'], ['loss'], { keepdims: 0 })];
+    const write = (name: string, input: object) => {
+      const file = join(dir, `${name}.onnx`);
+      const m = onnx.ModelProto.fromObject({ irVersion: 8, opsetImport: [{ domain: '', version: 17 }], graph: { name, node: nodes, initializer: [floats('W', [1], [0.5])], input: [input], output: [valueInfo('loss', 1, [])] } });
+      writeFileSync(file, onnx.ModelProto.encode(m).finish());
+      return file;
+    };
+    const why = async (file: string, opts: object = {}) => (await compile({ model: file, ...opts }).then(() => undefined, (e: unknown) => e)) as UserError;
+    expect((await why(write('no-shape', { name: 'x', type: { tensorType: { elemType: 1 } } }))).message).toMatch(/input 'x' has no shape \(its rank is unknown\)/);
+    const neg = write('neg-dim', valueInfo('x', 1, [-2, 3]));
+    expect((await why(neg)).message).toMatch(/input 'x' dim 0 is -2; a dim is a size of at least 1/);
+    expect((await why(neg, { batch: 2 })).message).toMatch(/input 'x' dim 0 is -2/);
+    const ok = write('ok', valueInfo('x', 1, [2, 3]));
+    expect((await why(ok, { freeze: /^V$/ })).message).toMatch(/--freeze \^V\$: matches none of the 1 float initializers of .*ok\.onnx \(W\)/);
+    expect((await why(ok, { freeze: /W/ })).message).toMatch(/--freeze W: freezes every float initializer the loss reads/);
+  });
 });
