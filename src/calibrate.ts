@@ -92,18 +92,33 @@ export function slope(x: readonly number[], y: readonly number[]): number {
   return sxx > 0 ? sxy / sxx : 0;
 }
 
+/** The test directories a calibration has open (its 256 MiB NVMe file among them), for a signal to remove. */
+const openDirs = new Set<string>();
+
+/** Removes the test directories of a calibration still running (`hw calibrate` on SIGINT/SIGTERM: the test file had been left). */
+export function removeCalibrationFiles(): void {
+  for (const d of openDirs) rmSync(d, { recursive: true, force: true });
+  openDirs.clear();
+}
+
+/** A temp directory in `parent`, tracked until `done` removes it; one that cannot be made is one line. */
+function testDir(parent: string, what: string): { dir: string; done(): void } {
+  let dir: string;
+  try {
+    dir = mkdtempSync(join(parent, 'tiercut-calibrate-'));
+  } catch (e) {
+    throw diag.runtime(`${what}: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
+  }
+  openDirs.add(dir);
+  return { dir, done() { rmSync(dir, { recursive: true, force: true }); openDirs.delete(dir); } };
+}
+
 export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibration> {
   const addon = nativeAddon();
   const host = addon.hostBandwidth({ bytes: 64 << 20, repeats: 5 });
   const flops = matmulFlops();
   const adam = adamParamsPerSec();
-  const parent = opts.spillDir ?? tmpdir();
-  let dir: string;
-  try {
-    dir = mkdtempSync(join(parent, 'tiercut-calibrate-'));
-  } catch (e) {
-    throw diag.runtime(`nvme tier: cannot create a test directory in ${parent}: ${(e as NodeJS.ErrnoException).message}`);
-  }
+  const test = testDir(opts.spillDir ?? tmpdir(), 'nvme tier'), dir = test.dir;
   let nvme: ReturnType<typeof addon.nvmeBench>, small: { read: number; write: number; readAlone: number; writeAlone: number };
   let batch: Calibration['measured']['nvmeBatch'];
   let freeBytes: number;
@@ -124,7 +139,7 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
   } catch (e) {
     throw diag.runtime(`calibrate: ${(e as Error).message}`);
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    test.done();
   }
   const latency = (perRequest: number, bandwidth: number) => Math.max(0, perRequest - 4096 / bandwidth);
   const readLatencySeconds = latency(small.read, nvme.readBytesPerSec);
@@ -149,14 +164,15 @@ export async function calibrate(opts: CalibrateOptions = {}): Promise<Calibratio
     d2hBytesPerSec: host.copyBytesPerSec,
   };
   // the kernels are fitted against the rooflines just measured
-  const scratch = mkdtempSync(join(tmpdir(), 'tiercut-calibrate-'));
+  // (a temp directory that could not be made or written had ended the calibration with a stack trace)
+  const scratch = testDir(tmpdir(), 'calibrate (the roofline profile the kernels are fitted against)');
   let fit: Awaited<ReturnType<typeof measureKernels>>;
   try {
-    const baseFile = join(scratch, 'roofline.json');
-    writeFileSync(baseFile, JSON.stringify(base));
+    const baseFile = join(scratch.dir, 'roofline.json');
+    try { writeFileSync(baseFile, JSON.stringify(base)); } catch (e) { throw diag.runtime(`calibrate: cannot write ${baseFile}: ${(e as Error).message}`); }
     fit = await measureKernels(baseFile);
   } finally {
-    rmSync(scratch, { recursive: true, force: true });
+    scratch.done();
   }
   const executor = await measureExecutorOverheads();
   const profile: HardwareProfile = { ...base, kernels: fit.kernels, executor };

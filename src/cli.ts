@@ -1,7 +1,8 @@
 // The command line: compile | report | run | fit | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
-import { dirname, resolve } from 'node:path';
+import { existsSync, realpathSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import { checkDistinct, checkWritable, writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
@@ -18,6 +19,7 @@ import { chromeTraceBytes, type TraceStep } from '../compiler/simulate/trace.js'
 import { fit, fitLabel as label, FIT_MAX_OPS_FACTOR, noFitMessage } from './fit.js';
 import { diag, oneLine, UserError } from './diagnostics.js';
 import { parseSize } from './sizes.js';
+import { cleanupOnSignals } from './signals.js';
 import { MAX_SP_RANKS } from '../compiler/lower/sequence-parallel.js';
 
 const USAGE = `usage:
@@ -56,7 +58,8 @@ function parseArgs(argv: string[]): Args {
       }
       if (BOOLEAN_FLAGS.has(a)) { flags.set(a, 'true'); continue; }
       const v = argv[i + 1];
-      if (v === undefined) { missing.push(a); continue; }
+      // (`--save --json` had saved the checkpoint to a file named --json; a value that starts so is given as --save=--x)
+      if (v === undefined || v.startsWith('--') || v === '-o') { missing.push(a); continue; }
       flags.set(a, v); i++;
       continue;
     }
@@ -182,7 +185,9 @@ async function cmdCompile(args: Args): Promise<void> {
   const out = args.flags.get('-o');
   const sp = spFlag(args);
   if (!model || !out) throw diag.usage(`compile needs MODEL and -o PLAN\n${USAGE}`);
-  checkDistinct([['MODEL', model], ['-o PLAN', out], ['--trace', args.flags.get('--trace')]]);
+  // (a profile file given as --hw had been overwritten by -o or --trace: a calibration lost)
+  const hw = args.flags.get('--hw');
+  checkDistinct([['MODEL', model], ['-o PLAN', out], ['--trace', args.flags.get('--trace')], ['--hw', hw !== undefined && !(hw in BUILTIN_PROFILES) ? hw : undefined]]);
   // (a path that cannot take the plan or the trace fails now, not after the compile: the trace's had failed with the plan written)
   checkWritable(out, 'the plan');
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
@@ -213,21 +218,6 @@ function cmdReport(args: Args): void {
   process.stdout.write(args.flags.has('--json') ? JSON.stringify(s) + '\n' : textReport(s) + '\n');
 }
 
-/**
- * A running session closed (its spill files removed) on SIGINT / SIGTERM,
- * exiting with the shell's 128 + the signal's number (130, 143), and on any
- * other exit (bin/tiercut.js exits when stdout's reader goes away, `run ... |
- * head -1`). Gives the function that takes the handlers off again.
- */
-function closeOnSignals(session: { close(): void }): () => void {
-  const stop = (signal: NodeJS.Signals) => { session.close(); process.exit(signal === 'SIGTERM' ? 143 : 130); };
-  const closeOnExit = () => session.close();
-  process.once('exit', closeOnExit);
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  return () => { process.off('SIGINT', stop); process.off('SIGTERM', stop); process.off('exit', closeOnExit); };
-}
-
 async function cmdRun(args: Args): Promise<void> {
   const { fileData, syntheticData } = await import('../runtime/data.js');
   const { TrainingSession } = await import('../runtime/session.js');
@@ -242,7 +232,12 @@ async function cmdRun(args: Args): Promise<void> {
   const w = whatIf(plan, capacityFlags(args));
   if (w && !w.fits) throw diag.doesNotFit(`${file}: does not fit the capacities given: ${w.over.map((o) => `its ${o.step === 'steady' ? 'DPU steady step\'s ' : ''}${o.tier} arena needs ${fmtBytes(o.peakBytes)}${o.ringBytes ? ` and ${fmtBytes(o.ringBytes)} of ring buffers beside it` : ''}, ${capacityFlag(o.tier)} gives ${fmtBytes(o.capacityBytes)} (short by ${fmtBytes(o.overBytes)})`).join('; ')}; compile it again with them`);
   // (the outputs come after every step: a path that cannot take them fails now, not after the run)
-  checkDistinct([['PLAN', file], ['--data', args.flags.get('--data')], ['--save', args.flags.get('--save')], ['--trace', args.flags.get('--trace')]]);
+  // (the plan's model, which an ONNX plan reads its weights from, had been overwritten by --save or --trace:
+  // where run may find it, as the session looks, the path as the plan has it, then beside the plan)
+  const src = plan.model.source;
+  const modelFiles = [...new Set([resolve(src), resolve(dirname(file), src), resolve(dirname(file), basename(src))].filter((f) => existsSync(f)).map((f) => realpathSync(f)))];
+  checkDistinct([['PLAN', file], ['--data', args.flags.get('--data')], ['--save', args.flags.get('--save')], ['--trace', args.flags.get('--trace')],
+    ...modelFiles.map((f) => ["the plan's model", f] as const)]);
   checkDistinct([['--weights', args.flags.get('--weights')], ['--trace', args.flags.get('--trace')]]);
   if (args.flags.has('--save')) checkWritable(args.flags.get('--save')!, 'the checkpoint');
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
@@ -254,13 +249,15 @@ async function cmdRun(args: Args): Promise<void> {
   const queueDepth = num(args, '--nvme-queue-depth', { integer: true, min: 1 });
   if (queueDepth !== undefined && queueDepth > 64) throw diag.usage(`--nvme-queue-depth: expected 1..64, got ${queueDepth}`);
   const nvme = { ...(queueDepth !== undefined ? { queueDepth } : {}), ...(blockBytes !== undefined ? { blockBytes } : {}), ...(args.flags.has('--nvme-buffered') ? { direct: false } : {}) };
-  const session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
-  noteUnusedWeights(args, session.unusedWeights);
-  const nvmeNote = session.info().nvmeNote;
-  if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
-  const traced: TraceStep[] = [];
-  const release = closeOnSignals(session);
+  // (the session's spill file is made, and its initial state written, as it is constructed: a signal then must clean up too)
+  let session: InstanceType<typeof TrainingSession> | undefined;
+  const release = cleanupOnSignals(() => session?.close());
   try {
+    session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
+    noteUnusedWeights(args, session.unusedWeights);
+    const nvmeNote = session.info().nvmeNote;
+    if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
+    const traced: TraceStep[] = [];
     let total = 0;
     const busy = [0, 0, 0, 0, 0, 0];
     const bytes = { h2d: 0, d2h: 0, nvmeRead: 0, nvmeWrite: 0 };
@@ -287,22 +284,30 @@ async function cmdRun(args: Args): Promise<void> {
       predictedStreamBusySeconds: session.current.predicted.streamBusySeconds,
       bytesPerStep: { h2d: bytes.h2d / steps, d2h: bytes.d2h / steps, nvmeRead: bytes.nvmeRead / steps, nvmeWrite: bytes.nvmeWrite / steps },
       plannedBytesPerStep: { h2d: session.current.traffic.h2dBytes, d2h: session.current.traffic.d2hBytes, nvmeRead: session.current.traffic.nvmeReadBytes, nvmeWrite: session.current.traffic.nvmeWriteBytes },
-      // how the nvme tier was served (null without one)
-      nvme: io.nvmeFile === '' ? null : {
-        backend: io.nvmeBackend, direct: io.nvmeDirect, queueDepth: io.nvmeQueueDepth, blockBytes: io.nvmeBlockBytes,
-        edgeReads: io.nvmeEdgeReads, ios: io.nvmeIos, mergedChunks: io.nvmeMergedChunks, note: io.nvmeNote,
-      },
+      nvme: nvmeSummary(io),
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
     else {
       process.stdout.write(`peak bytes: gpu ${fmtBytes(mem.peakBytes.gpu)} (plan ${fmtBytes(planPeakBytes.gpu)}), cpu ${fmtBytes(mem.peakBytes.cpu)} (plan ${fmtBytes(planPeakBytes.cpu)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
-      const n = summary.nvme;
-      if (n) process.stdout.write(`nvme tier: ${n.backend}, ${n.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${n.queueDepth}, blocks ${fmtBytes(n.blockBytes)}, ${n.edgeReads} edge-block reads, ${n.ios} I/Os (${n.mergedChunks} requests merged into the one before)\n`);
+      if (summary.nvme) process.stdout.write(nvmeLine(summary.nvme));
     }
   } finally {
-    session.close();
+    session?.close();
     release();
   }
+}
+
+type SessionInfo = ReturnType<InstanceType<typeof import('../runtime/session.js').TrainingSession>['info']>;
+
+/** How the nvme tier was served (null without one): run's summary.nvme. */
+function nvmeSummary(io: SessionInfo) {
+  return io.nvmeFile === '' ? null : {
+    backend: io.nvmeBackend, direct: io.nvmeDirect, queueDepth: io.nvmeQueueDepth, blockBytes: io.nvmeBlockBytes,
+    edgeReads: io.nvmeEdgeReads, ios: io.nvmeIos, mergedChunks: io.nvmeMergedChunks, note: io.nvmeNote,
+  };
+}
+function nvmeLine(n: NonNullable<ReturnType<typeof nvmeSummary>>): string {
+  return `nvme tier: ${n.backend}, ${n.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${n.queueDepth}, blocks ${fmtBytes(n.blockBytes)}, ${n.edgeReads} edge-block reads, ${n.ios} I/Os (${n.mergedChunks} requests merged into the one before)\n`;
 }
 
 /** A note naming the --weights file's tensors no parameter took (they had been ignored without a word). */
@@ -319,10 +324,14 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   for (const f of ['--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered']) if (args.flags.has(f)) throw diag.usage(`${f} is not supported with a sequence-parallel plan yet`);
   const full = spFullGraph(plan);
   const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
-  const session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
-  noteUnusedWeights(args, session.ranks[0]?.unusedWeights ?? []);
-  const release = closeOnSignals(session);
+  let session: InstanceType<typeof SequenceParallelSession> | undefined;
+  const release = cleanupOnSignals(() => session?.close());
   try {
+    session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
+    noteUnusedWeights(args, session.ranks[0]?.unusedWeights ?? []);
+    // (rank 0's, as every rank's store is made alike: a refused O_DIRECT had gone unsaid)
+    const nvmeNote = session.ranks[0]?.info().nvmeNote;
+    if (nvmeNote && plan.tiers.nvme.peakBytes > 0) process.stderr.write(`tiercut: note: nvme tier (each rank): ${nvmeNote}\n`);
     const P = plan.sp!.ranks;
     let total = 0;
     const sent = new Array<number>(P).fill(0), workspace = new Array<number>(P).fill(0);
@@ -341,12 +350,14 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
         rank: r, peakBytes: m.peakBytes, peakLiveBytes: m.peakLiveBytes, ringSentBytesPerStep: sent[r] / steps,
         ringWorkspaceBytes: workspace[r], plannedRingWorkspaceBytes: plan.sp!.perRank[r].ringWorkspaceBytes,
         plannedRingSentBytesPerStep: plan.sp!.perRank[r].ringSendBytes.attention + plan.sp!.perRank[r].ringSendBytes.allReduce,
+        nvme: nvmeSummary(session!.ranks[r].info()),
       })),
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');
     else process.stdout.write(`${P} ranks; per rank peak bytes: gpu ${fmtBytes(mem[0].peakBytes.gpu)} (plan ${fmtBytes(plan.predicted.peakBytes.gpu)}), cpu ${fmtBytes(mem[0].peakBytes.cpu)} (plan ${fmtBytes(plan.predicted.peakBytes.cpu)}); ring sent per step ${fmtBytes(summary.perRank[0].ringSentBytesPerStep)} (plan ${fmtBytes(summary.perRank[0].plannedRingSentBytesPerStep)}); mean step ${(summary.meanStepSeconds * 1e3).toFixed(1)} ms\n`);
+    if (!json && summary.perRank[0].nvme) process.stdout.write(`rank 0's ${nvmeLine(summary.perRank[0].nvme)}`);
   } finally {
-    session.close();
+    session?.close();
     release();
   }
 }
@@ -357,8 +368,10 @@ async function cmdHw(args: Args): Promise<void> {
     const over = capacityFlags(args);
     checkOverrides(over); // (before the measurements)
     if (args.flags.has('-o')) checkWritable(args.flags.get('-o')!, 'the profile');
-    const { calibrate } = await import('./calibrate.js');
-    const measured = await calibrate({ spillDir: args.flags.get('--spill-dir') });
+    const { calibrate, removeCalibrationFiles } = await import('./calibrate.js');
+    const release = cleanupOnSignals(removeCalibrationFiles);
+    let measured: Awaited<ReturnType<typeof calibrate>>;
+    try { measured = await calibrate({ spillDir: args.flags.get('--spill-dir') }); } finally { release(); }
     // the capacities given stand in for the measured ones (this machine's memory, the spill directory's free bytes) in the profile written
     const c = { ...measured, profile: withCapacities(measured.profile, over) };
     const out = args.flags.get('-o');

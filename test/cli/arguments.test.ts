@@ -2,11 +2,12 @@
 // (exit 2) for what it does not. Each case here was once taken and ignored,
 // or misread, or crashed with a stack trace.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { cli, expectUserError } from '../cli-helpers.js';
+import { BUILTIN_PROFILES } from '../../compiler/cost/profiles.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-args-'));
 const ONNX = 'fixtures/onnx/gpt-tiny.onnx';
@@ -153,6 +154,23 @@ describe('arguments', () => {
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', '/dev/null', '--trace', '/dev/null').status).toBe(0);
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', 'models/gpt.ts'), /MODEL and -o PLAN are the same file/);
     expect(readFileSync(plan, 'utf8')).toBe(readFileSync(tiny, 'utf8'));
+    // (a profile file as --hw, and the plan's model file, which an ONNX plan reads its weights from, had been overwritten)
+    const hw = join(dir, 'hw.json');
+    writeFileSync(hw, JSON.stringify(BUILTIN_PROFILES.local));
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--hw', hw, '-o', hw), /-o PLAN and --hw are the same file/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--hw', hw, '-o', join(dir, 'hw.plan.json'), '--trace', hw), /--trace and --hw are the same file/);
+    expect(JSON.parse(readFileSync(hw, 'utf8'))).toEqual(BUILTIN_PROFILES.local);
+    const onnxDir = join(dir, 'onnx-model');
+    mkdirSync(onnxDir);
+    copyFileSync('fixtures/onnx/gpt-tiny.onnx', join(onnxDir, 'm.onnx'));
+    expect(cli('compile', join(onnxDir, 'm.onnx'), '-o', join(onnxDir, 'm.plan.json')).status).toBe(0);
+    expectUserError(cli('run', join(onnxDir, 'm.plan.json'), '--steps', '1', '--save', join(onnxDir, 'm.onnx')), /--save and the plan's model are the same file/);
+    const dsl = join(dir, 'mlp.ts');
+    copyFileSync('models/mlp.ts', dsl);
+    expect(cli('compile', dsl, '-o', join(dir, 'mlp.plan.json')).status).toBe(0);
+    expectUserError(cli('run', join(dir, 'mlp.plan.json'), '--steps', '1', '--trace', dsl), /--trace and the plan's model are the same file/);
+    expect(readFileSync(dsl, 'utf8')).toBe(readFileSync('models/mlp.ts', 'utf8'));
+    expect(readFileSync(join(onnxDir, 'm.onnx')).equals(readFileSync('fixtures/onnx/gpt-tiny.onnx'))).toBe(true);
     // (--weights A --save A continues a checkpoint: allowed)
     const ck = join(dir, 'ck.safetensors');
     expect(cli('run', plan, '--steps', '1', '--save', ck).status).toBe(0);

@@ -1,7 +1,7 @@
 // Bad input gets one clear line naming the file and the problem, exit code 2,
 // no stack trace, and never a crash inside the addon.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError, SHAPE_ERROR_MODEL } from '../cli-helpers.js';
@@ -262,6 +262,10 @@ describe('bad input', () => {
     expect(first(cli('hw', 'list', '--verbose'))).toBe('tiercut: unknown option --verbose');
     expect(first(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o'))).toBe('tiercut: -o needs a value');
     expect(first(cli('run', good, '--steps'))).toBe('tiercut: --steps needs a value');
+    // (`--save --json` had saved the checkpoint to a file named --json; -o --trace took --trace as the plan)
+    expect(first(cli('run', good, '--steps', '1', '--save', '--json'))).toBe('tiercut: --save needs a value');
+    expect(first(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '-o', '--trace', join(dir, 't.json')))).toBe('tiercut: -o needs a value');
+    expect(existsSync('--json')).toBe(false);
   });
 
   it('a hostile plan that passes the schema: a buffer freed early to share live bytes (a wrong loss, silently), a rate of 0, placement arrays cut short, betas past 1, an sp input of another shape or a position on two ranks (not its zigzag ones); control characters in a name escaped', () => {

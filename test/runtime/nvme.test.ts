@@ -12,7 +12,7 @@
 // reason, and say so; they do not pretend to have run.
 import { describe, it, expect, beforeAll } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nativeAddon } from '../../runtime/binding.js';
@@ -210,7 +210,7 @@ describe.each(BACKENDS)('nvme store ($name)', ({ io, name }) => {
 });
 
 describe('nvme store', () => {
-  it.each([['SIGTERM', 143], ['SIGINT', 130]] as const)('%s during a run removes the spill files and exits %i (128 + the signal)', async (signal, code) => {
+  it.each([['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const)('%s during a run removes the spill files and exits %i (128 + the signal)', async (signal, code) => {
     const spill = join(dir, signal.toLowerCase());
     mkdirSync(spill);
     const child = spawn(process.execPath, ['bin/tiercut.js', 'run', planFile, '--steps', '1000000', '--json', '--spill-dir', spill]);
@@ -222,6 +222,38 @@ describe('nvme store', () => {
     child.kill(signal);
     expect(await exit).toBe(code);
     expect(leftovers(spill)).toEqual([]);
+  }, 120_000);
+
+  // (the handlers had been installed after the session was made: a signal
+  // while it wrote its initial state killed the run with the spill file left;
+  // and a second Ctrl-C while the first closed the session did the same)
+  it('a signal while the session is being made, and two signals at once, remove the spill files', async () => {
+    const early = join(dir, 'sig-early');
+    mkdirSync(early);
+    const watcher = watch(early);
+    const child = spawn(process.execPath, ['bin/tiercut.js', 'run', planFile, '--steps', '1000000', '--json', '--spill-dir', early]);
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    const exit = new Promise<number | null>((res) => child.on('close', (c) => res(c)));
+    // the session's spill directory appears as its constructor begins to make the store
+    await new Promise<void>((res) => watcher.once('change', () => res()));
+    child.kill('SIGINT');
+    watcher.close();
+    expect(await exit).toBe(130);
+    expect(out).toBe('');
+    expect(leftovers(early)).toEqual([]);
+
+    const twice = join(dir, 'sig-twice');
+    mkdirSync(twice);
+    const run = spawn(process.execPath, ['bin/tiercut.js', 'run', planFile, '--steps', '1000000', '--json', '--spill-dir', twice]);
+    let lines = '';
+    run.stdout.on('data', (d) => { lines += d; });
+    for (let i = 0; i < 600 && lines.split('\n').length < 3; i++) await sleep(50);
+    const ended = new Promise<number | null>((res) => run.on('close', (c) => res(c)));
+    run.kill('SIGINT');
+    run.kill('SIGINT');
+    expect(await ended).toBe(130);
+    expect(leftovers(twice)).toEqual([]);
   }, 120_000);
 
   it('a reader that goes away (`run ... | head -1`) leaves no spill files', async () => {
