@@ -74,6 +74,14 @@ describe('a full disk at the end of a run', () => {
 });
 
 describe('cache entries', () => {
+  // (a stack trace and exit 1 after the measurements)
+  it('hw calibrate with a temp directory that cannot be used: one line, exit 2, nothing left in the spill directory', () => {
+    const spill = mkdtempSync(join(dir, 'cal-'));
+    const r = spawnSync(process.execPath, ['bin/tiercut.js', 'hw', 'calibrate', '--spill-dir', spill, '-o', join(dir, 'prof.json')], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, TMPDIR: join(dir, 'no-such-dir') } });
+    expectUserError(r, /calibrate \(the roofline profile the kernels are fitted against\): cannot create a test directory in .*no-such-dir: ENOENT/);
+    expect(readdirSync(spill)).toEqual([]);
+  });
+
   it('at most `max` of a kind, the oldest removed first; others untouched', () => {
     const cache = join(dir, 'cache');
     mkdirSync(cache);
