@@ -133,6 +133,8 @@ export function checkProfile(file: string, p: unknown): HardwareProfile {
     for (const k of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[k];
     if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v)) throw bad(path, 'a positive number', v);
     if (v < min || v > max) throw bad(path, `a number from ${min.toExponential()} to ${max.toExponential()}`, v);
+    // (25276194816.5 bytes had compiled, and run then refused the plan naming program.tiers[1])
+    if (path.endsWith('capacityBytes') && !Number.isInteger(v)) throw bad(path, 'a whole number of bytes', v);
   };
   for (const dev of ['gpu', 'cpu']) {
     num(`${dev}.capacityBytes`, CAPACITY); num(`${dev}.memBandwidthBytesPerSec`, RATE);

@@ -90,6 +90,8 @@ class OnnxImporter {
    */
   private readonly constTensors = new Map<string, number>();
   private constElements = 0;
+  /** The flags a symbolic dim took (one that took none had been ignored: --batch 3 on a model of fixed shapes trained on its own 2). */
+  private readonly bound = new Set<'--batch' | '--seq'>();
   private node: NodeProto | undefined;
   private nodeIndex = 0;
   private loc: SourceLoc;
@@ -289,6 +291,10 @@ class OnnxImporter {
       inputShapes[name] = shape;
       this.values.set(name, { kind: 'dyn', id: t.id });
     }
+    for (const [flag, v] of [['--batch', this.opts.batch], ['--seq', this.opts.seq]] as const) {
+      if (v !== undefined && !this.bound.has(flag))
+        throw diag.usage(oneLine(`${flag} ${v}: no input of ${this.file} has a dim it sets (${flag === '--batch' ? 'symbolic dims named batch/batch_size/N, or an unnamed dim 0' : 'symbolic dims named seq/sequence/seq_len/T'}); its inputs are ${Object.entries(inputShapes).map(([k, sh]) => `${k} ${shapeStr(sh)}`).join(', ')}: drop ${flag}, or export with dynamic_axes`));
+    }
     (g.node ?? []).forEach((n: NodeProto, i: number) => {
       this.node = n;
       this.nodeIndex = i;
@@ -342,11 +348,12 @@ class OnnxImporter {
     const p = d.dimParam ?? '';
     const bind = (flag: '--batch' | '--seq', value: number | undefined) => {
       if (value === undefined) throw diag.onnxDim(this.file, `input '${input}' dim ${axis} is symbolic ('${p}'); give its size with ${flag} N`);
+      this.bound.add(flag);
       return value;
     };
     if (BATCH_NAMES.test(p)) return bind('--batch', this.opts.batch);
     if (SEQ_NAMES.test(p)) return bind('--seq', this.opts.seq);
-    if (!p && axis === 0 && this.opts.batch !== undefined) return this.opts.batch;
+    if (!p && axis === 0 && this.opts.batch !== undefined) return bind('--batch', this.opts.batch);
     throw diag.onnxDim(this.file, `input '${input}' dim ${axis} is symbolic ('${p || '?'}') and neither --batch nor --seq binds it (they bind dims named batch/batch_size/N or seq/sequence/seq_len/T); re-export with fixed shapes or rename the dim`);
   }
 

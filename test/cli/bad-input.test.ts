@@ -95,6 +95,10 @@ describe('bad input', () => {
     const hung = join(dir, 'kernel.json');
     writeFileSync(hung, JSON.stringify({ ...base, kernels: { matmul: { fixedSeconds: 1e300, rooflineFactor: 1 } } }));
     expectUserError(cli('compile', 'models/gpt.ts', '--hw', hung, '-o', join(dir, 'x.json')), /kernel\.json: field 'kernels\.matmul\.fixedSeconds': expected a number from 0 to 1, got 1e\+300/);
+    // (a fractional capacity had compiled, and run then refused the plan naming program.tiers[1])
+    const half = join(dir, 'half.json');
+    writeFileSync(half, JSON.stringify({ ...base, cpu: { ...base.cpu, capacityBytes: 25276194816.5 } }));
+    expectUserError(cli('compile', 'models/gpt.ts', '--hw', half, '-o', join(dir, 'x.json')), /half\.json: field 'cpu\.capacityBytes': expected a whole number of bytes, got 25276194816\.5/);
     const ok = join(dir, 'ok.json');
     writeFileSync(ok, JSON.stringify(base));
     expect(cli('compile', 'models/gpt.ts', '--hw', ok, '-o', join(dir, 'ok.plan.json')).status).toBe(0);
