@@ -40,7 +40,7 @@ const API_MODULE = 'tiercut/dsl';
 // DSL's types, in this process and in a per-user cache directory (which also
 // keeps its transpiled module): loading ts-morph and checking costs ~1.5 s, the
 // same for every preset and every compile of an unchanged file.
-const CACHE_VERSION = 'tiercut-dsl-3';
+const CACHE_VERSION = 'tiercut-dsl-4';
 
 /** The cache key of model `file` whose text is `src`. */
 function cacheKey(file: string, src: string): string {
@@ -60,7 +60,7 @@ async function loadChecked(file: string, display: string): Promise<Loaded> {
   const src = readFileSync(file, 'utf8');
   const key = cacheKey(file, src);
   await typeCheck(file, display, src, key);
-  return loadModule(file, src, key);
+  return loadModule(file, display, src, key);
 }
 
 /** Type-checks a model's text; throws UserError with the first diagnostic as file:line:col: message. */
@@ -92,10 +92,14 @@ async function typeCheckUncached(file: string, display: string, src: string): Pr
   // syntax errors first: a type error after a syntax error is usually its echo
   const syntax = project.getProgram().getSyntacticDiagnostics(sf);
   const problems = syntax.length ? syntax : project.getPreEmitDiagnostics().filter((d) => d.getSourceFile()?.getFilePath() === sf.getFilePath() || !d.getSourceFile());
-  for (const imp of sf.getImportDeclarations()) {
-    if (imp.getModuleSpecifierValue() !== API_MODULE || !imp.isTypeOnly()) {
+  // (re-exports and import() had got past this: a stack trace naming the cache's path when the module loaded)
+  const reexports = sf.getExportDeclarations().filter((e) => e.getModuleSpecifierValue() !== undefined);
+  const dynamic = sf.getDescendantsOfKind(ts.SyntaxKind.CallExpression).filter((c) => c.getExpression().getKind() === ts.SyntaxKind.ImportKeyword);
+  for (const imp of [...sf.getImportDeclarations(), ...reexports, ...dynamic].sort((a, b) => a.getStart() - b.getStart())) {
+    const typeOnly = 'isTypeOnly' in imp && imp.isTypeOnly() && imp.getModuleSpecifierValue() === API_MODULE;
+    if (!typeOnly) {
       const { line, column } = sf.getLineAndColumnAtPos(imp.getStart());
-      throw diag.modelSource(`${display}:${line}:${column}: a model may only import types from '${API_MODULE}' (import type { … } from '${API_MODULE}')`);
+      throw diag.modelSource(`${display}:${line}:${column}: a model may only import types from '${API_MODULE}' (import type { … } from '${API_MODULE}'), not ${'isTypeOnly' in imp ? (imp.getKindName() === 'ExportDeclaration' ? 're-export' : 'import') : 'load'} other modules`);
     }
   }
   if (problems.length === 0) return;
@@ -143,14 +147,14 @@ function isSealed(path: string, key: string): boolean {
  * with a stack trace or as the model's own error); the model's own errors
  * are its own (its code runs once).
  */
-async function loadModule(file: string, src: string, key: string): Promise<Loaded> {
+async function loadModule(file: string, display: string, src: string, key: string): Promise<Loaded> {
   process.setSourceMapsEnabled(true);
   const dir = cacheDir();
   const cached = dir ? join(dir, `${key}.mjs`) : undefined;
   if (cached && existsSync(cached)) {
     if (isSealed(cached, key)) {
       touch(cached);
-      return { model: ((await import(pathToFileURL(cached).href)) as { default: Model<PresetBase> }).default };
+      return { model: ((await importModel(pathToFileURL(cached).href, file, display)) as { default: Model<PresetBase> }).default };
     }
     // (never imported by this process: checked before any import, so the same URL serves the module made again)
     try { rmSync(cached, { recursive: true, force: true }); } catch { /* written over below, or not cached */ }
@@ -186,11 +190,43 @@ async function loadModule(file: string, src: string, key: string): Promise<Loade
     }
   }
   try {
-    const mod = await import(url);
+    const mod = await importModel(url, file, display, inMemory);
     return { model: mod.default as Model<PresetBase>, ...(inMemory ? { inMemory } : {}) };
   } finally {
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/**
+ * The model's module, imported: its top-level code runs now, and what it
+ * throws is the model's error at its line (it had been a stack trace, exit 1).
+ */
+async function importModel(url: string, file: string, display: string, inMemory?: Loaded['inMemory']): Promise<{ default: unknown }> {
+  try {
+    return (await import(url)) as { default: unknown };
+  } catch (e) {
+    const loc = e instanceof Error ? stackLoc(e.stack ?? '', pathToFileURL(file).href, file, inMemory) : undefined;
+    throw diag.modelShape(`${loc ? `${display}:${loc.line}:${loc.col}` : display}: while loading the model: ${e instanceof Error ? e.message : `it threw ${String(e)}`}`);
+  }
+}
+
+/** The model-file position of the innermost stack frame in the model, from a stack's text (source-mapped to the .ts). */
+function stackLoc(stack: string, url: string, file: string, inMemory?: Loaded['inMemory']): { line: number; col: number } | undefined {
+  for (const line of stack.split('\n')) {
+    const at = line.lastIndexOf(url + ':') >= 0 ? line.lastIndexOf(url + ':') + url.length : line.lastIndexOf(file + ':') >= 0 ? line.lastIndexOf(file + ':') + file.length : -1;
+    if (at >= 0) {
+      const m = /^:(\d+):(\d+)/.exec(line.slice(at));
+      if (m) return { line: Number(m[1]), col: Number(m[2]) };
+    }
+    // a module imported from memory: Node keeps no map for a data: URL, so its frames are mapped here
+    if (inMemory) {
+      const i = line.lastIndexOf(inMemory.url + ':');
+      const m = i >= 0 ? /^:(\d+):(\d+)/.exec(line.slice(i + inMemory.url.length)) : null;
+      const o = m ? (inMemory.map.findEntry(Number(m[1]) - 1, Number(m[2]) - 1) as { originalLine?: number; originalColumn?: number }) : undefined;
+      if (o?.originalLine !== undefined && o.originalColumn !== undefined) return { line: o.originalLine + 1, col: o.originalColumn + 1 };
+    }
+  }
+  return undefined;
 }
 
 /** An entry used now is the last the cache prunes (the cache removes the least recently written first). */
@@ -206,13 +242,13 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file'); // (a regular file: src/compile.ts checkCompileOptions)
   const { model, inMemory } = await loadChecked(file, display);
-  if (!model || typeof model !== 'object' || typeof model.build !== 'function' || typeof model.presets !== 'object')
-    throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
-  const names = Object.keys(model.presets);
+  const { build, presets } = readModel(model, display);
+  const names = Object.keys(presets);
   if (names.length === 0) throw diag.modelExport(display, NO_PRESETS);
   const preset = opts.preset ?? names[0];
-  if (!Object.prototype.hasOwnProperty.call(model.presets, preset)) throw diag.unknownPreset(display, preset, names);
-  const cfg: PresetBase = { ...model.presets[preset] };
+  if (!Object.prototype.hasOwnProperty.call(presets, preset)) throw diag.unknownPreset(display, preset, names);
+  let cfg: PresetBase;
+  try { cfg = { ...presets[preset] }; } catch (e) { throw diag.modelExport(display, `reading preset '${preset}': ${e instanceof Error ? e.message : String(e)}`); }
   for (const [k, v] of Object.entries(opts.config ?? {})) {
     if (typeof (cfg as unknown as Record<string, unknown>)[k] !== 'number') throw diag.modelExport(display, `preset '${preset}' has no numeric field '${k}' to override`);
     (cfg as unknown as Record<string, number>)[k] = v;
@@ -223,19 +259,30 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const builder = new DslBuilder(name, file, display, inMemory);
   let loss: DslTensor;
   try {
-    loss = model.build(builder, cfg);
+    loss = build.call(model, builder, cfg);
   } catch (e) {
     if (e instanceof UserError) throw e;
-    const loc = builder.callerLoc(e instanceof Error ? e : undefined);
-    // (a tensor's own checks, shape and dimensions, say no line: the model's call that made it)
-    if (e instanceof GraphError) throw diag.modelShape(/^[^:\s]+:\d+:\d+: /.test(e.message) || !loc ? e.message : `${display}:${loc.line}:${loc.col}: ${e.message}`);
-    throw diag.modelShape(`${loc ? `${display}:${loc.line}:${loc.col}: ` : `${display}: `}${e instanceof Error ? e.message : String(e)}`);
+    // (a tensor's own checks, shape and dimensions, say no line: the model's call that made it; a path
+    // with a space had been tested as having none, and the line said twice)
+    if (e instanceof GraphError) {
+      const loc = builder.callerLoc(e);
+      throw diag.modelShape(e.loc || !loc ? e.message : `${display}:${loc.line}:${loc.col}: ${e.message}`);
+    }
+    if (e instanceof Error) {
+      const loc = builder.callerLoc(e);
+      throw diag.modelShape(`${loc ? `${display}:${loc.line}:${loc.col}: ` : `${display}: `}${e.message}`);
+    }
+    // (a thrown string has no stack: the line of the model's last nn call, said as such; it had named no line)
+    const last = builder.lastLoc;
+    throw diag.modelShape(`${last ? `${display}:${last.line}:${last.col}: ` : `${display}: `}build() threw ${typeof e === 'string' ? `'${e}'` : String(e)}, not an Error${last ? ' (the line is its last nn call before)' : ''}`);
   }
   // (checked here, outside the model's code: the message had said line 0:0)
   if (!builder.made(loss)) throw diag.modelShape(`${display}: build() must return the loss, a tensor made by the model's nn calls; got ${loss === undefined ? 'undefined' : typeof loss}`);
   const lossId = builder.idOf(loss);
   const t = builder.g.tensors[lossId];
   if (t.shape.length !== 0) throw diag.modelShape(`${display}: build() must return the scalar loss, got a tensor of shape [${t.shape.join(',')}]`);
+  // (a parameter returned as the loss had lost its role and trained on 0; an input had failed the plan's own check, a model of no ops autodiff)
+  if (t.role !== 'activation') throw diag.modelShape(`${display}: build() must return a loss computed by the model's nn ops, got the ${t.role === 'input' ? 'input' : 'parameter'} '${t.name}' itself`);
   builder.g.tensors[lossId] = { ...t, role: 'loss' };
   return { graph: builder.g.build(lossId, 'fp32'), preset, config: cfg as unknown as Record<string, unknown> };
 }
@@ -257,15 +304,7 @@ class DslBuilder implements Dsl {
   /** The model-file position of the innermost stack frame in the model (of `err`, or of the current call). */
   callerLoc(err?: Error): { line: number; col: number } | undefined {
     if (!err) { const here = this.callSiteLoc(); if (here !== false) return here; }
-    const stack = (err ?? new Error()).stack ?? '';
-    const url = this.url;
-    for (const line of stack.split('\n')) {
-      const at = line.lastIndexOf(url + ':') >= 0 ? line.lastIndexOf(url + ':') + url.length : line.lastIndexOf(this.file + ':') >= 0 ? line.lastIndexOf(this.file + ':') + this.file.length : -1;
-      if (at < 0) continue;
-      const m = /^:(\d+):(\d+)/.exec(line.slice(at));
-      if (m) return { line: Number(m[1]), col: Number(m[2]) };
-    }
-    return undefined;
+    return stackLoc((err ?? new Error()).stack ?? '', this.url, this.file, this.inMemory);
   }
 
   /** Model-file positions by transpiled position ("line:col" in the loaded module), for callSiteLoc. */
@@ -321,8 +360,12 @@ class DslBuilder implements Dsl {
     return undefined;
   }
 
+  /** The model-file position of the last nn call (for a throw that carries no stack). */
+  lastLoc: { line: number; col: number } | undefined;
+
   private loc(): { file: string; line: number; col: number } {
     const l = this.callerLoc();
+    if (l) this.lastLoc = l;
     return { file: this.display, line: l?.line ?? 0, col: l?.col ?? 0 };
   }
 
@@ -363,7 +406,8 @@ class DslBuilder implements Dsl {
 
   input(name: string, shape: readonly number[], dtype: 'f32' | 'i32' = 'f32'): DslTensor {
     // (a second input of one name had been renamed x#1, the name --data must then use)
-    if (this.g.tensors.some((t) => t.name === name)) {
+    // (names are looked up, not searched: a scan per declaration had made 40k parameters take 23 s)
+    if (this.g.has(name)) {
       const l = this.loc();
       throw diag.modelShape(`${this.display}:${l.line}:${l.col}: input '${name}': the name is already taken by an input or parameter of the model`);
     }
@@ -372,9 +416,9 @@ class DslBuilder implements Dsl {
 
   param(name: string, shape: readonly number[], init: Init = { normal: 0.02 }): DslTensor {
     const full = this.qualify(name);
-    if (this.g.tensors.some((t) => t.name === full)) {
+    if (this.g.has(full)) {
       const l = this.loc();
-      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}' is declared twice`);
+      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}': the name is already taken by an input or parameter of the model`);
     }
     const spec: InitSpec = 'normal' in init ? { kind: 'normal', std: init.normal, mean: init.mean ?? 0 } : { kind: 'constant', value: init.constant };
     const values = spec.kind === 'normal' ? [spec.std, spec.mean ?? 0] : spec.kind === 'constant' ? [spec.value] : [];
@@ -410,13 +454,30 @@ class DslBuilder implements Dsl {
   }
 }
 
+/**
+ * A model's build and presets, read once (a getter that throws is the model's
+ * error, one line; `presets: null` had passed as an object and failed with a
+ * stack trace).
+ */
+function readModel(model: unknown, display: string): { build: Model<PresetBase>['build']; presets: Record<string, PresetBase> } {
+  const bad = () => diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
+  if (!model || typeof model !== 'object') throw bad();
+  let build: unknown, presets: unknown;
+  try {
+    ({ build, presets } = model as Record<string, unknown>);
+  } catch (e) {
+    throw diag.modelExport(display, `reading the model's build or presets: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (typeof build !== 'function' || !presets || typeof presets !== 'object') throw bad();
+  return { build: build as Model<PresetBase>['build'], presets: presets as Record<string, PresetBase> };
+}
+
 /** The preset names of a model file (type-checked and loaded, nothing built). */
 export async function modelPresets(modelPath: string): Promise<string[]> {
   const file = resolve(modelPath);
   const display = relative(process.cwd(), file) || file;
   if (!existsSync(file)) throw diag.fileNotFound(display, 'model file'); // (a regular file: src/compile.ts checkCompileOptions)
-  const { model } = await loadChecked(file, display);
-  if (!model || typeof model.presets !== 'object') throw diag.modelExport(display, "the default export must be a Model: { presets, build(nn, cfg) }");
-  if (Object.keys(model.presets).length === 0) throw diag.modelExport(display, NO_PRESETS);
-  return Object.keys(model.presets);
+  const { presets } = readModel((await loadChecked(file, display)).model, display);
+  if (Object.keys(presets).length === 0) throw diag.modelExport(display, NO_PRESETS);
+  return Object.keys(presets);
 }

@@ -29,6 +29,8 @@ export class GraphBuilder {
   readonly tensors: Tensor[] = [];
   readonly ops: Op[] = [];
   private readonly names = new Map<string, number>();
+  /** Whether a tensor of this name exists (names are unique). */
+  has(name: string): boolean { return this.names.has(name); }
 
   constructor(readonly name: string) {}
 

@@ -4,8 +4,8 @@
 // fractional head counts, softmax of a scalar, an init past fp32, a negative
 // eps, a dimension of 2.5 with no line, a second input of one name renamed,
 // a build() returning no tensor ("line 0:0"), a batch too large for HiGHS.
-import { describe, it } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { describe, it, expect } from 'vitest';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
@@ -55,6 +55,31 @@ describe('DSL calls refused at compile', () => {
     refused(["return nn.crossEntropy(nn.transpose(nn.matmul(x, nn.param('h', [8, 3])), [0.5, 1]), y);"], /m\d+\.ts:6:\d+: transpose: perm \[0\.5,1\] is not a permutation of 2 axes/);
     refused(["const x2 = nn.input('x', [4, 8]);", "return nn.crossEntropy(nn.matmul(x2, nn.param('h', [8, 3])), y);"], /:6:\d+: input 'x': the name is already taken/);
     refused(['return undefined as never;'], /m\d+\.ts: build\(\) must return the loss, a tensor made by the model's nn calls; got undefined \[TC103\]$/);
+  });
+
+  // a review's finds: each had ended in a stack trace, a wrong loss, or said its line twice or not at all
+  it('the model file\'s own mistakes: a top-level throw, a re-export or import(), a parameter or input returned as the loss, presets of null or a throwing getter, a thrown string, a path with a space, a parameter named as an input', () => {
+    const HEAD = "import type { Model, PresetBase } from 'tiercut/dsl';";
+    const BODY = "const x = nn.input('x', [2, 4]); const l = nn.input('l', [2], 'i32'); return nn.crossEntropy(nn.matmul(x, nn.param('w', [4, 3])), l);";
+    const file = (name: string, lines: string[]) => { const f = join(dir, name); writeFileSync(f, [HEAD, ...lines].join('\n')); return f; };
+    const compileOf = (f: string) => cli('compile', f, '-o', join(dir, 'x.json'));
+    const plain = (build: string, presets = '{ p: { batch: 2, seq: 1 } }') => [`const m: Model<PresetBase> = { presets: ${presets}, build(nn, cfg) { ${build} } };`, 'export default m;'];
+    expectUserError(compileOf(file('top.ts', ['const widths: number[] = [];', "if (widths.length === 0) throw new Error('no widths');", ...plain(BODY)])), /top\.ts:3:32: while loading the model: no widths \[TC103\]$/);
+    writeFileSync(join(dir, 'helper.ts'), 'export const W = 3;\n');
+    expectUserError(compileOf(file('reexport.ts', ["export { W } from './helper';", ...plain(BODY)])), /reexport\.ts:2:1: a model may only import types from 'tiercut\/dsl' .*not re-export other modules \[TC102\]$/);
+    expectUserError(compileOf(file('dynimport.ts', ["void import('./helper');", ...plain(BODY)])), /dynimport\.ts:2:6: a model may only import types .*not load other modules/);
+    expectUserError(compileOf(file('lossparam.ts', plain("return nn.param('s', [], { constant: 3 });"))), /lossparam\.ts: build\(\) must return a loss computed by the model's nn ops, got the parameter 's' itself \[TC103\]$/);
+    expectUserError(compileOf(file('lossinput.ts', plain("return nn.input('s', []);"))), /got the input 's' itself/);
+    expectUserError(compileOf(file('nullpresets.ts', plain(BODY, 'null as unknown as Record<string, PresetBase>'))), /nullpresets\.ts: the default export must be a Model/);
+    expectUserError(compileOf(file('getter.ts', ["const m: Model<PresetBase> = { presets: { get p(): PresetBase { throw new Error('not ready'); } }, build(nn, cfg) { " + BODY + ' } };', 'export default m;'])), /getter\.ts: reading preset 'p': not ready \[TC105\]$/);
+    expectUserError(compileOf(file('str.ts', plain("const h = nn.matmul(nn.input('x', [2, 4]), nn.param('w', [4, 3]));\n  if (cfg.batch < 4) throw 'batch must be at least 4';\n  return h;"))), /str\.ts:2:\d+: build\(\) threw 'batch must be at least 4', not an Error \(the line is its last nn call before\) \[TC103\]$/);
+    mkdirSync(join(dir, 'my models'), { recursive: true });
+    const spaced = join(dir, 'my models', 'sp.ts');
+    writeFileSync(spaced, [HEAD, ...plain("const x = nn.input('x', [2, 4]); const l = nn.input('l', [2], 'i32');\n  return nn.crossEntropy(nn.matmul(x, nn.param('w', [5, 3])), l);")].join('\n'));
+    const r = compileOf(spaced);
+    expectUserError(r, /my models\/sp\.ts:3:\d+: matmul: a\[2,4\] and b\[5,3\] disagree/);
+    expect(r.stderr.match(/sp\.ts:3:/g)).toHaveLength(1);
+    expectUserError(compileOf(file('clash.ts', plain("const x = nn.input('x', [2, 4]); const w = nn.param('x', [4, 3]); return nn.crossEntropy(nn.matmul(x, w), nn.input('l', [2], 'i32'));"))), /clash\.ts:2:\d+: parameter 'x': the name is already taken by an input or parameter of the model/);
   });
 
   it('a batch past every tier names the tensor that cannot be held whole (it had crashed in HiGHS with a stack trace)', () => {
