@@ -21,6 +21,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { diag } from '../src/diagnostics.js';
 
 export const TIER = { gpu: 0, cpu: 1, nvme: 2 } as const;
 export const STREAM = { gpu: 0, cpu: 1, h2d: 2, d2h: 3, nvmeRead: 4, nvmeWrite: 5 } as const;
@@ -288,7 +289,8 @@ let loaded: NativeAddon | undefined;
 export function nativeAddon(): NativeAddon {
   if (loaded) return loaded;
   const path = join(packageRoot(), 'build', 'Release', 'tiercut_native.node');
-  if (!existsSync(path)) throw new Error(`tiercut: native addon not built (${path} is missing); run: npx node-gyp rebuild`);
+  // (a UserError line wherever it is first needed: a sequence-parallel run had printed a stack trace)
+  if (!existsSync(path)) throw diag.runtime(`the native addon is not built (${path} is missing); run: npx node-gyp rebuild`);
   const require = createRequire(import.meta.url);
   loaded = require(path) as NativeAddon;
   return loaded;
@@ -366,7 +368,7 @@ let loadedMpi: NativeRingMpiAddon | undefined;
 export function nativeRingMpiAddon(): NativeRingMpiAddon {
   if (loadedMpi) return loadedMpi;
   const path = join(packageRoot(), 'build', 'Release', 'tiercut_ring_mpi.node');
-  if (!existsSync(path)) throw new Error(`tiercut: ring MPI addon not built (${path} is missing); run: npx node-gyp rebuild`);
+  if (!existsSync(path)) throw diag.runtime(`the ring MPI addon is not built (${path} is missing); run: npx node-gyp rebuild`);
   const module = { exports: {} as NativeRingMpiAddon };
   process.dlopen(module, path, osConstants.dlopen.RTLD_NOW | osConstants.dlopen.RTLD_GLOBAL);
   loadedMpi = module.exports;

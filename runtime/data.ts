@@ -7,7 +7,7 @@
 import type { Graph, Tensor } from '../compiler/ir/types.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { numel, shapeStr } from '../compiler/ir/types.js';
-import { diag } from '../src/diagnostics.js';
+import { diag, oneLine } from '../src/diagnostics.js';
 import { Rng } from './init.js';
 import { FLOAT_DTYPES, readSafetensors, toFloat64 } from './safetensors.js';
 
@@ -78,7 +78,9 @@ export function checkValues(file: string, name: string, data: Float64Array, boun
 /** fp16's largest finite magnitude once rounded: a value at or past 65520 becomes inf. */
 const HALF_ROUNDS_TO_INF = 65520;
 
-export function fileData(g: Graph, file: string): StepData {
+/** `note`: told of a tensor of the file no input takes, and that the data wraps around where `steps` is more than the file holds. */
+export function fileData(g: Graph, file: string, opts: { steps?: number; note?: (message: string) => void } = {}): StepData {
+  const note = opts.note;
   const tensors = readSafetensors(file);
   const slices = new Map<number, { data: Float64Array; count: number }>();
   for (const t of g.tensors.filter((x) => x.role === 'input')) {
@@ -98,6 +100,12 @@ export function fileData(g: Graph, file: string): StepData {
   const counts = [...slices].filter(([, v]) => v.count > 1);
   const byName = (id: number) => g.tensors[id].name;
   for (const [id, v] of counts) if (v.count !== counts[0][1].count) throw diag.data(file, `tensors '${byName(counts[0][0])}' and '${byName(id)}' hold ${counts[0][1].count} and ${v.count} steps of data; every input's must be the same`);
+  // (both had gone unsaid: a tensor of the file no input took, and that step k reads slice (k - 1) mod N)
+  const inputs = new Set(g.tensors.filter((x) => x.role === 'input').map((x) => x.name));
+  const unused = [...tensors.keys()].filter((n) => !inputs.has(n));
+  if (note && unused.length) note(`--data: ${unused.length} tensor${unused.length > 1 ? 's' : ''} of ${file} ${unused.length > 1 ? 'are' : 'is'} no input of the model and ${unused.length > 1 ? 'were' : 'was'} not read (${unused.slice(0, 3).map((n) => `'${oneLine(n)}'`).join(', ')}${unused.length > 3 ? ', …' : ''})`);
+  const held = counts.length ? counts[0][1].count : 1;
+  if (note && opts.steps !== undefined && opts.steps > held) note(`--data: ${file} holds ${held} step${held > 1 ? 's' : ''} of data for ${opts.steps} steps; step k reads its step ((k - 1) mod ${held}) + 1`);
   return (step: number) => {
     const m = new Map<number, Float64Array>();
     for (const [id, { data, count }] of slices) {

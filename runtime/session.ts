@@ -12,7 +12,7 @@ import type { AdamAttrs, Tensor } from '../compiler/ir/types.js';
 import { numel, shapeStr } from '../compiler/ir/types.js';
 import type { Plan } from '../compiler/plan/types.js';
 import { STREAMS } from '../compiler/plan/types.js';
-import { diag, UserError } from '../src/diagnostics.js';
+import { diag, oneLine, UserError } from '../src/diagnostics.js';
 import { nativeAddon, type NativeProgram, type NativeRingGroup, type NativeSession, type NativeSessionInfo, type StepStats } from './binding.js';
 import { checkValues } from './data.js';
 import { initValues } from './init.js';
@@ -92,6 +92,22 @@ function encode(t: Tensor, values: Float64Array | Float32Array): ArrayBufferView
 /** A plan bound to a native session: where each tensor rests between steps. */
 interface Bound { plan: Plan; native: NativeSession; homeOf: Map<number, number>; lossBuffer: number }
 
+/**
+ * The runtime's switches (README, Environment variables) read as the native
+ * side reads them, refused when they say nothing it knows: a TIERCUT_SPIN_US
+ * of "abc" or TIERCUT_RING_ISA=scalar had silently given the default (the
+ * ring kernels then 5-10x slower), TIERCUT_NVME_MERGE=no merging on.
+ */
+function checkRuntimeEnv(): void {
+  const env = (k: string) => { const v = process.env[k]; return v === undefined || v === '' ? undefined : v; };
+  const spin = env('TIERCUT_SPIN_US');
+  if (spin !== undefined && !(/^\d+$/.test(spin) && Number(spin) <= 1_000_000)) throw diag.usage(`TIERCUT_SPIN_US: expected a whole number of microseconds from 0 to 1000000, got "${oneLine(spin)}"`);
+  const merge = env('TIERCUT_NVME_MERGE');
+  if (merge !== undefined && merge !== '0' && merge !== '1') throw diag.usage(`TIERCUT_NVME_MERGE: expected 0 (no vectored I/O) or 1, got "${oneLine(merge)}"`);
+  const ring = env('TIERCUT_RING_ISA');
+  if (ring !== undefined && !['baseline', 'avx2', 'avx512'].includes(ring)) throw diag.usage(`TIERCUT_RING_ISA: expected baseline, avx2 or avx512, got "${oneLine(ring)}"`);
+}
+
 function bind(plan: Plan, optimizer: AdamAttrs, spillDir: string, nvme?: NvmeOptions, ring?: SessionOptions['ring']): Bound {
   const homeOf = new Map<number, number>();
   for (const b of plan.buffers) {
@@ -138,6 +154,7 @@ export class TrainingSession {
     // (a plan object made or edited by the caller, not read from a file, is checked as a file is; the options as the CLI's flags)
     if (!opts.ring) checkPlan(plan, 'the plan', true); // (a rank's plan: its SequenceParallelSession checked it)
     checkOptimizer(opts.optimizer ?? {});
+    checkRuntimeEnv();
     if (opts.seed !== undefined && !(Number.isSafeInteger(opts.seed) && opts.seed >= 0)) throw diag.badNumber('--seed', String(opts.seed), 'an integer >= 0');
     this.optimizer = { ...plan.optimizer, ...opts.optimizer };
     this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir(), opts.nvme, opts.ring);
@@ -296,6 +313,8 @@ export class TrainingSession {
     const half = g.precision !== 'fp32';
     for (const t of g.tensors) {
       if (!(half ? t.role === 'master32' : t.role === 'param16')) continue;
+      // (the constants an ONNX plan carries, a causal mask among them, are not parameters: they had been saved, and torch's strict load refused them)
+      if (t.init?.kind === 'data') continue;
       let bytes: Uint8Array;
       // (a spill file lost after the last step had ended the run with a stack trace)
       try { bytes = this.native.read(this.homeOf.get(t.id)!); } catch (e) { throw diag.runtime(`reading parameter '${t.param ?? t.name}' failed: ${(e as Error).message}`); }
@@ -334,7 +353,12 @@ export class TrainingSession {
     const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
     let params: Map<string, Float32Array>;
     try { params = this.parameters(); } catch (e) { throw diag.runtime(`the checkpoint ${file} was not written: ${(e as Error).message}`); }
-    for (const [name, v] of params) tensors.set(name, { dtype: 'F32', shape: shapes.get(name)!, bytes: new Uint8Array(v.buffer) });
+    for (const [name, v] of params) {
+      // (a NaN had been saved with exit 0, and --weights then refused the file)
+      const bad = v.findIndex((x) => !Number.isFinite(x));
+      if (bad >= 0) throw diag.runtime(`the checkpoint ${file} was not written: parameter '${name}' holds ${v[bad]} at index ${bad} after step ${step} (training diverged: lower --lr, or look at the data)`);
+      tensors.set(name, { dtype: 'F32', shape: shapes.get(name)!, bytes: new Uint8Array(v.buffer) });
+    }
     writeSafetensors(file, tensors, { format: 'pt', step: String(step), model: this.plan.graph.name });
   }
 

@@ -19,8 +19,15 @@ function writeAll(fd: number, bytes: FileBytes): void {
   }
 }
 
-/** The temporary file beside `path` (threads of one process, test runners, write apart). */
-const tmpPath = (path: string) => `${path}.tmp-${process.pid}-${threadId}`;
+/**
+ * The temporary file beside `path` (threads of one process, test runners,
+ * write apart); its name cut to 200 bytes of the target's, so that a target
+ * named near the 255-byte limit has one (ENAMETOOLONG had refused it).
+ */
+function tmpPath(path: string): string {
+  const name = Buffer.from(basename(path)).subarray(0, 200).toString('utf8').replace(/\uFFFD+$/, '');
+  return join(dirname(path), `${name}.tmp-${process.pid}-${threadId}`);
+}
 
 /** Writes `path` whole or not at all (a reader never sees half a file); with `flush`, on the disk before the rename; throws the OS error, leaving nothing behind. */
 export function writeAtomic(path: string, bytes: FileBytes, flush = false): void {
@@ -78,8 +85,15 @@ export function checkWritable(path: string, what: string): void {
     closeSync(openSync(tmp, 'w'));
     rmSync(tmp, { force: true });
   } catch (e) {
-    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was done`);
+    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}${inDirectory(e, path)}; nothing was done`);
   }
+}
+
+/** Where permission is refused: the directory, which the temporary file is made in (the file itself may be writable: the message had pointed at it). */
+function inDirectory(e: unknown, path: string): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  try { if (!statSync(path).isFile()) return ''; } catch { /* a new file */ }
+  return code === 'EACCES' || code === 'EPERM' ? ` in its directory ${dirname(writeTarget(path))} (a new file is made there and renamed over it)` : '';
 }
 
 /**
@@ -98,14 +112,15 @@ export function writeOutput(path: string, bytes: FileBytes, what: string): void 
     writeAtomic(target, bytes, true);
     if (st) chmodSync(target, st.mode & 0o1777);
   } catch (e) {
-    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}; nothing was written`);
+    throw diag.cannotWrite(`cannot write ${what} to ${path}: ${osReason(e)}${inDirectory(e, path)}; nothing was written`);
   }
 }
 
 /** An OS error as "EFBIG (file too large)". */
 export function osReason(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
-  return err.code ? `${err.code} (${String(err.message).replace(/^\w+: /, '').replace(/, \w+ .*$/, '')})` : String(err?.message ?? e);
+  // (the syscall's name and path taken out: "EFBIG (file too large, write)" had kept the ", write")
+  return err.code ? `${err.code} (${String(err.message).replace(/^\w+: /, '').replace(/, \w+( .*)?$/, '')})` : String(err?.message ?? e);
 }
 
 /**

@@ -103,7 +103,7 @@ function optimizerFlags(args: Args): Partial<AdamAttrs> {
     if (!args.flags.has('--weight-decay')) o.weightDecay = kind === 'adamw' ? 0.01 : 0;
   }
   const lr = num(args, '--lr', { min: 0 }); if (lr !== undefined) o.lr = lr;
-  const eps = num(args, '--eps', { min: 0 }); if (eps !== undefined) o.eps = eps;
+  const eps = num(args, '--eps', { min: 0 }); if (eps !== undefined) o.eps = eps; // (above 0: checkOptimizer)
   const wd = num(args, '--weight-decay', { min: 0 }); if (wd !== undefined) o.weightDecay = wd;
   const betas = args.flags.get('--betas');
   if (betas !== undefined) {
@@ -200,11 +200,11 @@ async function cmdCompile(args: Args): Promise<void> {
   const traceFile = args.flags.get('--trace');
   if (traceFile !== undefined) {
     const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
-    writeOutput(traceFile, chromeTraceBytes([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
-      { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }), 'the trace');
+    afterWritten(`the plan ${out}`, () => writeOutput(traceFile, chromeTraceBytes([{ step: 1, plan, startSeconds: sim.start, endSeconds: sim.end }], `tiercut predicted: ${out}`,
+      { kind: 'predicted', plan: out, hardware: plan.hardware.name, stepSeconds: sim.stepSeconds }), 'the trace'));
   }
-  if (plan.lpStatus !== undefined) process.stderr.write(`tiercut: note: ${lpStatusNote(plan.lpStatus, plan.placement.method, plan.bound !== undefined)}\n`);
-  if (plan.dpu?.declined) process.stderr.write(`tiercut: note: ${dpuLine(dpuStats(plan.dpu), plan.predicted.stepSeconds)}\n`);
+  if (plan.lpStatus !== undefined) note(lpStatusNote(plan.lpStatus, plan.placement.method, plan.bound !== undefined));
+  if (plan.dpu?.declined) note(dpuLine(dpuStats(plan.dpu), plan.predicted.stepSeconds));
   const spNote = plan.sp ? `; sequence parallel: ${plan.sp.ranks} ranks of ${plan.sp.seq / plan.sp.ranks} tokens (per rank)` : '';
   process.stdout.write(`wrote ${out}: ${plan.graph.ops.length} ops, ${plan.instructions.length} instructions; gpu peak ${fmtBytes(plan.tiers.gpu.peakBytes)} of ${fmtBytes(plan.tiers.gpu.capacityBytes)}, predicted step ${(plan.predicted.stepSeconds * 1e3).toFixed(3)} ms${spNote}\n`);
 }
@@ -242,7 +242,7 @@ async function cmdRun(args: Args): Promise<void> {
   if (args.flags.has('--save')) checkWritable(args.flags.get('--save')!, 'the checkpoint');
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
   if (plan.sp) return runSequenceParallel(args, file, plan, steps, seed, json);
-  const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!) : syntheticData(plan.graph, seed);
+  const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!, { steps, note }) : syntheticData(plan.graph, seed);
   const traceFile = args.flags.get('--trace');
   const blockBytes = args.flags.has('--nvme-block-size') ? parseSize('--nvme-block-size', args.flags.get('--nvme-block-size')!) : undefined;
   if (blockBytes !== undefined && (blockBytes % 4096 !== 0 || blockBytes < 4096 || blockBytes > 64 * 2 ** 20)) throw diag.usage(`--nvme-block-size: expected a multiple of 4096 from 4KiB to 64MiB, got ${blockBytes}`);
@@ -256,7 +256,7 @@ async function cmdRun(args: Args): Promise<void> {
     session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
     noteUnusedWeights(args, session.unusedWeights);
     const nvmeNote = session.info().nvmeNote;
-    if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) process.stderr.write(`tiercut: note: nvme tier: ${nvmeNote}\n`);
+    if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) note(`nvme tier: ${nvmeNote}`);
     const traced: TraceStep[] = [];
     let total = 0;
     const busy = [0, 0, 0, 0, 0, 0];
@@ -272,7 +272,10 @@ async function cmdRun(args: Args): Promise<void> {
     }
     if (args.flags.has('--save')) await session.saveCheckpoint(args.flags.get('--save')!, steps);
     const io = session.info();  // after the steps: the edge-read count covers them
-    if (traceFile !== undefined) writeOutput(traceFile, chromeTraceBytes(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }), 'the trace');
+    if (traceFile !== undefined) {
+      const write = () => writeOutput(traceFile, chromeTraceBytes(traced, `tiercut run: ${file}`, { kind: 'measured', plan: file, steps }), 'the trace');
+      if (args.flags.has('--save')) afterWritten(`the checkpoint ${args.flags.get('--save')}`, write); else write();
+    }
     const mem = session.memory();
     // (a DPU run's peaks are the larger of its warm-up's and its steady step's, planned as measured)
     const ran = session.current === plan ? [plan] : [plan, session.current];
@@ -310,11 +313,24 @@ function nvmeLine(n: NonNullable<ReturnType<typeof nvmeSummary>>): string {
   return `nvme tier: ${n.backend}, ${n.direct ? 'O_DIRECT' : 'buffered'}, queue depth ${n.queueDepth}, blocks ${fmtBytes(n.blockBytes)}, ${n.edgeReads} edge-block reads, ${n.ios} I/Os (${n.mergedChunks} requests merged into the one before)\n`;
 }
 
+/** A second output's write, after `first` was written: its failure says so (it had said only that nothing was written). */
+function afterWritten(first: string, write: () => void): void {
+  try { write(); } catch (e) {
+    if (e instanceof UserError) throw new UserError(e.code, e.message.replace(/; nothing was written$/, `; nothing of it was written (${first} was)`));
+    throw e;
+  }
+}
+
+/** One line on stderr that is not an error. */
+const note = (message: string) => { process.stderr.write(`tiercut: note: ${message}\n`); };
+
 /** A note naming the --weights file's tensors no parameter took (they had been ignored without a word). */
 function noteUnusedWeights(args: Args, unused: readonly string[]): void {
+  // (a resumed run had restarted Adam without a word: its moments and bias correction from zero)
+  if (args.flags.has('--weights')) note(`--weights: parameters only; Adam's moments and its step count start from zero (a checkpoint holds no optimizer state)`);
   if (!unused.length) return;
   const many = unused.length > 1;
-  process.stderr.write(`tiercut: note: --weights: ${unused.length} tensor${many ? 's' : ''} of ${args.flags.get('--weights')} ${many ? 'are' : 'is'} not the model's and ${many ? 'were' : 'was'} not loaded (${unused.slice(0, 3).map((n) => `'${oneLine(n)}'`).join(', ')}${unused.length > 3 ? ', …' : ''})\n`);
+  note(`--weights: ${unused.length} tensor${many ? 's' : ''} of ${args.flags.get('--weights')} ${many ? 'are' : 'is'} not the model's and ${many ? 'were' : 'was'} not loaded (${unused.slice(0, 3).map((n) => `'${oneLine(n)}'`).join(', ')}${unused.length > 3 ? ', …' : ''})`);
 }
 
 /** `run` on a plan made with --sp: P rank sessions (threads) stepped together; the loss is the mean of the ranks'. */
@@ -323,7 +339,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   const { SequenceParallelSession } = await import('../runtime/sp-session.js');
   for (const f of ['--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered']) if (args.flags.has(f)) throw diag.usage(`${f} is not supported with a sequence-parallel plan yet`);
   const full = spFullGraph(plan);
-  const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!) : syntheticData(full, seed);
+  const data = args.flags.has('--data') ? fileData(full, args.flags.get('--data')!, { steps, note }) : syntheticData(full, seed);
   let session: InstanceType<typeof SequenceParallelSession> | undefined;
   const release = cleanupOnSignals(() => session?.close());
   try {
@@ -331,7 +347,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
     noteUnusedWeights(args, session.ranks[0]?.unusedWeights ?? []);
     // (rank 0's, as every rank's store is made alike: a refused O_DIRECT had gone unsaid)
     const nvmeNote = session.ranks[0]?.info().nvmeNote;
-    if (nvmeNote && plan.tiers.nvme.peakBytes > 0) process.stderr.write(`tiercut: note: nvme tier (each rank): ${nvmeNote}\n`);
+    if (nvmeNote && plan.tiers.nvme.peakBytes > 0) note(`nvme tier (each rank): ${nvmeNote}`);
     const P = plan.sp!.ranks;
     let total = 0;
     const sent = new Array<number>(P).fill(0), workspace = new Array<number>(P).fill(0);

@@ -67,7 +67,8 @@ export function verifyGraph(g: Graph): string[] {
   // in-place state writes come after every read of the old value
   for (let i = 0; i < g.ops.length; i++) {
     for (const t of g.ops[i].outputs) {
-      if (g.tensors[t].persistent && lastRead[t] > i) errors.push(`op ${i} (${g.ops[i].kind}): overwrites state ${g.tensors[t].name} before its last read by op ${lastRead[t]}`);
+      // (an operand out of range, already named above, had thrown here and hidden that message)
+      if (g.tensors[t]?.persistent && lastRead[t] > i) errors.push(`op ${i} (${g.ops[i].kind}): overwrites state ${g.tensors[t].name} before its last read by op ${lastRead[t]}`);
     }
   }
   const loss = g.tensors[g.loss];

@@ -28,6 +28,9 @@ export function checkOptimizer(o: Partial<AdamAttrs>): void {
     const v = o[key];
     if ((v !== undefined || Object.hasOwn(o, key)) && !(v! >= 0 && Number.isFinite(v))) throw diag.badNumber(flag, String(v), 'a number >= 0');
   }
+  // (eps 0 divides 0 by 0 wherever a gradient is exactly 0 at the first step, an unused embedding row: a NaN
+  // parameter, and a checkpoint --weights then refused; torch allows it and gives the same NaN)
+  if (o.eps === 0) throw diag.badNumber('--eps', '0', 'a number above 0 (Adam divides by sqrt(v) + eps, and v is 0 where a gradient is)');
   for (const [flag, key] of [['beta1', 'beta1'], ['beta2', 'beta2']] as const) {
     const v = o[key];
     if ((v !== undefined || Object.hasOwn(o, key)) && !(v! >= 0 && v! < 1)) throw diag.usage(`--betas: expected ${flag} with 0 <= B < 1, got ${v}`);

@@ -55,7 +55,7 @@ export function checkPlan(json: unknown, file: string, again = false): Plan {
   // (the schema only requires these to be there: a rate of 0 had crashed report, NaN hyperparameters surfaced as "the gradient has an inf or NaN")
   try { checkProfile('hardware', plan.hardware); } catch (e) { throw diag.planInvalid(file, (e as Error).message); }
   const o = plan.optimizer;
-  if (!(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps >= 0 && o.weightDecay >= 0)) throw diag.planInvalid(file, `optimizer: expected lr, eps and weightDecay >= 0 and betas in [0, 1), got ${JSON.stringify(o)}`);
+  if (!(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 && o.weightDecay >= 0)) throw diag.planInvalid(file, `optimizer: expected lr and weightDecay >= 0, eps > 0 and betas in [0, 1), got ${jsonText(o)}`);
   if (!(plan.predicted.stepSeconds > 0)) throw diag.planInvalid(file, `predicted.stepSeconds: expected a positive number, got ${plan.predicted.stepSeconds}`);
   // (the bound as compile gives it: at most the step, the gap theirs; 1e300 s with a gap of -50 % had been printed)
   const b = plan.bound, step = plan.predicted.stepSeconds;
@@ -66,7 +66,7 @@ export function checkPlan(json: unknown, file: string, again = false): Plan {
   if (errors.length) throw diag.planInvalid(file, `${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
   if (plan.dpu !== undefined) {
     const d = plan.dpu as { warmupSteps?: unknown; steady?: unknown; declined?: unknown };
-    if (!Number.isInteger(d.warmupSteps) || (d.warmupSteps as number) < 0) throw diag.planInvalid(file, `dpu.warmupSteps: expected a non-negative integer, got ${JSON.stringify(d.warmupSteps)}`);
+    if (!Number.isInteger(d.warmupSteps) || (d.warmupSteps as number) < 0) throw diag.planInvalid(file, `dpu.warmupSteps: expected a non-negative integer, got ${jsonText(d.warmupSteps)}`);
     if ((d.steady === undefined) === (d.declined === undefined)) throw diag.planInvalid(file, `dpu: expected exactly one of steady and declined, got ${d.steady === undefined ? 'neither' : 'both'}`);
     if (d.steady !== undefined) {
       const sub = validateSchema(d.steady, PLAN_SCHEMA, 'plan.dpu.steady');
@@ -77,7 +77,7 @@ export function checkPlan(json: unknown, file: string, again = false): Plan {
       const st = d.steady as Plan;
       const problem = steadyProblem(plan.graph, st.graph);
       if (problem) throw diag.planInvalid(file, `dpu.steady: ${problem}`);
-      if (JSON.stringify(st.optimizer) !== JSON.stringify(plan.optimizer) || JSON.stringify(st.hardware) !== JSON.stringify(plan.hardware)) throw diag.planInvalid(file, 'dpu.steady: its optimizer or hardware differs from the plain step\'s');
+      if (jsonText(st.optimizer) !== jsonText(plan.optimizer) || jsonText(st.hardware) !== jsonText(plan.hardware)) throw diag.planInvalid(file, 'dpu.steady: its optimizer or hardware differs from the plain step\'s');
     }
   }
   // (a dpu section on an sp plan had been ignored: the ranks never switch)
@@ -104,6 +104,11 @@ export function checkPlan(json: unknown, file: string, again = false): Plan {
  * attribute changed had been taken: a checkpoint without a parameter, or
  * another model trained after the warm-up.
  */
+/** JSON text for comparing two parts of a plan; a part nested too deeply to write is '' (unequal to any part that can be written). */
+function jsonText(v: unknown): string {
+  try { return JSON.stringify(v) ?? 'undefined'; } catch { return ''; }
+}
+
 function steadyProblem(plain: Graph, steady: Graph): string | undefined {
   if (steady.tensors.length !== plain.tensors.length) return `${steady.tensors.length} tensors, the plain step has ${plain.tensors.length}`;
   if (steady.precision !== plain.precision || steady.loss !== plain.loss || steady.paramCount !== plain.paramCount) return 'its precision, loss or parameter count differs from the plain step\'s';
@@ -111,11 +116,11 @@ function steadyProblem(plain: Graph, steady: Graph): string | undefined {
     const s = steady.tensors[i];
     const madeState = t.role === 'grad16' && !t.persistent && s.persistent; // (a delayed update's gradient)
     if (s.name !== t.name || s.dtype !== t.dtype || JSON.stringify(s.shape) !== JSON.stringify(t.shape) || s.role !== t.role || s.param !== t.param
-      || (s.persistent !== t.persistent && !madeState) || (!madeState && JSON.stringify(s.init) !== JSON.stringify(t.init)) || Boolean(s.frozen) !== Boolean(t.frozen))
+      || (s.persistent !== t.persistent && !madeState) || (!madeState && jsonText(s.init) !== jsonText(t.init)) || Boolean(s.frozen) !== Boolean(t.frozen))
       return `tensor ${i} is not the plain step's ${t.name}`;
   }
   if (steady.ops.length !== plain.ops.length) return `${steady.ops.length} ops, the plain step has ${plain.ops.length}`;
-  const key = (o: Op) => JSON.stringify([o.kind, o.inputs, o.outputs, o.attrs, o.phase]);
+  const key = (o: Op) => jsonText([o.kind, o.inputs, o.outputs, o.attrs, o.phase]);
   const want = plain.ops.map(key).sort(), got = steady.ops.map(key).sort();
   const at = want.findIndex((k, i) => k !== got[i]);
   if (at >= 0) return `its ops are not the plain step's reordered (e.g. ${got[at]})`;
@@ -151,8 +156,10 @@ function spProblem(plan: Plan): string | undefined {
     if (r.rank !== i) return `perRank[${i}].rank is ${r.rank}, expected ${i}`;
     // (the ring kernel's causal mask is the zigzag layout's: any other cut, two ranks with one position or a
     // contiguous split alike, had trained on a wrong sequence, silently)
+    // (the length first: seq 2^32 had built a zigzag of 2^31 positions, out of memory)
+    if (r.positions.length !== R) return `perRank[${i}].positions holds ${r.positions.length} positions, rank ${i} of ${sp.ranks} holds ${R} of seq ${sp.seq}`;
     const want = zigzagPositions(sp.seq, sp.ranks, i);
-    if (r.positions.length !== R || r.positions.some((p, k) => p !== want[k])) return `perRank[${i}].positions are not rank ${i}'s zigzag positions (chunks ${i} and ${2 * sp.ranks - 1 - i} of ${2 * sp.ranks}, ${R} positions)`;
+    if (r.positions.some((p, k) => p !== want[k])) return `perRank[${i}].positions are not rank ${i}'s zigzag positions (chunks ${i} and ${2 * sp.ranks - 1 - i} of ${2 * sp.ranks}, ${R} positions)`;
   }
   for (const [i, input] of sp.inputs.entries()) {
     const t = g.tensors[input.tensor];
@@ -165,6 +172,10 @@ function spProblem(plan: Plan): string | undefined {
     const t = g.tensors[sp.positions];
     if (!t || t.role !== 'input' || t.dtype !== 'i32' || t.shape.length !== 1 || t.shape[0] !== R) return `positions: tensor ${sp.positions} is not an i32 input [${R}]`;
   }
+  // (an input in neither had passed, then stopped step 1 as if the data lacked it)
+  const cut = new Set([...sp.inputs.map((x) => x.tensor), ...(sp.positions !== undefined ? [sp.positions] : [])]);
+  const uncut = g.tensors.find((t) => t.role === 'input' && !cut.has(t.id));
+  if (uncut) return `the data input ${uncut.name} (tensor ${uncut.id}) is neither in inputs (cut along the sequence) nor the positions`;
   return undefined;
 }
 

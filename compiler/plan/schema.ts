@@ -24,7 +24,8 @@ const ints: Schema = { type: 'array', items: int(0) };
 const tier: Schema = { type: 'string', enum: ['gpu', 'cpu', 'nvme'] };
 /** A non-negative quantity (seconds, bytes). */
 const nonNegative: Schema = { type: 'number', minimum: 0 };
-const tierSummary: Schema = { type: 'object', required: ['capacityBytes', 'peakBytes'], properties: { capacityBytes: { type: 'number', minimum: 0 }, peakBytes: { type: 'number', minimum: 0 } } };
+// (whole bytes: a fractional peak had passed, and the runtime then named program.tiers[1].arenaBytes)
+const tierSummary: Schema = { type: 'object', required: ['capacityBytes', 'peakBytes'], properties: { capacityBytes: int(0), peakBytes: int(0) } };
 
 export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string } = {
   $schema: 'https://json-schema.org/draft/2020-12/schema',
@@ -55,6 +56,8 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
               id: int(0), name: { type: 'string' }, shape: { type: 'array', items: int(1) },
               dtype: { type: 'string', enum: ['f32', 'f16', 'bf16', 'i32', 'i64'] }, sizeBytes: int(0),
               role: { type: 'string', enum: ROLES }, persistent: { type: 'boolean' }, param: { type: 'string' },
+              frozen: { type: 'boolean', description: 'a parameter kept fixed: no gradient, no update' },
+              init: { type: 'object', required: ['kind'], description: 'how the runtime makes its first value: normal, constant, onnx or data (see PLAN-FORMAT.md)' },
             },
           },
         },

@@ -88,7 +88,9 @@ export interface PlanStats {
 }
 
 function withoutArenaWaits(plan: Plan): number | undefined {
-  const prog = buildProgram(plan.graph, plan.placement).instructions;
+  let prog: Plan['instructions'];
+  // (a plan file's placement that its own program was not made from, edited by hand, may not schedule: then there is no such program to compare)
+  try { prog = buildProgram(plan.graph, plan.placement).instructions; } catch { return undefined; }
   const same = prog.length === plan.instructions.length && prog.every((x, i) => {
     const y = plan.instructions[i];
     return x.stream === y.stream && x.kind === y.kind && x.op === y.op && x.waits.every((w) => y.waits.includes(w));
@@ -161,7 +163,8 @@ export function planStats(plan: Plan, whatIf?: WhatIf): PlanStats {
     tiers: { gpu: { ...plan.tiers.gpu }, cpu: { ...plan.tiers.cpu }, nvme: { ...plan.tiers.nvme } },
     placement,
     ops,
-    traffic: { ...plan.traffic, copies: plan.instructions.filter((x) => x.kind === 'copy').length },
+    // (inputBytes is optional in a plan file: its absence had crashed the text report)
+    traffic: { ...plan.traffic, inputBytes: plan.traffic.inputBytes ?? 0, copies: plan.instructions.filter((x) => x.kind === 'copy').length },
     predicted: { stepSeconds: plan.predicted.stepSeconds, streamBusySeconds: { ...plan.predicted.streamBusySeconds }, tflops: planTflops(plan) },
     costModel: {
       kind: plan.hardware.kernels || plan.hardware.executor || plan.hardware.nvme.readLatencySeconds !== undefined || plan.hardware.nvme.writeLatencySeconds !== undefined ? 'calibrated' : 'roofline',
@@ -203,7 +206,7 @@ export function dpuStats(d: NonNullable<Plan['dpu']>): NonNullable<PlanStats['dp
     steady: {
       stepSeconds: s.predicted.stepSeconds,
       tiers: { gpu: { ...s.tiers.gpu }, cpu: { ...s.tiers.cpu }, nvme: { ...s.tiers.nvme } },
-      traffic: { ...s.traffic, copies: s.instructions.filter((x) => x.kind === 'copy').length },
+      traffic: { ...s.traffic, inputBytes: s.traffic.inputBytes ?? 0, copies: s.instructions.filter((x) => x.kind === 'copy').length },
     },
   };
 }

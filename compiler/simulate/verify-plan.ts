@@ -15,8 +15,10 @@
 //  2. memory: two buffers of one tier whose live ranges overlap do not overlap
 //     in address;
 //  3. ordering: every read of a buffer happens after (same stream earlier, or
-//     through a chain of waits) the write that made it valid, and every first
-//     write of a reused address happens after the free of its previous occupant;
+//     through a chain of waits) the write that made it valid; every write of a
+//     buffer, and its free, after the reads of the value before and the write
+//     before; and every first write of a reused address after the free of its
+//     previous occupant;
 //  4. values: every run (a recomputed op's too) reads each input as the
 //     graph's order leaves it (no op run again after its input was rewritten).
 // Happens-before by vector clocks over the six streams. Cost: O(I·S + B log B + B·L),
@@ -24,7 +26,8 @@
 
 import type { Tier } from '../cost/cost.js';
 import { verifyGraph } from '../ir/verify.js';
-import { dtypeBytes, numel, type Graph } from '../ir/types.js';
+import { dtypeBytes, numel, type Graph, type Op } from '../ir/types.js';
+import { encodeAttrs } from '../ir/ops.js';
 import type { Plan, PlanBuffer } from '../plan/types.js';
 import { LastOccupant } from '../schedule/intervals.js';
 import { STREAMS } from '../plan/types.js';
@@ -70,7 +73,11 @@ export function verifyPlan(plan: Plan): string[] {
   }
   graph.tensors.forEach((t) => {
     if ((t.role === 'input' || (t.persistent && buffered[t.id])) && !lifelong[t.id]) push(`tensor ${t.id} (${t.name}, ${t.role === 'input' ? 'a data input' : 'state'}): no buffer lives through the step (allocAt -1, freeAt -1) to hold it between steps`);
+    // (a tensor that is not made by an op cannot be made again: remat of a data input had crashed report's scheduler)
+    if (pl.remat?.[t.id] && (t.role === 'input' || t.persistent || lifelong[t.id])) push(`placement.remat[${t.id}]: ${t.name} is ${t.role === 'input' ? 'a data input' : 'state'}, which no op makes again`);
   });
+  // (a home that is not where the plan keeps the tensor: report had said all state rested on the GPU)
+  for (const b of buffers) if (b.allocAt < 0 && b.freeAt < 0 && graph.tensors[b.tensor] && pl.home[b.tensor] !== b.tier) push(`placement.home[${b.tensor}]: ${pl.home[b.tensor]}, but the buffer that keeps ${graph.tensors[b.tensor].name} through the step is on ${b.tier}`);
   if (graph.tensors[graph.loss] && !kept[graph.loss]) push(`the loss (tensor ${graph.loss}): no buffer keeps it after the step (freeAt -1)`);
   ins.forEach((x, i) => {
     if (x.id !== i) push(`instructions[${i}]: id ${x.id} at index ${i}`);
@@ -87,6 +94,19 @@ export function verifyPlan(plan: Plan): string[] {
         op.inputs.forEach((t, k) => { const b = buffers[x.inputs[k]]; if (b && b.tensor !== t) push(`instructions[${i}]: input ${k} is a buffer of tensor ${b.tensor}, op ${x.op} reads tensor ${t}`); });
         op.outputs.forEach((t, k) => { const b = buffers[x.outputs[k]]; if (b && b.tensor !== t) push(`instructions[${i}]: output ${k} is a buffer of tensor ${b.tensor}, op ${x.op} writes tensor ${t}`); });
       }
+    }
+    // (a copy or free naming an op, an NVMe copy straight to the GPU, a copy or a run on another's
+    // stream: each had passed here, the runtime then refused or ran it, and report's costs crashed)
+    if (x.kind !== 'run' && x.op !== -1) push(`instructions[${i}]: op ${x.op} on a ${x.kind} (expected -1)`);
+    if (x.kind === 'copy' && x.inputs.length === 1 && x.outputs.length === 1 && buffers[x.inputs[0]] && buffers[x.outputs[0]]) {
+      const from = buffers[x.inputs[0]].tier, to = buffers[x.outputs[0]].tier;
+      const stream = from === 'cpu' && to === 'gpu' ? 'h2d' : from === 'gpu' && to === 'cpu' ? 'd2h' : from === 'nvme' && to === 'cpu' ? 'nvmeRead' : from === 'cpu' && to === 'nvme' ? 'nvmeWrite' : undefined;
+      if (!stream) push(`instructions[${i}]: a copy from ${from} to ${to} (copies go between the GPU and the CPU, or the CPU and NVMe)`);
+      else if (x.stream !== stream) push(`instructions[${i}]: a copy from ${from} to ${to} on the ${x.stream} stream (it goes on ${stream})`);
+    }
+    if (x.kind === 'run') {
+      if (x.stream !== 'gpu' && x.stream !== 'cpu') push(`instructions[${i}]: a run on the ${x.stream} stream (runs go on gpu or cpu)`);
+      else for (const b of [...x.inputs, ...x.outputs]) if (buffers[b] && buffers[b].tier !== x.stream) { push(`instructions[${i}]: a run on the ${x.stream} stream touches buffers[${b}] on ${buffers[b].tier}`); break; }
     }
     if (x.kind === 'copy' && (x.inputs.length !== 1 || x.outputs.length !== 1)) push(`instructions[${i}]: a copy has one source and one destination`);
     if (x.kind === 'copy' && x.inputs.length === 1 && x.outputs.length === 1 && buffers[x.inputs[0]] && buffers[x.outputs[0]] && buffers[x.inputs[0]].tensor !== buffers[x.outputs[0]].tensor) push(`instructions[${i}]: a copy from a buffer of tensor ${buffers[x.inputs[0]].tensor} to one of tensor ${buffers[x.outputs[0]].tensor}`);
@@ -164,14 +184,30 @@ export function verifyPlan(plan: Plan): string[] {
   });
   const before = (w: number, i: number) => clock[i * S + streamOf[w]] >= w;
 
+  // and every write of a buffer (an in-place update's, a copy's over it) and
+  // its free happen after the reads of its value before, and after the write
+  // before (a cast moved to another stream had raced the update rewriting its
+  // master32: a different loss from run to run, accepted)
   const lastWrite = new Int32Array(buffers.length).fill(-1);
+  const readers: number[][] = buffers.map(() => []);
+  const afterReads = (i: number, b: number, what: string) => {
+    for (const r of readers[b]) if (r !== i && !before(r, i)) { push(`instructions[${i}] (${ins[i].stream} ${ins[i].kind}): ${what} buffers[${b}] without waiting for instruction ${r} that reads it`); break; }
+  };
   ins.forEach((x, i) => {
     for (const b of x.inputs) {
       const w = lastWrite[b];
       if (w < 0 && buffers[b].allocAt >= 0 && x.kind !== 'free') push(`instructions[${i}]: reads buffers[${b}] before anything writes it`);
       if (w >= 0 && !before(w, i)) push(`instructions[${i}] (${x.stream} ${x.kind}): reads buffers[${b}] without waiting for instruction ${w} that writes it`);
+      if (x.kind === 'free') afterReads(i, b, 'frees');
+      else readers[b].push(i);
     }
-    for (const b of x.outputs) lastWrite[b] = i;
+    for (const b of x.outputs) {
+      afterReads(i, b, 'writes');
+      const w = lastWrite[b];
+      if (w >= 0 && w !== i && !before(w, i)) push(`instructions[${i}] (${x.stream} ${x.kind}): writes buffers[${b}] without waiting for instruction ${w} that wrote it before`);
+      lastWrite[b] = i;
+      readers[b] = [];
+    }
   });
   // reused bytes: the first write of a buffer happens after the free of the last occupant of its bytes
   for (const tier of TIER_NAMES) {
@@ -194,9 +230,33 @@ function graphProblems(g: Graph): string[] {
   const out: string[] = [];
   g.tensors.forEach((t, i) => {
     if (t.sizeBytes !== numel(t.shape) * dtypeBytes(t.dtype)) out.push(`tensors[${i}] (${t.name}): ${t.sizeBytes} bytes, but ${t.dtype} [${t.shape.join(',')}] is ${numel(t.shape) * dtypeBytes(t.dtype)}`);
-    const problem = t.init === undefined ? undefined : initProblem(t.init as unknown as Record<string, unknown>, numel(t.shape));
+    // (init null had been read as an init: a TypeError with a stack trace)
+    const problem = t.init === undefined ? undefined : t.init === null || typeof t.init !== 'object' || Array.isArray(t.init) ? `is ${JSON.stringify(t.init)}, not an object` : initProblem(t.init as unknown as Record<string, unknown>, numel(t.shape), t.dtype);
     if (problem) out.push(`tensors[${i}] (${t.name}): init ${problem}`);
   });
+  // the precision the tensors are stored in, and one tensor per parameter of each
+  // role: the session reads a checkpoint's values by them (an fp32 plan labelled
+  // fp16 had saved an empty checkpoint; two parameters of one name, one of them)
+  const half = g.precision === 'fp16' ? 'f16' : g.precision === 'bf16' ? 'bf16' : g.precision === 'fp32' ? 'f32' : undefined;
+  if (!half) return [`precision ${JSON.stringify(g.precision)} is not one of fp32, fp16, bf16`];
+  const named = new Map<string, number>();
+  g.tensors.forEach((t, i) => {
+    if (t.role !== 'param16' && t.role !== 'master32') return;
+    if (t.role === 'master32' && half === 'f32') out.push(`tensors[${i}] (${t.name}): a master32 copy in an fp32 graph`);
+    if (t.role === 'param16' && t.dtype !== half && t.dtype !== 'i32') out.push(`tensors[${i}] (${t.name}): a param16 of ${t.dtype} in a graph of precision ${g.precision}`);
+    const key = `${t.role} ${t.param ?? t.name}`, other = named.get(key);
+    if (other !== undefined) out.push(`tensors[${other}] and tensors[${i}]: two ${t.role} tensors of the parameter '${t.param ?? t.name}'`);
+    named.set(key, i);
+  });
+  // (the count the builder gives: 123 had been printed as the model's size)
+  let params = 0;
+  for (const t of g.tensors) if (t.role === 'param16' && !t.frozen) params += numel(t.shape);
+  if (g.paramCount !== params) out.push(`paramCount ${g.paramCount}, but its trainable param16 tensors hold ${params} values`);
+  for (const t of g.tensors) if (t.frozen !== undefined && typeof t.frozen !== 'boolean') { out.push(`tensors[${t.id}] (${t.name}): frozen ${JSON.stringify(t.frozen)} is not a boolean`); break; }
+  for (const op of g.ops) {
+    const problem = attrProblem(op);
+    if (problem) { out.push(`op ${op.id} (${op.kind}): attrs: ${problem}`); break; }
+  }
   if (out.length) return out;
   try {
     return verifyGraph(g);
@@ -206,16 +266,54 @@ function graphProblems(g: Graph): string[] {
   }
 }
 
-function initProblem(init: Record<string, unknown>, count: number): string | undefined {
-  const num = (k: string, optional = false) => (optional && init[k] === undefined) || (typeof init[k] === 'number' && Number.isFinite(init[k]));
+const BOOLEAN_ATTRS = ['transA', 'transB', 'erf', 'causal', 'inverse', 'ceilMode', 'countIncludePad'] as const;
+
+/**
+ * What is wrong with an op's attributes as the runtime takes them (its
+ * integer and float arguments, encodeAttrs): integers where it reads
+ * integers, finite numbers, booleans, eps >= 0 and at least one head or rank
+ * (a fill of "7" had reached the runtime as program.ops[9].fattr[0]; eps -1
+ * stopped the run on a NaN blamed on a gradient; heads 0 reached the kernel).
+ */
+function attrProblem(op: Op): string | undefined {
+  const a = op.attrs as Record<string, unknown>;
+  if (typeof a !== 'object' || a === null || Array.isArray(a)) return 'not an object';
+  for (const k of BOOLEAN_ATTRS) if (a[k] !== undefined && typeof a[k] !== 'boolean') return `${k} ${JSON.stringify(a[k])} is not a boolean`;
+  for (const k of ['perm', 'shape', 'strides', 'pads', 'dilations', 'kernel']) if (a[k] !== undefined && !(Array.isArray(a[k]) && (a[k] as unknown[]).every((v) => Number.isSafeInteger(v)))) return `${k} is not a list of integers`;
+  if (op.kind === 'adam' && (typeof a.adam !== 'object' || a.adam === null)) return 'adam needs its hyperparameters';
+  let enc: { iattr: number[]; fattr: number[] };
+  try { enc = encodeAttrs(op.kind, op.attrs); } catch (e) { return (e as Error).message; }
+  const i = enc.iattr.findIndex((v) => !Number.isSafeInteger(v)), f = enc.fattr.findIndex((v) => typeof v !== 'number' || !Number.isFinite(v));
+  if ((op.kind === 'unary' || op.kind === 'unaryBackward') && !(enc.iattr[0] >= 0)) return `fn ${JSON.stringify(a.fn)} is not one the runtime has`;
+  if (i >= 0) return `expected integers, got ${JSON.stringify(enc.iattr)}`;
+  if (f >= 0) return `expected finite numbers, got ${JSON.stringify(enc.fattr)}`;
+  if (a.eps !== undefined && !((a.eps as number) >= 0)) return `eps ${a.eps} is below 0`;
+  for (const k of ['heads', 'kvHeads', 'ranks'] as const) if (a[k] !== undefined && !((a[k] as number) >= 1)) return `${k} ${a[k]} is below 1`;
+  return undefined;
+}
+
+/**
+ * What is wrong with an initialiser, if anything: its numbers finite in f32
+ * (1e39 had become inf, and a gradient elsewhere was then blamed for the NaN),
+ * and within f16's range where the tensor is f16.
+ */
+function initProblem(init: Record<string, unknown>, count: number, dtype: string): string | undefined {
+  const max = dtype === 'f16' ? 65504 : 3.4028234663852886e38;
+  const fits = (v: number) => Number.isFinite(v) && Math.abs(dtype === 'i32' ? v : Math.fround(v)) <= max;
+  const num = (k: string, optional = false) => (optional && init[k] === undefined) || (typeof init[k] === 'number' && fits(init[k] as number));
   switch (init.kind) {
-    case 'normal': return num('std') && num('mean', true) ? undefined : 'normal needs a finite std (and mean)';
-    case 'constant': return num('value') ? undefined : 'constant needs a finite value';
+    case 'normal': return num('std') && num('mean', true) ? undefined : `normal needs a finite std (and mean) within ${dtype}`;
+    case 'constant': return num('value') ? undefined : `constant needs a finite value within ${dtype}`;
     case 'onnx': return typeof init.initializer === 'string' ? undefined : 'onnx needs an initializer name';
     case 'data': {
       if (typeof init.f32Base64 !== 'string') return 'data needs f32Base64';
-      const bytes = Buffer.from(init.f32Base64, 'base64').length;
-      return bytes === count * 4 ? undefined : `data holds ${bytes} bytes, the tensor ${count} f32 values`;
+      const bytes = Buffer.from(init.f32Base64, 'base64');
+      if (bytes.length !== count * 4) return `data holds ${bytes.length} bytes, the tensor ${count} f32 values`;
+      // (a constant, not a trained value: infinities are a mask's; NaN is no value)
+      const vals = new Float32Array(count);
+      new Uint8Array(vals.buffer).set(bytes);
+      const bad = vals.findIndex((v) => Number.isNaN(v));
+      return bad < 0 ? undefined : `data value NaN at index ${bad}`;
     }
     default: return `kind ${JSON.stringify(init.kind)} is not one of normal, constant, onnx, data`;
   }

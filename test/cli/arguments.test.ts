@@ -2,12 +2,13 @@
 // (exit 2) for what it does not. Each case here was once taken and ignored,
 // or misread, or crashed with a stack trace.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { chmodSync, copyFileSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { cli, expectUserError } from '../cli-helpers.js';
 import { BUILTIN_PROFILES } from '../../compiler/cost/profiles.js';
+import { writeSafetensors, type SafeTensor } from '../../runtime/safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-args-'));
 const ONNX = 'fixtures/onnx/gpt-tiny.onnx';
@@ -175,6 +176,33 @@ describe('arguments', () => {
     const ck = join(dir, 'ck.safetensors');
     expect(cli('run', plan, '--steps', '1', '--save', ck).status).toBe(0);
     expect(cli('run', plan, '--steps', '1', '--weights', ck, '--save', ck).status).toBe(0);
+  });
+
+  // a review's finds: each had gone unsaid, or written a checkpoint --weights then refused
+  it('eps 0 refused; a checkpoint of a parameter that is no longer finite not written; --weights says Adam starts afresh; --data says what it does not read and that it wraps', () => {
+    expectUserError(cli('run', tiny, '--steps', '1', '--eps', '0'), /--eps: expected a number above 0 \(Adam divides by sqrt\(v\) \+ eps/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--eps', '0', '-o', join(dir, 'eps0.json')), /--eps: expected a number above 0/);
+    const ck = join(dir, 'diverged.safetensors');
+    // AdamW's decoupled decay by lr x decay = 1e40 takes every weight past f32 in one step
+    const r = cli('run', tiny, '--steps', '1', '--optimizer', 'adamw', '--lr', '1e30', '--weight-decay', '1e10', '--save', ck);
+    expectUserError(r, /the checkpoint .*diverged\.safetensors was not written: parameter '\S+' holds -?Infinity at index \d+ after step 1 \(training diverged/);
+    expect(existsSync(ck)).toBe(false);
+    const good = join(dir, 'resume.safetensors');
+    expect(cli('run', tiny, '--steps', '2', '--save', good).status).toBe(0);
+    const resumed = cli('run', tiny, '--steps', '1', '--weights', good);
+    expect(resumed.status, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toMatch(/^tiercut: note: --weights: parameters only; Adam's moments and its step count start from zero/m);
+    const data = join(dir, 'data.safetensors');
+    const plan = JSON.parse(readFileSync(tiny, 'utf8'));
+    const tensors = new Map(plan.graph.tensors.filter((t: { role: string }) => t.role === 'input').map((t: { name: string; shape: number[] }) =>
+      [t.name, { dtype: 'I32', shape: [2, ...t.shape], bytes: new Uint8Array(4 * 2 * t.shape.reduce((a, b) => a * b, 1)) }]));
+    tensors.set('extra', { dtype: 'F32', shape: [1], bytes: new Uint8Array(4) });
+    writeSafetensors(data, tensors as Map<string, SafeTensor>);
+    const wrapped = cli('run', tiny, '--steps', '3', '--data', data);
+    expect(wrapped.status, wrapped.stderr).toBe(0);
+    expect(wrapped.stderr).toMatch(/note: --data: 1 tensor of .*data\.safetensors is no input of the model and was not read \('extra'\)/);
+    expect(wrapped.stderr).toMatch(/note: --data: .*data\.safetensors holds 2 steps of data for 3 steps; step k reads its step \(\(k - 1\) mod 2\) \+ 1/);
+    expect(cli('run', tiny, '--steps', '2', '--data', data).stderr).not.toMatch(/holds 2 steps/);
   });
 
   it('--save onto a symbolic link writes its target and keeps the file\'s mode (the link had been replaced by a file)', () => {

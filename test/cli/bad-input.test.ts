@@ -284,7 +284,7 @@ describe('bad input', () => {
     expectUserError(cli('report', mutated('h2d0.json', (p) => { p.hardware.h2dBytesPerSec = 0; })), /hardware: field 'h2dBytesPerSec': expected a positive number, got 0 \[TC402\]$/);
     expectUserError(cli('report', mutated('optier.json', (p) => { p.placement.opTier = []; })), /placement\.opTier: 0 entries for \d+ ops/);
     expectUserError(cli('report', mutated('bound.json', (p) => { p.bound.lowerBoundSeconds = 1e300; p.bound.gapPercent = -50; })), /bound: lowerBoundSeconds 1e\+300 and gapPercent -50 do not fit predicted\.stepSeconds/);
-    expectUserError(cli('run', mutated('beta.json', (p) => { p.optimizer.beta1 = 1.5; }), '--steps', '1'), /optimizer: expected lr, eps and weightDecay >= 0 and betas in \[0, 1\)/);
+    expectUserError(cli('run', mutated('beta.json', (p) => { p.optimizer.beta1 = 1.5; }), '--steps', '1'), /optimizer: expected lr and weightDecay >= 0, eps > 0 and betas in \[0, 1\)/);
     const sp = join(dir, 'sp.plan.json');
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '-o', sp).status).toBe(0);
     const spPlan = JSON.parse(readFileSync(sp, 'utf8'));
@@ -343,7 +343,8 @@ describe('the main commands', () => {
     const bad = join(dir, 'dpu-bad.plan.json');
     const edited = (edit: (p: any) => void) => { const p = JSON.parse(base); edit(p); writeFileSync(bad, JSON.stringify(p)); return bad; }; // eslint-disable-line @typescript-eslint/no-explicit-any
     expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.tensors.find((t: { role: string }) => t.role === 'master32').param = 'other'; })), /dpu\.steady: tensor \d+ is not the plain step's master\./);
-    expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.precision = 'fp32'; })), /dpu\.steady: its precision, loss or parameter count differs/);
+    expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.loss = p.dpu.steady.graph.ops[0].outputs[0]; })), /dpu\.steady: (its precision, loss or parameter count differs|graph: loss tensor)/);
+    expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.precision = 'fp32'; })), /dpu\.steady: graph: tensors\[\d+\] \(\S+\): a param16 of f16 in a graph of precision fp32/);
     expectUserError(cli('report', edited((p) => { p.dpu.steady.graph.ops.find((o: { kind: string }) => o.kind === 'layerNorm').attrs.eps = 0.5; })), /dpu\.steady: its ops are not the plain step's reordered/);
     expectUserError(cli('report', edited((p) => { p.tiers.gpu.capacityBytes = 2e9; })), /tiers\.gpu\.capacityBytes 2000000000 is not the hardware's 400000/);
     const sp = join(dir, 'sp2-for-dpu.plan.json');

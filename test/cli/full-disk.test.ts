@@ -74,6 +74,25 @@ describe('a full disk at the end of a run', () => {
 });
 
 describe('cache entries', () => {
+  // (it had said "nothing was written" of the trace alone, the plan or checkpoint before it written)
+  it('a second output the disk will not take (/dev/full) says the first was written', () => {
+    const plan = join(dir, 'first.plan.json');
+    const r = spawnSync(process.execPath, ['bin/tiercut.js', 'compile', 'models/gpt.ts', '--preset', 'tiny', '-o', plan, '--trace', '/dev/full'], { encoding: 'utf8', timeout: 120_000 });
+    expectUserError(r, /cannot write the trace to \/dev\/full: ENOSPC \(no space left on device\); nothing of it was written \(the plan .*first\.plan\.json was\) \[TC108\]$/);
+    expect(parsePlan(readFileSync(plan, 'utf8'), plan).graph.ops.length).toBeGreaterThan(0);
+    const ck = join(dir, 'first.safetensors');
+    const run = spawnSync(process.execPath, ['bin/tiercut.js', 'run', plan, '--steps', '1', '--save', ck, '--trace', '/dev/full'], { encoding: 'utf8', timeout: 120_000 });
+    expectUserError(run, /cannot write the trace to \/dev\/full: ENOSPC .*; nothing of it was written \(the checkpoint .*first\.safetensors was\)/);
+    expect(readdirSync(dir)).toContain('first.safetensors');
+  });
+
+  it('a name near the 255-byte limit has a temporary file of its own (ENAMETOOLONG had refused it)', () => {
+    const long = join(dir, `${'p'.repeat(240)}.json`);
+    const r = spawnSync(process.execPath, ['bin/tiercut.js', 'compile', 'models/gpt.ts', '--preset', 'tiny', '-o', long], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(readdirSync(dir).filter((f) => f.startsWith('ppp') && f.includes('.tmp-'))).toEqual([]);
+  });
+
   // (a stack trace and exit 1 after the measurements)
   it('hw calibrate with a temp directory that cannot be used: one line, exit 2, nothing left in the spill directory', () => {
     const spill = mkdtempSync(join(dir, 'cal-'));
