@@ -205,6 +205,22 @@ describe('arguments', () => {
     expect(cli('run', tiny, '--steps', '2', '--data', data).stderr).not.toMatch(/holds 2 steps/);
   });
 
+  it('fit deepens the mlp family too (its layer count had been named depth, which fit does not read)', () => {
+    const r = cli('fit', 'models/mlp.ts', '--hw', 'local', '--json');
+    expect(r.status, r.stderr).toBe(0);
+    const fitted = JSON.parse(r.stdout);
+    expect(fitted.model.preset).toBe('wide');
+    expect(fitted.model.config.layers).toBeGreaterThan(4);
+  });
+
+  it('the runtime\'s switches are refused when they name nothing it knows (each had silently given the default)', () => {
+    const withEnv = (k: string, v: string) => spawnSync(process.execPath, ['bin/tiercut.js', 'run', tiny, '--steps', '1'], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, [k]: v } });
+    expectUserError(withEnv('TIERCUT_RING_ISA', 'scalar'), /TIERCUT_RING_ISA: expected baseline, avx2 or avx512, got "scalar" \[TC100\]$/);
+    expectUserError(withEnv('TIERCUT_SPIN_US', 'abc'), /TIERCUT_SPIN_US: expected a whole number of microseconds from 0 to 1000000, got "abc"/);
+    expectUserError(withEnv('TIERCUT_NVME_MERGE', 'no'), /TIERCUT_NVME_MERGE: expected 0 \(no vectored I\/O\) or 1, got "no"/);
+    expect(withEnv('TIERCUT_SPIN_US', '0').status).toBe(0);
+  });
+
   it('--save onto a symbolic link writes its target and keeps the file\'s mode (the link had been replaced by a file)', () => {
     const target = join(dir, 'target.safetensors'), link = join(dir, 'link.safetensors');
     expect(cli('run', tiny, '--steps', '1', '--save', target).status).toBe(0);
