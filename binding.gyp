@@ -54,6 +54,7 @@
       "defines": [
         "NAPI_VERSION=8",
         "NAPI_CPP_EXCEPTIONS",
+        "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS",
         "TIERCUT_HAVE_LIBURING=<(tiercut_have_liburing)"
       ],
       "cflags!": ["-fno-exceptions"],
@@ -85,6 +86,7 @@
       "defines": [
         "NAPI_VERSION=8",
         "NAPI_CPP_EXCEPTIONS",
+        "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS",
         "TIERCUT_HAVE_MPI=<(tiercut_have_mpi)"
       ],
       "cflags!": ["-fno-exceptions"],

@@ -62,21 +62,37 @@ export function syntheticData(g: Graph, seed: number): StepData {
  * Every value of a tensor read from `file` usable as given: an integer
  * input's in [0, bound) (I64 values past 2^31 had wrapped into range and
  * trained on other ids), a float's finite in fp32 (a NaN had surfaced as the
- * optimizer's error at that slice's step), with `fp16` finite in fp16 too
- * (a weight past its range had failed step 1 as another tensor's gradient);
- * --data's inputs and --weights' parameters.
+ * optimizer's error at that slice's step), and in `half` (f16, bf16: the
+ * tensor's storage) finite once rounded there too (a weight past fp16's range
+ * had failed step 1 as another tensor's gradient; data past it, and bf16's,
+ * had been taken); --data's inputs and --weights' parameters.
  */
-export function checkValues(file: string, name: string, data: Float64Array, bound?: number, fp16 = false): void {
+export function checkValues(file: string, name: string, data: Float64Array, bound?: number, half?: 'f16' | 'bf16'): void {
+  const i = badValue(data, bound, half);
+  if (i >= 0) throw diag.data(file, `tensor '${name}' value ${data[i]} at index ${i} is ${valueWant(bound, half, data[i])}`);
+}
+
+/** The index of the first value that is not an integer in [0, bound) (with a bound) or finite in fp32 and in `half`, else -1. */
+export function badValue(data: ArrayLike<number>, bound?: number, half?: 'f16' | 'bf16'): number {
+  const inf = half === 'f16' ? HALF_ROUNDS_TO_INF : half === 'bf16' ? BF16_ROUNDS_TO_INF : Infinity;
   for (let i = 0; i < data.length; i++) {
     const v = data[i];
-    if (bound !== undefined ? !(Number.isInteger(v) && v >= 0 && v < bound) : !Number.isFinite(Math.fround(v)))
-      throw diag.data(file, `tensor '${name}' value ${v} at index ${i} is ${bound !== undefined ? `not an integer in [0, ${bound})` : 'not finite in fp32'}`);
-    if (fp16 && Math.abs(v) >= HALF_ROUNDS_TO_INF) throw diag.data(file, `tensor '${name}' value ${v} at index ${i} is not finite in fp16 (the plan trains in fp16, whose largest value is 65504)`);
+    if (bound !== undefined ? !(Number.isInteger(v) && v >= 0 && v < bound) : !(Math.abs(Math.fround(v)) < inf && Number.isFinite(Math.fround(v)))) return i;
   }
+  return -1;
+}
+
+/** What a value badValue found should have been. */
+export function valueWant(bound: number | undefined, half: 'f16' | 'bf16' | undefined, v: number): string {
+  if (bound !== undefined) return `not an integer in [0, ${bound})`;
+  if (!Number.isFinite(Math.fround(v))) return 'not finite in fp32';
+  return half === 'f16' ? 'not finite in fp16 (the plan trains in fp16, whose largest value is 65504)' : 'not finite in bf16 (the plan trains in bf16, whose largest value is 3.3895e38)';
 }
 
 /** fp16's largest finite magnitude once rounded: a value at or past 65520 becomes inf. */
 const HALF_ROUNDS_TO_INF = 65520;
+/** bf16's: the f32 0x7f7f8000, halfway past its largest (0x7f7f), rounds to even: inf. */
+const BF16_ROUNDS_TO_INF = new Float32Array(new Uint32Array([0x7f7f8000]).buffer)[0];
 
 /** `note`: told of a tensor of the file no input takes, and that the data wraps around where `steps` is more than the file holds. */
 export function fileData(g: Graph, file: string, opts: { steps?: number; note?: (message: string) => void } = {}): StepData {
@@ -93,7 +109,7 @@ export function fileData(g: Graph, file: string, opts: { steps?: number; note?: 
     if (t.dtype !== 'i32' && !FLOAT_DTYPES.includes(st.dtype)) throw diag.data(file, `tensor '${t.name}' is ${st.dtype}; the model input needs floats`);
     const data = toFloat64(st), count = same ? 1 : st.shape[0];
     if (count < 1) throw diag.data(file, `tensor '${t.name}' has shape ${shapeStr(st.shape)}: no step's data (its leading dimension, the steps, is 0)`);
-    checkValues(file, t.name, data, t.dtype === 'i32' ? indexBound(g, t) ?? 2 ** 31 : undefined);
+    checkValues(file, t.name, data, t.dtype === 'i32' ? indexBound(g, t) ?? 2 ** 31 : undefined, t.dtype === 'f16' || t.dtype === 'bf16' ? t.dtype : undefined);
     slices.set(t.id, { data, count });
   }
   // (inputs with different step counts had cycled apart: tokens of one step beside another's targets)
@@ -138,13 +154,17 @@ export function spFullGraph(plan: Plan): Graph {
 /** Each rank's data: its positions along the sequence axis of every cut input, and its positions input. */
 export function spRankData(plan: Plan, whole: StepData): (step: number) => Map<number, Float64Array>[] {
   const sp = plan.sp!;
+  // (data at a rank's shapes had trained, half of each rank's tokens zeros; none at all failed inside the step)
+  if (typeof whole !== 'function') throw diag.usage(`SequenceParallelSession: expected the data as a function of the step giving the whole sequence's inputs (syntheticData or fileData of spFullGraph(plan)), got ${whole === null ? 'null' : typeof whole}`);
   return (step) => {
     const data = whole(step);
+    if (!(data instanceof Map)) throw diag.runtime(`step ${step}: the data function gave ${data === null ? 'null' : typeof data}, not a Map of tensor id to values`);
     return sp.perRank.map((rank) => {
       const m = new Map<number, Float64Array>();
       for (const input of sp.inputs) {
-        const v = data.get(input.tensor)!;
+        const v = data.get(input.tensor);
         const shape = input.fullShape;
+        if (!v || v.length !== numel(shape)) throw diag.runtime(`step ${step}: input ${input.name} needs ${numel(shape)} values at its whole shape ${shapeStr(shape)} (the data of spFullGraph(plan)), got ${v ? v.length : 'none'}`);
         const outer = numel(shape.slice(0, input.axis)), T = shape[input.axis], inner = numel(shape.slice(input.axis + 1));
         const R = rank.positions.length;
         const out = new Float64Array(outer * R * inner);

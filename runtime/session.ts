@@ -14,12 +14,13 @@ import type { Plan } from '../compiler/plan/types.js';
 import { STREAMS } from '../compiler/plan/types.js';
 import { diag, oneLine, UserError } from '../src/diagnostics.js';
 import { nativeAddon, type NativeProgram, type NativeRingGroup, type NativeSession, type NativeSessionInfo, type StepStats } from './binding.js';
-import { checkValues } from './data.js';
+import { badValue, checkValues, valueWant } from './data.js';
+import { checkDistinct } from '../src/atomic-write.js';
 import { initValues } from './init.js';
 import { FLOAT_DTYPES, readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { readOnnxInitializers } from '../compiler/import/onnx-decode.js';
 
 const TIER_CODE: Record<Tier, number> = { gpu: 0, cpu: 1, nvme: 2 };
@@ -93,6 +94,33 @@ function encode(t: Tensor, values: Float64Array | Float32Array): ArrayBufferView
 interface Bound { plan: Plan; native: NativeSession; homeOf: Map<number, number>; lossBuffer: number }
 
 /**
+ * A session's options as the CLI's flags are checked (the API had taken
+ * trace: 'no' as on, weightsFile '' as none, nvme: 'x' as nothing, and named
+ * program.nvme.queueDepth for a queue depth out of range).
+ */
+export function checkSessionOptions(opts: SessionOptions): void {
+  if (typeof opts !== 'object' || opts === null) throw diag.usage(`expected a session's options object, got ${opts === null ? 'null' : typeof opts}`);
+  for (const k of ['weightsFile', 'planDir', 'spillDir'] as const) {
+    const v = opts[k];
+    if (v !== undefined && (typeof v !== 'string' || v === '')) throw diag.usage(`${k}: expected a path, got ${JSON.stringify(v)}`);
+  }
+  if (opts.trace !== undefined && typeof opts.trace !== 'boolean') throw diag.usage(`trace: expected true or false, got ${JSON.stringify(opts.trace)}`);
+  const n = opts.nvme;
+  if (n === undefined) return;
+  if (typeof n !== 'object' || n === null) throw diag.usage(`nvme: expected { queueDepth, blockBytes, direct }, got ${JSON.stringify(n)}`);
+  if (n.queueDepth !== undefined && !(Number.isInteger(n.queueDepth) && n.queueDepth >= 1 && n.queueDepth <= 64)) throw diag.usage(`nvme.queueDepth (--nvme-queue-depth): expected 1..64, got ${n.queueDepth}`);
+  if (n.blockBytes !== undefined && !(Number.isInteger(n.blockBytes) && n.blockBytes % 4096 === 0 && n.blockBytes >= 4096 && n.blockBytes <= 64 * 2 ** 20))
+    throw diag.usage(`nvme.blockBytes (--nvme-block-size): expected a multiple of 4096 from 4KiB to 64MiB, got ${n.blockBytes}`);
+  if (n.direct !== undefined && typeof n.direct !== 'boolean') throw diag.usage(`nvme.direct: expected true or false, got ${JSON.stringify(n.direct)}`);
+}
+
+/** Where a plan's model file may be, in the order a session looks (an ONNX plan reads its weights there): the path as the plan has it, then beside the plan. */
+export function planModelFiles(plan: Plan, planDir?: string): string[] {
+  const src = plan.model.source;
+  return [...new Set([resolve(src), ...(planDir !== undefined ? [resolve(planDir, src), join(resolve(planDir), basename(src))] : [])])];
+}
+
+/**
  * The runtime's switches (README, Environment variables) read as the native
  * side reads them, refused when they say nothing it knows: a TIERCUT_SPIN_US
  * of "abc" or TIERCUT_RING_ISA=scalar had silently given the default (the
@@ -146,19 +174,23 @@ export class TrainingSession {
   /** The --weights file's tensors no parameter of the model took (a checkpoint of another model loads where it has every name; run notes them). */
   unusedWeights: readonly string[] = [];
   /** Its entry among the sessions closed at exit. */
-  private openRef?: WeakRef<TrainingSession>;
+  private open?: OpenNative;
   /** The plan running now: the plan itself, or its DPU steady state after the warm-up. */
   get current(): Plan { return this.bound.plan; }
 
   constructor(readonly plan: Plan, private readonly opts: SessionOptions = {}) {
     // (a plan object made or edited by the caller, not read from a file, is checked as a file is; the options as the CLI's flags)
-    if (!opts.ring) checkPlan(plan, 'the plan', true); // (a rank's plan: its SequenceParallelSession checked it)
+    checkSessionOptions(opts);
+    if (!opts.ring) checkPlan(plan, 'the plan'); // (a rank's plan: its SequenceParallelSession checked it)
     checkOptimizer(opts.optimizer ?? {});
     checkRuntimeEnv();
-    if (opts.seed !== undefined && !(Number.isSafeInteger(opts.seed) && opts.seed >= 0)) throw diag.badNumber('--seed', String(opts.seed), 'an integer >= 0');
+    // (the generators take 32 bits: seed 2^32 had run as seed 0)
+    if (opts.seed !== undefined && !(Number.isSafeInteger(opts.seed) && opts.seed >= 0 && opts.seed < 2 ** 32)) throw diag.badNumber('--seed', String(opts.seed), 'an integer from 0 to 4294967295');
+    // (an sp plan's ranks are a SequenceParallelSession's: one alone had failed in step 1 on its ring attention)
+    if (plan.sp && !opts.ring) throw diag.usage(`the plan is sequence-parallel over ${plan.sp.ranks} ranks: run it with SequenceParallelSession (tiercut run does), not TrainingSession`);
     this.optimizer = { ...plan.optimizer, ...opts.optimizer };
     this.bound = bind(plan, this.optimizer, opts.spillDir ?? tmpdir(), opts.nvme, opts.ring);
-    this.openRef = closeAtExit(this);
+    this.open = closeAtExit(this, this.native);
     try {
       this.initState();
     } catch (e) {
@@ -190,6 +222,7 @@ export class TrainingSession {
     this.warmupPeaks = this.memory();
     this.native.close();
     this.bound = next;
+    if (this.open) this.open.native = next.native;
   }
 
   private initState(): void {
@@ -201,10 +234,9 @@ export class TrainingSession {
     const onnxValues = (name: string, p: Tensor): Float32Array => {
       // (a plan compiled in one directory and run from another had not found its ONNX model: the path as
       // the plan has it, else beside the plan, the path or its file name)
-      const src = this.plan.model.source, dir = this.opts.planDir;
-      const tried = [resolve(src), ...(dir !== undefined ? [resolve(dir, src), join(resolve(dir), basename(src))] : [])];
+      const src = this.plan.model.source, tried = planModelFiles(this.plan, this.opts.planDir);
       const source = tried.find((f) => existsSync(f));
-      if (source === undefined) throw diag.fileNotFound(src, `ONNX model (looked for at ${[...new Set(tried)].join(', ')})`);
+      if (source === undefined) throw diag.fileNotFound(src, `ONNX model (looked for at ${tried.join(', ')})`);
       onnx ??= readOnnxInitializers(source, new Set(g.tensors.flatMap((t) => (t.init?.kind === 'onnx' ? [t.init.initializer] : []))));
       const got = onnx.get(name);
       if (!got) throw diag.data(this.plan.model.source, `no initializer named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
@@ -224,7 +256,7 @@ export class TrainingSession {
         // (integers had loaded as floats of the same bits' value: 1e9 where a weight was meant)
         if (!FLOAT_DTYPES.includes(st.dtype)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' is ${st.dtype}; a parameter needs floats (F32, F16, BF16 or F64)`);
         const values = toFloat64(st);
-        checkValues(this.opts.weightsFile!, name, values, undefined, g.precision === 'fp16');
+        checkValues(this.opts.weightsFile!, name, values, undefined, g.precision === 'fp16' ? 'f16' : g.precision === 'bf16' ? 'bf16' : undefined);
         v = Float32Array.from(values);
       } else if (p.init?.kind === 'onnx') {
         v = onnxValues(p.init.initializer, p);
@@ -273,8 +305,12 @@ export class TrainingSession {
     } catch (e) {
       throw e instanceof UserError ? e : diag.runtime(`step ${step} failed: ${(e as Error).message}`);
     }
+    this.lastStep = step;
     return { step, loss: this.loss(), seconds: stats.seconds, stats };
   }
+
+  /** The last step that completed (a DPU session's checkpoint applies that step's pending updates, and only that step's). */
+  private lastStep: number | undefined;
 
   /** Writes one step's data inputs (tensor id -> values) into their buffers. */
   writeInputs(step: number, data: Map<number, Float64Array>): void {
@@ -282,6 +318,10 @@ export class TrainingSession {
       if (t.role !== 'input') continue;
       const v = data.get(t.id);
       if (!v || v.length !== numel(t.shape)) throw diag.runtime(`step ${step}: no data of ${numel(t.shape)} values for input ${t.name}${shapeStr(t.shape)}`);
+      // (the API's data as --data's is checked: an id of NaN or 3.7 had become 0 or 3, a float past fp16 an inf gradient blamed elsewhere)
+      const half = t.dtype === 'f16' || t.dtype === 'bf16' ? t.dtype : undefined, bound = t.dtype === 'i32' ? 2 ** 31 : undefined;
+      const bad = badValue(v, bound, half);
+      if (bad >= 0) throw diag.runtime(`step ${step}: input ${t.name} value ${v[bad]} at index ${bad} is ${valueWant(bound, half, v[bad])}`);
       this.native.write(this.homeOf.get(t.id)!, encode(t, v));
     }
   }
@@ -335,6 +375,10 @@ export class TrainingSession {
   async applyPending(step: number): Promise<void> {
     const dpu = this.plan.dpu;
     if (!dpu?.steady || this.bound.plan === this.plan || step <= dpu.warmupSteps) return;
+    // (once: a second checkpoint had run the extra pass again, applying the gradient it made, and saved other parameters)
+    if (this.pendingApplied === step) return;
+    // (the step the session ran: another had dropped step t's pending update, or counted Adam's bias correction from it)
+    if (step !== this.lastStep) throw diag.badNumber('step', String(step), `the last step this DPU session ran, ${this.lastStep ?? 'none yet'}`);
     // (its persistent gradients are then the extra pass's, not a step's: the session trains no further)
     this.pendingApplied = step;
     try {
@@ -348,6 +392,8 @@ export class TrainingSession {
   async saveCheckpoint(file: string, step: number): Promise<void> {
     if (!(Number.isSafeInteger(step) && step >= 0)) throw diag.badNumber('step', String(step), 'an integer >= 0');
     if (this.closed) throw diag.runtime(`the checkpoint ${file} was not written: the session is closed`);
+    // (the API's checkpoint onto the plan's own model had replaced it, as run --save had before run checked)
+    checkDistinct([['the checkpoint', file], ...[...new Set(planModelFiles(this.plan, this.opts.planDir).filter((f) => existsSync(f)).map((f) => realpathSync(f)))].map((f) => ["the plan's model", f] as const)]);
     await this.applyPending(step);
     const tensors = new Map<string, SafeTensor>();
     const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
@@ -365,7 +411,7 @@ export class TrainingSession {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.openRef) OPEN.delete(this.openRef);
+    if (this.open) { OPEN.delete(this.open); COLLECTED.unregister(this.open); }
     this.native.close();
   }
 }
@@ -377,18 +423,22 @@ export class TrainingSession {
  * the CLI closes on SIGINT and SIGTERM itself; an API caller does likewise.
  * A step still running is waited for (close takes the step's lock), so such
  * an exit takes up to the rest of that step.
- * Held weakly: a session lost without close() is still collected (its
- * native side removes its file then).
+ * A session lost without close() is still collected: its native side is
+ * closed then (its file removed), or at exit, whichever comes first.
  */
-const OPEN = new Set<WeakRef<TrainingSession>>();
+const OPEN = new Set<OpenNative>();
+/** A session's native side, for the exit hook (a DPU session's changes as its steady step takes over). */
+interface OpenNative { native: NativeSession }
+/** A session lost without close(): its native side closed when it is collected; until then the exit hook holds it (a session collected just before exit had left its spill file). */
+const COLLECTED = new FinalizationRegistry<OpenNative>((o) => { if (OPEN.delete(o)) o.native.close(); });
 let exitHooked = false;
-function closeAtExit(s: TrainingSession): WeakRef<TrainingSession> {
-  const ref = new WeakRef(s);
-  for (const r of OPEN) if (r.deref() === undefined) OPEN.delete(r); // (sessions collected without close())
-  OPEN.add(ref);
+function closeAtExit(s: TrainingSession, native: NativeSession): OpenNative {
+  const o = { native };
+  OPEN.add(o);
+  COLLECTED.register(s, o, o);
   if (!exitHooked) {
     exitHooked = true;
-    process.on('exit', () => { for (const r of [...OPEN]) r.deref()?.close(); });
+    process.on('exit', () => { for (const x of [...OPEN]) x.native.close(); });
   }
-  return ref;
+  return o;
 }

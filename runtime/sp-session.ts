@@ -14,7 +14,7 @@ import { checkPlan } from '../compiler/plan/io.js';
 import { diag, UserError } from '../src/diagnostics.js';
 import { nativeAddon, type StepStats } from './binding.js';
 import { spRankData, type StepData } from './data.js';
-import { TrainingSession, type SessionOptions } from './session.js';
+import { checkSessionOptions, TrainingSession, type SessionOptions } from './session.js';
 
 export interface SpStepResult {
   step: number;
@@ -32,10 +32,12 @@ export class SequenceParallelSession {
 
   /** `whole`: the data at the whole sequence's shapes (syntheticData / fileData of spFullGraph(plan)). */
   constructor(readonly plan: Plan, whole: StepData, opts: SessionOptions & { ringTimeoutMs?: number } = {}) {
-    checkPlan(plan, 'the plan', true); // (once for the ranks: each TrainingSession of a ring takes it as checked)
+    checkSessionOptions(opts);
+    checkPlan(plan, 'the plan'); // (once for the ranks: each TrainingSession of a ring takes it as checked)
     const sp = plan.sp;
     if (!sp) throw diag.usage('SequenceParallelSession: the plan has no sp section (compile it with --sp P; run a plain plan with TrainingSession)');
     if (opts.trace) throw diag.usage('run --trace is not supported for sequence-parallel plans yet');
+    this.rankData = spRankData(plan, whole); // (checks the data source before any rank is made)
     const group = nativeAddon().createRingGroup(sp.ranks, opts.ringTimeoutMs);
     try {
       for (let rank = 0; rank < sp.ranks; rank++) this.ranks.push(new TrainingSession(plan, { ...opts, ring: { group, rank } }));
@@ -43,7 +45,6 @@ export class SequenceParallelSession {
       this.close();
       throw e;
     }
-    this.rankData = spRankData(plan, whole);
   }
 
   async step(step: number): Promise<SpStepResult> {

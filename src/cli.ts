@@ -2,7 +2,7 @@
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
 import { existsSync, realpathSync } from 'node:fs';
-import { basename, dirname, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { checkDistinct, checkWritable, writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
 import type { AdamAttrs, Precision } from '../compiler/ir/types.js';
@@ -175,7 +175,8 @@ function spFlag(args: Args): number | undefined {
   const v = args.flags.get('--sp');
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (v.trim() === '' || !Number.isInteger(n) || n < 1 || n > MAX_SP_RANKS) throw diag.spRanks(`--sp: expected a whole number of ranks from 1 to ${MAX_SP_RANKS}, got '${v}'`);
+  // (decimal digits only, as every other count: 0x2 and 2e0 had been 2 ranks)
+  if (!/^\s*\d+\s*$/.test(v) || !Number.isInteger(n) || n < 1 || n > MAX_SP_RANKS) throw diag.spRanks(`--sp: expected a whole number of ranks from 1 to ${MAX_SP_RANKS}, got '${v}'`);
   return n;
 }
 
@@ -220,12 +221,12 @@ function cmdReport(args: Args): void {
 
 async function cmdRun(args: Args): Promise<void> {
   const { fileData, syntheticData } = await import('../runtime/data.js');
-  const { TrainingSession } = await import('../runtime/session.js');
+  const { TrainingSession, planModelFiles } = await import('../runtime/session.js');
   takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', '--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered', ...CAPACITY_FLAGS, ...OPT_FLAGS]);
   const file = args.positional[0];
   if (!file) throw diag.usage(`run needs PLAN\n${USAGE}`);
   const steps = num(args, '--steps', { integer: true, min: 1 }) ?? 10;
-  const seed = num(args, '--seed', { integer: true, min: 0 }) ?? 0;
+  const seed = num(args, '--seed', { integer: true, min: 0 }) ?? 0; // (below 2^32: TrainingSession)
   const json = args.flags.has('--json');
   const plan = readPlan(file);
   // (a plan's arenas are fixed when it is compiled: the capacities given can only be checked, before anything is allocated)
@@ -234,8 +235,7 @@ async function cmdRun(args: Args): Promise<void> {
   // (the outputs come after every step: a path that cannot take them fails now, not after the run)
   // (the plan's model, which an ONNX plan reads its weights from, had been overwritten by --save or --trace:
   // where run may find it, as the session looks, the path as the plan has it, then beside the plan)
-  const src = plan.model.source;
-  const modelFiles = [...new Set([resolve(src), resolve(dirname(file), src), resolve(dirname(file), basename(src))].filter((f) => existsSync(f)).map((f) => realpathSync(f)))];
+  const modelFiles = [...new Set(planModelFiles(plan, dirname(file)).filter((f) => existsSync(f)).map((f) => realpathSync(f)))];
   checkDistinct([['PLAN', file], ['--data', args.flags.get('--data')], ['--save', args.flags.get('--save')], ['--trace', args.flags.get('--trace')],
     ...modelFiles.map((f) => ["the plan's model", f] as const)]);
   checkDistinct([['--weights', args.flags.get('--weights')], ['--trace', args.flags.get('--trace')]]);

@@ -12,8 +12,8 @@ import { ADAM_DEFAULTS, checkOptimizer, lowerOptimizer } from '../compiler/lower
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { dpuOrder, lowerDpu } from '../compiler/lower/dpu.js';
 import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
-import { lowerSequenceParallel, MAX_SP_RANKS, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
-import { ringSendBytes, ringWorkspaceBytes } from '../compiler/ir/ops.js';
+import { lowerSequenceParallel, MAX_SP_RANKS, rankRingNumbers, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
+import { ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { formatBytes as fmtBytes } from './sizes.js';
 import type { LpSolution } from '../compiler/partition/lp.js';
 import { LpWorker } from '../compiler/partition/highs-worker.js';
@@ -73,6 +73,8 @@ export const isOnnx = (model: string): boolean => /\.onnx$/i.test(model);
  * out). Throws the CLI's UserError for the first that is not.
  */
 export function checkCompileOptions(opts: CompileOptions): void {
+  // (compile() and compile(null) had thrown a TypeError)
+  if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) throw diag.usage(`compile: expected an options object { model, ... }, got ${opts === null ? 'null' : typeof opts}`);
   if (typeof opts.model !== 'string' || opts.model === '') throw diag.usage(`model: expected a model file path, got ${JSON.stringify(opts.model)}`);
   let st: Stats;
   try { st = statSync(opts.model); } catch { throw diag.fileNotFound(opts.model, 'model file'); }
@@ -369,20 +371,6 @@ function ringWorkspaceProblem(plan: Plan): { tier: 'gpu' | 'cpu'; message: strin
  */
 function spSection(plan: Plan, s: SpSharding): PlanSp {
   const g = plan.graph;
-  const perRank = Array.from({ length: s.ranks }, (_, rank) => {
-    let attentionBytes = 0, allReduceBytes = 0, workspace = 0;
-    for (const x of plan.instructions) {
-      if (x.kind !== 'run') continue;
-      const op = g.ops[x.op];
-      const ins = op.inputs.map((t) => g.tensors[t]);
-      const bytes = ringSendBytes(op.kind, ins, op.attrs, rank);
-      if (op.kind === 'allReduce') allReduceBytes += bytes; else attentionBytes += bytes;
-      workspace = Math.max(workspace, ringWorkspaceBytes(op.kind, ins, op.attrs));
-    }
-    return {
-      rank, positions: zigzagPositions(s.seq, s.ranks, rank),
-      ringSendBytes: { attention: attentionBytes, allReduce: allReduceBytes }, ringWorkspaceBytes: workspace,
-    };
-  });
+  const perRank = Array.from({ length: s.ranks }, (_, rank) => ({ rank, positions: zigzagPositions(s.seq, s.ranks, rank), ...rankRingNumbers(g, plan.instructions, rank) }));
   return { ranks: s.ranks, seq: s.seq, inputs: s.inputs.map((i) => ({ ...i, fullShape: [...i.fullShape] })), ...(s.positions !== undefined ? { positions: s.positions } : {}), perRank };
 }

@@ -23,6 +23,11 @@ export const ADAM_DEFAULTS: AdamAttrs = { lr: 1e-3, beta1: 0.9, beta2: 0.999, ep
 
 /** Adam's settings in range: lr, eps, weight decay >= 0 and finite, betas in [0, 1), adamw a boolean. */
 export function checkOptimizer(o: Partial<AdamAttrs>): void {
+  // (a key misspelt, lrr, had been kept in the plan and the default used; 'adamw' as a string had become {"0":"a",...})
+  const keys = ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'adamw'];
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw diag.usage(`optimizer: expected an object of ${keys.join(', ')}, got ${JSON.stringify(o)}`);
+  const unknown = Object.keys(o).find((k) => !keys.includes(k));
+  if (unknown !== undefined) throw diag.usage(`optimizer: unknown key '${unknown}' (it takes ${keys.join(', ')})`);
   for (const [flag, key] of [['--lr', 'lr'], ['--eps', 'eps'], ['--weight-decay', 'weightDecay']] as const) {
     // (a key given as undefined too: it had replaced the default, and the plan written had no lr)
     const v = o[key];

@@ -25,8 +25,9 @@
 // program order; the loss is still one scalar. Cost: O(ops + tensors).
 
 import { GraphBuilder, producers } from '../ir/graph.js';
-import { inferOutputs } from '../ir/ops.js';
+import { inferOutputs, ringSendBytes, ringWorkspaceBytes } from '../ir/ops.js';
 import type { Graph, OpKind, Tensor } from '../ir/types.js';
+import type { PlanInstruction } from '../plan/types.js';
 import { formatLoc, shapeStr } from '../ir/types.js';
 import { diag } from '../../src/diagnostics.js';
 
@@ -145,6 +146,8 @@ export function lowerSequenceParallel(g: Graph, P: number, source: string): { gr
         });
         outAxis = op.kind === 'crossEntropy' ? -1 : axis;
       } else {
+        // (rope acts token by token but needs each token's absolute position, which a rank's slice does not carry)
+        if (kind === 'rope') throw diag.spOp(`${where}: rope needs each token's absolute position, which --sp does not give a rank's tokens yet (--sp shards causalAttention and token-wise ops only)`);
         throw diag.spOp(`${where}: it mixes sequence positions (--sp shards causalAttention and token-wise ops only)`);
       }
     }
@@ -163,4 +166,22 @@ export function lowerSequenceParallel(g: Graph, P: number, source: string): { gr
     throw diag.spOp(`${lossOp ? formatLoc(lossOp.loc) : source}: --sp needs the loss to be a crossEntropy over the sequence (the mean over each rank's tokens), got ${lossOp?.kind ?? 'no op'}`);
   const graph = b.build(map[g.loss], g.precision);
   return { graph, sharding: { ranks: P, seq: T, inputs, ...(positions ? { positions: positions.id } : {}) } };
+}
+
+/**
+ * What rank `rank` sends around the ring per step and the largest collective's
+ * memory outside the arenas (a plan's sp.perRank numbers, which the plan
+ * reader recomputes: 0 had been taken, and run then reported "plan 0").
+ */
+export function rankRingNumbers(g: Graph, instructions: readonly PlanInstruction[], rank: number): { ringSendBytes: { attention: number; allReduce: number }; ringWorkspaceBytes: number } {
+  let attention = 0, allReduce = 0, workspace = 0;
+  for (const x of instructions) {
+    if (x.kind !== 'run') continue;
+    const op = g.ops[x.op];
+    const ins = op.inputs.map((t) => g.tensors[t]);
+    const bytes = ringSendBytes(op.kind, ins, op.attrs, rank);
+    if (op.kind === 'allReduce') allReduce += bytes; else attention += bytes;
+    workspace = Math.max(workspace, ringWorkspaceBytes(op.kind, ins, op.attrs));
+  }
+  return { ringSendBytes: { attention, allReduce }, ringWorkspaceBytes: workspace };
 }

@@ -284,5 +284,6 @@ export function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Round
     if (arena.cpu > hw.cpu.capacityBytes) moved += spill(Math.max(arena.cpu - hw.cpu.capacityBytes, 1), 'cpu', 'nvme');
     if (moved === 0) break;
   }
-  throw diag.doesNotFit(`does not fit: no placement over gpu ${fmtBytes(hw.gpu.capacityBytes)}, cpu ${fmtBytes(hw.cpu.capacityBytes)}, nvme ${fmtBytes(hw.nvme.capacityBytes)} holds this step; raise a capacity or lower --batch/--seq`);
+  // (not a proof that none exists: it had said "no placement ... holds this step" where a smaller GPU's plan, which fits this one too, was found)
+  throw diag.doesNotFit(`does not fit: the LP's placement, rounded and repaired, does not fit gpu ${fmtBytes(hw.gpu.capacityBytes)}, cpu ${fmtBytes(hw.cpu.capacityBytes)}, nvme ${fmtBytes(hw.nvme.capacityBytes)} (its repair moved all it could; this is no proof that no placement does); raise a capacity or lower --batch/--seq`);
 }

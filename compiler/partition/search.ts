@@ -425,8 +425,14 @@ function doesNotFitMessage(g: Graph, hw: HardwareProfile, keepParams: boolean, c
   }
   const total = hw.gpu.capacityBytes + hw.cpu.capacityBytes + hw.nvme.capacityBytes;
   const need = state + p16;
-  // the GPU's own minimum: every op on it, with all state and saved activations elsewhere
-  const lean: Placement = { ...allGpu(g), home: g.tensors.map((t) => (t.persistent || t.role === 'activation' || t.role === 'param16' || t.role === 'grad16' ? 'cpu' : 'gpu')) };
+  // (--keep-params-on-gpu: the GPU alone must hold them; the sum of every tier had been said to be short)
+  if (keepParams && p16 > hw.gpu.capacityBytes) return `does not fit: the GPU (${fmtBytes(hw.gpu.capacityBytes)}) cannot hold the ${fmtBytes(p16)} of parameters --keep-params-on-gpu keeps there (short by ${fmtBytes(p16 - hw.gpu.capacityBytes)}); raise --gpu-mem or let parameters leave the GPU`;
+  // the GPU's own minimum: every forward and backward op on it, the updates on
+  // the CPU (as the LP's placements may put them: with the updates on the GPU,
+  // an embedding's master32, m, v and gradient had been called the GPU's
+  // minimum, 515 MiB for gpt2-124m, which then fitted 250 MB), with all state
+  // and saved activations elsewhere
+  const lean: Placement = { ...allGpu(g), opTier: g.ops.map((op) => (op.phase === 'update' ? 'cpu' : 'gpu')), home: g.tensors.map((t) => (t.persistent || t.role === 'activation' || t.role === 'param16' || t.role === 'grad16' ? 'cpu' : 'gpu')) };
   const gpuMin = liveBytesPeak(buildProgram(g, lean)).gpu;
   // (a bound for the LP's placements, which run every forward and backward op
   // on the GPU, not for the min-cut's, which may run some on the CPU: on the

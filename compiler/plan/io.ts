@@ -7,7 +7,7 @@ import { osReason, writeOutput } from '../../src/atomic-write.js';
 import { checkProfile } from '../cost/profiles.js';
 import { diag } from '../../src/diagnostics.js';
 import { verifyPlan } from '../simulate/verify-plan.js';
-import { MAX_SP_RANKS, zigzagPositions } from '../lower/sequence-parallel.js';
+import { MAX_SP_RANKS, rankRingNumbers, zigzagPositions } from '../lower/sequence-parallel.js';
 import { PLAN_SCHEMA, validateSchema } from './schema.js';
 import { FORMAT_VERSION, type Plan } from './types.js';
 import type { Graph, Op } from '../ir/types.js';
@@ -33,19 +33,15 @@ export function parsePlan(text: string, file: string): Plan {
   return checkPlan(json, file);
 }
 
-/** The plan objects checkPlan passed (checked again only when asked: an object may have changed since). */
-const checkedPlans = new WeakSet<object>();
-
 /**
  * A plan object checked as a plan file is (parsePlan's checks: the schema,
  * then what it cannot say), for callers of the API that make or edit one:
  * a session checks the plan it is given (two live buffers on the same bytes,
  * a loss tensor that is a parameter, lr -1 had all trained). `file` names it
- * in the messages; `again`: check an object this passed before too (it may
- * have been edited since). Throws UserError TC401/TC402.
+ * in the messages. Every call checks (an object passed once had been taken
+ * as checked ever after, edits and all). Throws UserError TC401/TC402.
  */
-export function checkPlan(json: unknown, file: string, again = false): Plan {
-  if (!again && typeof json === 'object' && json !== null && checkedPlans.has(json)) return json as Plan;
+export function checkPlan(json: unknown, file: string): Plan {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw diag.planFormat(file, 'not a plan: expected a JSON object');
   const version = (json as { formatVersion?: unknown }).formatVersion;
   if (version !== FORMAT_VERSION) throw diag.planFormat(file, `formatVersion ${JSON.stringify(version)} is not supported (this tiercut reads version ${FORMAT_VERSION}); recompile the model`);
@@ -93,7 +89,13 @@ export function checkPlan(json: unknown, file: string, again = false): Plan {
     const collective = collectiveProblem(p, plan.sp?.ranks);
     if (collective) throw diag.planInvalid(file, where + collective);
   }
-  checkedPlans.add(plan);
+  // (the ring numbers as the plan's ops make them, once the ops are known to be the sp section's:
+  // tampered to 0, run had reported "plan 0" beside what it sent)
+  for (const [i, r] of (plan.sp?.perRank ?? []).entries()) {
+    const ring = rankRingNumbers(plan.graph, plan.instructions, i);
+    if (r.ringWorkspaceBytes !== ring.ringWorkspaceBytes || r.ringSendBytes?.attention !== ring.ringSendBytes.attention || r.ringSendBytes?.allReduce !== ring.ringSendBytes.allReduce)
+      throw diag.planInvalid(file, `sp: perRank[${i}]: ringWorkspaceBytes ${r.ringWorkspaceBytes} and ringSendBytes ${jsonText(r.ringSendBytes)} are not what its ops take and send (${ring.ringWorkspaceBytes}, ${jsonText(ring.ringSendBytes)})`);
+  }
   return plan;
 }
 

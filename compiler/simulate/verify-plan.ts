@@ -243,7 +243,8 @@ function graphProblems(g: Graph): string[] {
   g.tensors.forEach((t, i) => {
     if (t.role !== 'param16' && t.role !== 'master32') return;
     if (t.role === 'master32' && half === 'f32') out.push(`tensors[${i}] (${t.name}): a master32 copy in an fp32 graph`);
-    if (t.role === 'param16' && t.dtype !== half && t.dtype !== 'i32') out.push(`tensors[${i}] (${t.name}): a param16 of ${t.dtype} in a graph of precision ${g.precision}`);
+    // (frozen state may stay f32: BatchNorm's running statistics)
+    if (t.role === 'param16' && !t.frozen && t.dtype !== half && t.dtype !== 'i32') out.push(`tensors[${i}] (${t.name}): a param16 of ${t.dtype} in a graph of precision ${g.precision}`);
     const key = `${t.role} ${t.param ?? t.name}`, other = named.get(key);
     if (other !== undefined) out.push(`tensors[${other}] and tensors[${i}]: two ${t.role} tensors of the parameter '${t.param ?? t.name}'`);
     named.set(key, i);

@@ -172,7 +172,7 @@ describe('bad input', () => {
   });
 
   it('parameters kept on the GPU that it cannot hold: refused, by how many bytes', () => {
-    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'gpt2-1.5b', '--seq', '64', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '2GB', '--keep-params-on-gpu', '-o', join(dir, 'x.json')), /does not fit: the model state needs .* parameters kept on the GPU, .* is short by at least [\d.]+ [KMG]iB/);
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'gpt2-1.5b', '--seq', '64', '--precision', 'fp16', '--hw', 'v100-32g', '--gpu-mem', '2GB', '--keep-params-on-gpu', '-o', join(dir, 'x.json')), /does not fit: the GPU \(1\.86 GiB\) cannot hold the 2\.90 GiB of parameters --keep-params-on-gpu keeps there \(short by 1\.04 GiB\); raise --gpu-mem/);
   });
 
   it('a GPU too small for every op there, where the min-cut runs ops on the CPU and then the CPU is short: both named, by how much', () => {
@@ -293,10 +293,18 @@ describe('bad input', () => {
     expectUserError(cli('run', sp, '--steps', '1'), /sp: inputs\[0\]: tensor \d+ is not a data input cut from 16/);
     // (a position on two ranks had trained on a wrong sequence, silently)
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '2', '-o', sp).status).toBe(0);
+    writeFileSync(sp + '.orig', readFileSync(sp));
     const dup = JSON.parse(readFileSync(sp, 'utf8'));
     dup.sp.perRank[1].positions[0] = dup.sp.perRank[0].positions[0];
     writeFileSync(sp, JSON.stringify(dup));
     expectUserError(cli('report', sp), /sp: perRank\[1\]\.positions are not rank 1's zigzag positions \(chunks 1 and 2 of 4, 8 positions\) \[TC402\]$/);
+    // (ring numbers tampered to 0 had been reported, and run printed "plan 0" beside what it sent)
+    const zero = JSON.parse(readFileSync(sp + '.orig', 'utf8'));
+    zero.sp.perRank[0].ringWorkspaceBytes = 0;
+    writeFileSync(sp, JSON.stringify(zero));
+    expectUserError(cli('report', sp), /sp: perRank\[0\]: ringWorkspaceBytes 0 and ringSendBytes .* are not what its ops take and send \(\d+, /);
+    // (--sp 0x2 had compiled 2 ranks; every other count takes decimal digits only)
+    expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--sp', '0x2', '-o', sp), /--sp: expected a whole number of ranks from 1 to 1024, got '0x2'/);
     // control characters in a name the report prints: escaped, one screen line each
     const esc = cli('report', mutated('esc.json', (p) => { p.model.source = 'models/\x1b[2Jgpt.ts\r'; }));
     expect(esc.status, esc.stderr).toBe(0);

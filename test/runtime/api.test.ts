@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { compile, parsePlan, SequenceParallelSession, serializePlan, spFullGraph, syntheticData, TrainingSession, writeSafetensors, UserError } from '../../src/index.js';
+import { checkPlan, compile, parsePlan, SequenceParallelSession, serializePlan, spFullGraph, syntheticData, TrainingSession, writeSafetensors, UserError } from '../../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tiercut-api-'));
 const MLP = { model: 'models/mlp.ts', preset: 'tiny', hw: 'v100-32g', gpuMemBytes: 20000, cpuMemBytes: 1e6 };
@@ -74,6 +74,69 @@ describe('the API refuses what the CLI refuses', () => {
     expect(await codeOf(() => new SequenceParallelSession(plain, syntheticData(spFullGraph(plan), 0)))).toBe('TC100');
   });
 
+  // a review's finds: each had trained silently, or failed later naming something else
+  it('data the CLI would refuse: ids that are not integers, data at a rank\'s shapes, no data; a seed past 32 bits; an sp plan alone; unknown optimizer keys; a checkpoint over the plan\'s model; an edited plan checked again', async () => {
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'tiny' });
+    const s = new TrainingSession(plan);
+    try {
+      const data = syntheticData(plan.graph, 0)(1);
+      const tokens = plan.graph.tensors.find((t) => t.name === 'tokens')!.id;
+      for (const bad of [Number.NaN, 3.7, 2 ** 32 + 1]) {
+        const v = Float64Array.from(data.get(tokens)!); v[5] = bad;
+        await expect(s.step(1, new Map([...data, [tokens, v]]))).rejects.toThrow(new RegExp(`step 1: input tokens value ${String(bad).replace('.', '\\.')} at index 5 is not an integer in \\[0, 2147483648\\)`));
+      }
+    } finally { s.close(); }
+    expect(await codeOf(() => new TrainingSession(plan, { seed: 2 ** 32 }))).toBe('TC107');
+    for (const bad of [{ trace: 'no' }, { weightsFile: '' }, { nvme: 'x' }, { nvme: { queueDepth: 100 } }, null]) expect(await codeOf(() => new TrainingSession(plan, bad as never)), JSON.stringify(bad)).toBe('TC100');
+    expect(await codeOf(() => compile(null as never))).toBe('TC100');
+    expect(await codeOf(() => compile({ model: 'models/mlp.ts', optimizer: { lrr: 0.1 } as never }))).toBe('TC100');
+    expect(await codeOf(() => compile({ model: 'models/mlp.ts', optimizer: 'adamw' as never }))).toBe('TC100');
+    const sp = await compile({ model: 'models/gpt.ts', preset: 'tiny', sp: 2 });
+    expect(await codeOf(() => new TrainingSession(sp))).toBe('TC100');
+    expect(await codeOf(() => new SequenceParallelSession(sp, undefined as never))).toBe('TC100');
+    const rankShaped = new SequenceParallelSession(sp, syntheticData(sp.graph, 0));
+    try { await expect(rankShaped.step(1)).rejects.toThrow(/input tokens needs (\d+) values at its whole shape \[\d+,16\] .*got \d+/); } finally { rankShaped.close(); }
+    // checkPlan checks every time (an object it had passed once was taken as checked, edits and all)
+    const edited = parsePlan(serializePlan(plan), 'p.json');
+    (edited.optimizer as { lr: number }).lr = -1;
+    expect(await codeOf(() => checkPlan(edited, 'edited'))).toBe('TC402');
+    // a checkpoint onto the ONNX model the plan reads its weights from
+    const model = join(dir, 'm.onnx');
+    writeFileSync(model, readFileSync('fixtures/onnx/gpt-tiny.onnx'));
+    const onnx = await compile({ model });
+    const o = new TrainingSession(onnx);
+    try {
+      await o.step(1, syntheticData(onnx.graph, 0)(1));
+      await expect(o.saveCheckpoint(model, 1)).rejects.toThrow(/the checkpoint and the plan's model are the same file/);
+    } finally { o.close(); }
+    expect(readFileSync(model).equals(readFileSync('fixtures/onnx/gpt-tiny.onnx'))).toBe(true);
+  }, 60_000);
+
+  // (a step's promise settled while the worker's environment was being torn down: std::terminate, the whole process aborted)
+  it('a worker thread terminated while its session steps: the process goes on', () => {
+    const spill = mkdtempSync(join(dir, 'spill-worker-'));
+    const script = join(dir, 'worker-main.mjs'), worker = join(dir, 'worker.mjs');
+    writeFileSync(worker, [
+      "import { parentPort } from 'node:worker_threads';",
+      `const tc = await import(${JSON.stringify(resolve('dist/src/index.js'))});`,
+      `const plan = await tc.compile({ ...${JSON.stringify(MLP)}, model: ${JSON.stringify(resolve('models/mlp.ts'))}, cpuMemBytes: 20000 });`,
+      `const s = new tc.TrainingSession(plan, { spillDir: ${JSON.stringify(spill)} });`,
+      'const data = tc.syntheticData(plan.graph, 0);',
+      'for (let k = 1; ; k++) { await s.step(k, data(k)); if (k === 2) parentPort.postMessage("stepping"); }',
+    ].join('\n'));
+    writeFileSync(script, [
+      "import { Worker } from 'node:worker_threads';",
+      `const w = new Worker(${JSON.stringify(worker)});`,
+      "w.on('error', (e) => { console.error('worker error', e); process.exit(3); });",
+      "await new Promise((r) => w.once('message', r));",
+      'await w.terminate();',
+      "console.log('alive');",
+    ].join('\n'));
+    const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('alive');
+  });
+
   it('writeSafetensors: bytes that are not the shape\'s refused, the old file kept', async () => {
     const f = join(dir, 'w.safetensors');
     writeSafetensors(f, new Map([['w', { dtype: 'F32' as const, shape: [2], bytes: new Uint8Array(8) }]]));
@@ -84,20 +147,21 @@ describe('the API refuses what the CLI refuses', () => {
   });
 
   it('a session left open at process.exit or an uncaught exception: its spill file removed (it had been left behind)', () => {
-    for (const how of ['exit', 'throw']) {
+    // ('collected': a session dropped without close() and collected just before exit had left it)
+    for (const how of ['exit', 'throw', 'collected']) {
       const spill = mkdtempSync(join(dir, `spill-${how}-`));
       const script = join(dir, `leak-${how}.mjs`);
       writeFileSync(script, [
         `const tc = await import(${JSON.stringify(resolve('dist/src/index.js'))});`,
         `const plan = await tc.compile({ ...${JSON.stringify(MLP)}, model: ${JSON.stringify(resolve('models/mlp.ts'))}, cpuMemBytes: 20000 });`,
         'if (!(plan.tiers.nvme.peakBytes > 0)) throw new Error("no nvme arena");',
-        `const s = new tc.TrainingSession(plan, { spillDir: ${JSON.stringify(spill)} });`,
+        `let s = new tc.TrainingSession(plan, { spillDir: ${JSON.stringify(spill)} });`,
         'await s.step(1, tc.syntheticData(plan.graph, 0)(1));',
-        how === 'exit' ? 'process.exit(0);' : 'throw new Error("a bug of the caller");',
+        how === 'collected' ? 's = undefined; await new Promise((r) => setTimeout(r, 10)); globalThis.gc(); process.exit(0);' : how === 'exit' ? 'process.exit(0);' : 'throw new Error("a bug of the caller");',
       ].join('\n'));
-      const r = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync(process.execPath, [...(how === 'collected' ? ['--expose-gc'] : []), script], { encoding: 'utf8', timeout: 60_000 });
       expect(r.stderr).not.toMatch(/no nvme arena/);
-      expect(r.status).toBe(how === 'exit' ? 0 : 1);
+      expect(r.status, r.stderr).toBe(how === 'throw' ? 1 : 0);
       const left = readdirSync(spill, { recursive: true }).filter((f) => String(f).endsWith('nvme.bin'));
       expect(left, how).toEqual([]);
     }

@@ -60,5 +60,22 @@ describe('DPU checkpoints', () => {
     }
     expect(others).toBeGreaterThan(0);
     expect(saved.size).toBe(delayed.size + others);
+
+    // (a second save had run the extra pass again, one more update of every delayed group; a save
+    // naming another step had dropped the pending update or counted Adam's bias correction from it)
+    const s = new TrainingSession(plan, { seed: 3 });
+    try {
+      const data = syntheticData(plan.graph, 3);
+      for (let j = 1; j <= k; j++) await s.step(j, data(j));
+      await expect(s.saveCheckpoint(join(dir, 'k3.safetensors'), k - 1)).rejects.toThrow(/step: expected the last step this DPU session ran, 4, got '3'/);
+      const again = [join(dir, 'again1.safetensors'), join(dir, 'again2.safetensors')];
+      for (const f of again) await s.saveCheckpoint(f, k);
+      for (const f of again) {
+        const got = readSafetensors(f);
+        for (const [name, t] of saved) expect(Float32Array.from(toFloat64(got.get(name)!)), `${f} ${name}`).toEqual(Float32Array.from(toFloat64(t)));
+      }
+    } finally {
+      s.close();
+    }
   }, 60_000);
 });
