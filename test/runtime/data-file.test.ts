@@ -102,6 +102,15 @@ describe('run --data / --weights: bad files refused as they are read', () => {
     expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'fp16', '-o', half).status).toBe(0);
     expectUserError(run(half, '--weights', bigFile), /tensor 'h\.0\.attn\.proj\.w' value 70000 at index 3 is not finite in fp16/);
     expect(run(gpt, '--weights', bigFile).status).toBe(0); // (fp32's range holds it)
+    // bf16's range ends below fp32's: 3.4e38 rounds to inf there (it had been taken, for --weights and --data alike)
+    const b16 = join(dir, 'gptb16.plan.json');
+    expect(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--precision', 'bf16', '-o', b16).status).toBe(0);
+    big.set('h.0.attn.proj.w', tensor('F32', [...w0.shape], Array.from({ length: n }, (_, i) => (i === 3 ? 3.4e38 : 0.01))));
+    expectUserError(run(b16, '--weights', file('w-bigb16.safetensors', Object.fromEntries(big))), /tensor 'h\.0\.attn\.proj\.w' value 3\.39\d*e\+38 at index 3 is not finite in bf16/);
+    const mlp16 = join(dir, 'mlp16.plan.json');
+    expect(cli('compile', 'models/mlp.ts', '--preset', 'tiny', '--precision', 'fp16', '-o', mlp16).status).toBe(0);
+    const x = Array.from({ length: 8 * 16 }, (_, i) => (i === 5 ? 1e5 : 0.5));
+    expectUserError(run(mlp16, '--data', file('x-big16.safetensors', { x: tensor('F32', [8, 16], x), labels: tensor('I32', [8], Array.from({ length: 8 }, () => 1)) })), /tensor 'x' value 100000 at index 5 is not finite in fp16/);
     // a tensor the model does not have: loaded all the same, and said (it had been ignored without a word)
     const extra = new Map(weights);
     extra.set('extra.w', tensor('F32', [2], [1, 2]));
