@@ -10,7 +10,7 @@ import { readPlan, writePlan } from '../compiler/plan/io.js';
 import { dpuStats, planStats } from '../compiler/report/stats.js';
 import { textReport, fmtBytes, lpStatusNote, dpuLine } from '../compiler/report/text.js';
 import { capacityFlag, whatIf } from '../compiler/report/what-if.js';
-import type { Plan } from '../compiler/plan/types.js';
+import { STREAMS, type Plan } from '../compiler/plan/types.js';
 import { compile, isOnnx, type CompileOptions } from './compile.js';
 // the runtime (native addon, sessions) and calibration load only for `run` and `hw calibrate`,
 // so that `compile`, `fit` and `report` start without them
@@ -280,13 +280,18 @@ async function cmdRun(args: Args): Promise<void> {
     // (a DPU run's peaks are the larger of its warm-up's and its steady step's, planned as measured)
     const ran = session.current === plan ? [plan] : [plan, session.current];
     const planPeakBytes = Object.fromEntries((['gpu', 'cpu', 'nvme'] as const).map((t) => [t, Math.max(...ran.map((p) => p.predicted.peakBytes[t]))])) as Plan['predicted']['peakBytes'];
+    // the planned per-step numbers as the steps ran them: a DPU run's warm-up steps
+    // the plain plan's, the rest the steady step's (the steady step's alone had
+    // been set beside means over both)
+    const plainSteps = session.current === plan ? steps : Math.min(steps, plan.dpu?.warmupSteps ?? steps);
+    const planned = (f: (p: Plan) => number) => (plainSteps * f(plan) + (steps - plainSteps) * f(session!.current)) / steps;
     const summary = {
-      steps, meanStepSeconds: total / steps, predictedStepSeconds: session.current.predicted.stepSeconds,
+      steps, meanStepSeconds: total / steps, predictedStepSeconds: planned((p) => p.predicted.stepSeconds),
       peakBytes: mem.peakBytes, planPeakBytes, peakLiveBytes: mem.peakLiveBytes,
       streamBusySeconds: Object.fromEntries(['gpu', 'cpu', 'h2d', 'd2h', 'nvmeRead', 'nvmeWrite'].map((s, i) => [s, busy[i] / steps])),
-      predictedStreamBusySeconds: session.current.predicted.streamBusySeconds,
+      predictedStreamBusySeconds: Object.fromEntries(STREAMS.map((k) => [k, planned((p) => p.predicted.streamBusySeconds[k])])),
       bytesPerStep: { h2d: bytes.h2d / steps, d2h: bytes.d2h / steps, nvmeRead: bytes.nvmeRead / steps, nvmeWrite: bytes.nvmeWrite / steps },
-      plannedBytesPerStep: { h2d: session.current.traffic.h2dBytes, d2h: session.current.traffic.d2hBytes, nvmeRead: session.current.traffic.nvmeReadBytes, nvmeWrite: session.current.traffic.nvmeWriteBytes },
+      plannedBytesPerStep: { h2d: planned((p) => p.traffic.h2dBytes), d2h: planned((p) => p.traffic.d2hBytes), nvmeRead: planned((p) => p.traffic.nvmeReadBytes), nvmeWrite: planned((p) => p.traffic.nvmeWriteBytes) },
       nvme: nvmeSummary(io),
     };
     if (json) process.stdout.write(JSON.stringify({ summary }) + '\n');

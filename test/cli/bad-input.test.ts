@@ -362,6 +362,8 @@ describe('the main commands', () => {
     // a DPU run's measured peaks are its warm-up's and its steady step's larger (the steady step's alone had been reported)
     const one = JSON.parse(cli('run', dpu, '--steps', '1', '--json').stdout.trim().split('\n').pop()!).summary;
     const four = JSON.parse(cli('run', dpu, '--steps', '4', '--json').stdout.trim().split('\n').pop()!).summary;
+    // (and its planned bytes per step the warm-up's and the steady step's mean, as measured: the steady step's alone had been set beside the mean)
+    expect(four.plannedBytesPerStep).toEqual(four.bytesPerStep);
     for (const t of ['gpu', 'cpu', 'nvme']) {
       expect(four.peakBytes[t]).toBeGreaterThanOrEqual(one.peakBytes[t]);
       expect(four.planPeakBytes[t]).toBeGreaterThanOrEqual(one.planPeakBytes[t]);
