@@ -132,7 +132,9 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
     const opsPerLayer = Math.max(1, deeper.graph.ops.length - bestSized.ops);
     const maxOps = FIT_MAX_OPS_FACTOR * Math.max(...sized.map((s) => s.ops));
     const limit = Math.max(layers, layers + Math.floor((maxOps - bestSized.ops) / opsPerLayer));
-    const natural = Math.max(layers + 1, Math.ceil(layers * (above ? above.params / best.params : 4)));
+    // (below the next preset's size; the largest preset up to the ops limit: 4x its layers had capped it
+    // silently below that, mlp wide at 15 layers where 17 fitted)
+    const natural = above ? Math.max(layers + 1, Math.ceil(layers * (above.params / best.params))) : limit + 1;
     let lo = layers, hi = Math.min(limit + 1, natural);
     const probe = async (n: number) => {
       const t = await attempt(opts, best!.preset, { layers: n });
@@ -157,7 +159,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
       else { for (let step = 1; hi - lo > 1 && hi - step > lo; step *= 2) if (await probe(hi - step)) break; }
     }
     while (hi - lo > 1) await probe(Math.floor((lo + hi) / 2));
-    if (lo === limit && limit + 1 < natural) layerLimit = limit;
+    if (lo === limit && (!above || limit + 1 < natural)) layerLimit = limit;
   }
   if (!best) return { params: 0, model: null, predicted: null, tried };
   // the answer's own plan, with every candidate (its step and TFLOPS as `compile` gives them)
