@@ -228,6 +228,8 @@ function stateBytes(forward: Graph): number {
 
 /** The code of a does-not-fit UserError (a DPU steady step that does not fit is declined, not an error). */
 const DOES_NOT_FIT = diag.doesNotFit('').code;
+/** The LP's rounded placement that its repair could not make fit (compiler/partition/built.ts lpBuilt): no proof that nothing fits. */
+const ROUNDING_FAILED = /the LP's placement, rounded and repaired, does not fit/;
 
 /** The machine a compile (or fit) plans for: its profile (the local one by default) with the capacity overrides applied and checked. */
 export const machineOf = (opts: Pick<CompileOptions, 'hw' | 'gpuMemBytes' | 'cpuMemBytes' | 'nvmeBytes'>) =>
@@ -268,12 +270,29 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     const model = { source: opts.model, preset, config };
     const placeWithin = async (reserve: readonly ('gpu' | 'cpu')[]) => {
       const placeHw = sharding ? withoutRingBuffers(graph, hw, reserve) : hw;
-      const { placement, lp, built } = await place(graph, placeHw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe }).catch((e: unknown) => {
+      const placeOn = (on: HardwareProfile) => place(graph, on, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
+      const { placement, lp, built, smallerGpu } = await placeOn(placeHw).then((r) => ({ ...r, smallerGpu: false })).catch(async (e: unknown) => {
+        // where the LP's placement, rounded, could not be repaired to fit: placed
+        // for a GPU of 3/4, 1/2 and 1/4 of it, the first that fits (what fits
+        // there fits here; 100 MB had been refused where 50 and 75 MB compiled:
+        // fit's answer fell as the GPU grew).
+        // Its bound is that GPU's, no bound for this one: the plan carries none.
+        if (e instanceof UserError && e.code === DOES_NOT_FIT && ROUNDING_FAILED.test(e.message)) {
+          for (const share of [3 / 4, 1 / 2, 1 / 4]) {
+            try {
+              const r = await placeOn({ ...placeHw, gpu: { ...placeHw.gpu, capacityBytes: Math.floor(placeHw.gpu.capacityBytes * share) } });
+              return { ...r, lp: undefined, smallerGpu: true };
+            } catch (again) {
+              if (!(again instanceof UserError && again.code === DOES_NOT_FIT)) throw again;
+            }
+          }
+        }
         // (its capacities are the tiers' less the ring buffers: say so, or "capacity is 41 KiB" of a 146 KiB GPU reads wrong)
         if (sharding && e instanceof UserError && e.code === DOES_NOT_FIT) throw diag.doesNotFit(`${e.message} (with --sp, a ${reserve.join(' or ')} capacity named is the tier's less the ${fmtBytes(hw.gpu.capacityBytes - placeHw.gpu.capacityBytes)} of one attention call's ring buffers beside the arena)`);
         throw e;
       });
-      return { placement, plan: withBound(unboundPlan(graph, hw, placement, model, optimizer, built), await lp) };
+      const plan = withBound(unboundPlan(graph, hw, placement, model, optimizer, built), await lp);
+      return { placement, plan: smallerGpu ? { ...plan, lpStatus: 'smallerGpu' } : plan };
     };
     let { placement, plan } = await placeWithin(['gpu']);
     if (sharding) {

@@ -112,7 +112,7 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         },
       },
     },
-    lpStatus: { type: 'string', description: "an LP the compile needed ended without an optimum (e.g. 'timeLimit'): the min-cut's plan stood in for the placement LP's, or no bound is reported" },
+    lpStatus: { type: 'string', description: "an LP the compile needed ended without an optimum (e.g. 'timeLimit'): the min-cut's plan stood in for the placement LP's, or no bound is reported; 'smallerGpu': the placement LP's rounding could not be repaired to fit, and the plan is its placement for a smaller GPU (no bound reported)" },
     bound: {
       type: 'object', required: ['lowerBoundSeconds', 'gapPercent', 'lp'],
       description: "the LP's lower bound on the step time and how far the plan's prediction is above it",

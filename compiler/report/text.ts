@@ -77,6 +77,7 @@ export function dpuLine(d: NonNullable<PlanStats['dpu']>, plainSeconds: number):
  * only the LP's bound over every placement is missing.
  */
 export function lpStatusNote(status: string, method: string, hasBound = false): string {
+  if (status === 'smallerGpu') return "the placement LP's rounding could not be made to fit this GPU: this plan is the LP's placement for a smaller one (3/4, 1/2 or 1/4 of it), which fits this one too, and reports no lower bound (that GPU's bound does not hold for this one)";
   // (infeasible: no time limit helps; the LP's placements run every forward
   // and backward op on the GPU, and its working set does not fit there, where
   // the cut may run ops on the CPU: a tiny GPU)

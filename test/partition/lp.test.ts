@@ -10,7 +10,7 @@ import type { Plan } from '../../compiler/plan/types.js';
 import { trainLosses } from '../helpers.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import { planStats } from '../../compiler/report/stats.js';
-import { textReport } from '../../compiler/report/text.js';
+import { lpStatusNote, textReport } from '../../compiler/report/text.js';
 
 const losses = (plan: Plan, steps: number) => trainLosses(plan, steps, 3);
 
@@ -159,6 +159,22 @@ describe('the placement LP before the bound LP', () => {
     expect(first.refined.stateShare).toEqual(last.refined.stateShare);
     expect(first.bound.lowerBoundSeconds).toBe(last.bound.lowerBoundSeconds);
   });
+
+  // (a review's find: the LP's rounding, not repairable at 100 MB, had been refused as "no placement holds
+  // this step" where 50 MB compiled: fit's answer fell as the GPU grew)
+  it('a GPU where the LP\'s rounding cannot be repaired: placed for a smaller one, which fits, and no bound claimed', async () => {
+    const at = (gpuMemBytes: number) => compile({ model: 'models/mlp.ts', preset: 'wide', config: { layers: 13 }, precision: 'fp16', gpuMemBytes, cpuMemBytes: 1e9, nvmeBytes: 2e9 });
+    const small = await at(50e6);
+    expect(small.lpStatus).toBeUndefined();
+    expect(small.bound).toBeDefined();
+    for (const g of [100e6, 200e6]) {
+      const p = await at(g);
+      expect(p.tiers.gpu.peakBytes).toBeLessThanOrEqual(g);
+      expect(p.tiers.gpu.capacityBytes).toBe(g);
+      if (p.lpStatus === 'smallerGpu') expect(p.bound).toBeUndefined();
+      expect(lpStatusNote('smallerGpu', 'lp')).toMatch(/this plan is the LP's placement for a smaller one .* and reports no lower bound/);
+    }
+  }, 60_000);
 
   it('says nothing fits when neither LP has a solution (the placement LP first)', async () => {
     const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
