@@ -211,6 +211,12 @@ describe('arguments', () => {
     const fitted = JSON.parse(r.stdout);
     expect(fitted.model.preset).toBe('wide');
     expect(fitted.model.config.layers).toBeGreaterThan(4);
+    // a family with no layer count: its presets compared, and that said
+    const flat = join(dir, 'flat.ts');
+    writeFileSync(flat, readFileSync('models/mlp.ts', 'utf8').replace(/\blayers\b/g, 'depth'));
+    const text = cli('fit', flat, '--hw', 'local');
+    expect(text.status, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/this family's presets have no numeric 'layers' field: fit compared its presets and did not deepen/);
   });
 
   it('the runtime\'s switches are refused when they name nothing it knows (each had silently given the default)', () => {
