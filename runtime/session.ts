@@ -352,13 +352,18 @@ export class TrainingSession {
     const out = new Map<string, Float32Array>();
     const half = g.precision !== 'fp32';
     for (const t of g.tensors) {
-      if (!(half ? t.role === 'master32' : t.role === 'param16')) continue;
+      // in half precision a frozen parameter (BatchNorm's running statistics, an
+      // initializer --freeze keeps) has no master32: its own copy is its value
+      // (it had been left out, and a checkpoint of its plan did not load back)
+      const frozenHalf = half && t.role === 'param16' && t.frozen === true && t.persistent;
+      if (!(half ? t.role === 'master32' || frozenHalf : t.role === 'param16')) continue;
       // (the constants an ONNX plan carries, a causal mask among them, are not parameters: they had been saved, and torch's strict load refused them)
       if (t.init?.kind === 'data') continue;
       let bytes: Uint8Array;
       // (a spill file lost after the last step had ended the run with a stack trace)
       try { bytes = this.native.read(this.homeOf.get(t.id)!); } catch (e) { throw diag.runtime(`reading parameter '${t.param ?? t.name}' failed: ${(e as Error).message}`); }
-      out.set(t.param ?? t.name, new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)));
+      const copy = bytes.slice();
+      out.set(t.param ?? t.name, t.dtype === 'f32' ? new Float32Array(copy.buffer) : Float32Array.from(toFloat64({ dtype: t.dtype === 'f16' ? 'F16' : 'BF16', shape: t.shape, bytes: copy })));
     }
     return out;
   }

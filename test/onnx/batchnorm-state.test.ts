@@ -6,6 +6,9 @@
 // homes them and runs their update (gpu or cpu, the same tier or not), a step
 // computes the same numbers: the runs below are bit-identical to the all-GPU one.
 import { describe, it, expect } from 'vitest';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { compile, planFor } from '../../src/compile.js';
 import type { Plan } from '../../compiler/plan/types.js';
 import type { Placement } from '../../compiler/partition/placement.js';
@@ -77,5 +80,26 @@ describe('BatchNorm running statistics: state that is not trained', () => {
       expect(got.losses, what).toEqual(ref.losses);
       for (const [name, v] of ref.state) if (isRunning(name)) expect(Array.from(got.state.get(name)!), `${what}: ${name}`).toEqual(Array.from(v));
     }
+  });
+
+  // (in fp16 they have no master32 copy and had been left out of the checkpoint, which the plan then did not load)
+  it('in fp16, in the parameters and the checkpoint, and loaded back as they were saved', async () => {
+    const plan = await compile({ model: MODEL, precision: 'fp16' });
+    const first = await train(plan, 2);
+    const stats = [...first.state.keys()].filter(isRunning);
+    expect(stats.length).toBeGreaterThan(0);
+    for (const name of stats) expect(first.state.get(name)!.some((v) => v !== 0 && v !== 1), name).toBe(true); // (moved from their init)
+    const dir = mkdtempSync(join(tmpdir(), 'tiercut-bn16-'));
+    const session = new TrainingSession(plan, {});
+    const data = fileData(plan.graph, DATA);
+    try {
+      for (let k = 1; k <= 2; k++) await session.step(k, data(k));
+      await session.saveCheckpoint(join(dir, 'ck.safetensors'), 2);
+    } finally { session.close(); }
+    const back = new TrainingSession(plan, { weightsFile: join(dir, 'ck.safetensors') });
+    try {
+      const got = back.parameters();
+      for (const name of stats) expect(Array.from(got.get(name)!), name).toEqual(Array.from(first.state.get(name)!));
+    } finally { back.close(); }
   });
 });
