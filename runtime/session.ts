@@ -120,6 +120,11 @@ export function planModelFiles(plan: Plan, planDir?: string): string[] {
   return [...new Set([resolve(src), ...(planDir !== undefined ? [resolve(planDir, src), join(resolve(planDir), basename(src))] : [])])];
 }
 
+/** Those of planModelFiles that exist, each once (by its real path): the files an output may not overwrite. */
+export function existingModelFiles(plan: Plan, planDir?: string): string[] {
+  return [...new Set(planModelFiles(plan, planDir).filter((f) => existsSync(f)).map((f) => realpathSync(f)))];
+}
+
 /**
  * The runtime's switches (README, Environment variables) read as the native
  * side reads them, refused when they say nothing it knows: a TIERCUT_SPIN_US
@@ -398,7 +403,7 @@ export class TrainingSession {
     if (!(Number.isSafeInteger(step) && step >= 0)) throw diag.badNumber('step', String(step), 'an integer >= 0');
     if (this.closed) throw diag.runtime(`the checkpoint ${file} was not written: the session is closed`);
     // (the API's checkpoint onto the plan's own model had replaced it, as run --save had before run checked)
-    checkDistinct([['the checkpoint', file], ...[...new Set(planModelFiles(this.plan, this.opts.planDir).filter((f) => existsSync(f)).map((f) => realpathSync(f)))].map((f) => ["the plan's model", f] as const)]);
+    checkDistinct([['the checkpoint', file], ...existingModelFiles(this.plan, this.opts.planDir).map((f) => ["the plan's model", f] as const)]);
     await this.applyPending(step);
     const tensors = new Map<string, SafeTensor>();
     const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
@@ -406,7 +411,7 @@ export class TrainingSession {
     try { params = this.parameters(); } catch (e) { throw diag.runtime(`the checkpoint ${file} was not written: ${(e as Error).message}`); }
     for (const [name, v] of params) {
       // (a NaN had been saved with exit 0, and --weights then refused the file)
-      const bad = v.findIndex((x) => !Number.isFinite(x));
+      const bad = badValue(v);
       if (bad >= 0) throw diag.runtime(`the checkpoint ${file} was not written: parameter '${name}' holds ${v[bad]} at index ${bad} after step ${step} (training diverged: lower --lr, or look at the data)`);
       tensors.set(name, { dtype: 'F32', shape: shapes.get(name)!, bytes: new Uint8Array(v.buffer) });
     }

@@ -1,7 +1,6 @@
 // The command line: compile | report | run | fit | hw. Wires the public API to
 // arguments and output; every user error ends as one line on stderr and exit 2.
 
-import { existsSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { checkDistinct, checkWritable, writeOutput } from './atomic-write.js';
 import { BUILTIN_PROFILES, checkOverrides, withCapacities, type ProfileOverrides } from '../compiler/cost/profiles.js';
@@ -11,6 +10,7 @@ import { dpuStats, planStats } from '../compiler/report/stats.js';
 import { textReport, fmtBytes, lpStatusNote, dpuLine } from '../compiler/report/text.js';
 import { capacityFlag, whatIf } from '../compiler/report/what-if.js';
 import { STREAMS, type Plan } from '../compiler/plan/types.js';
+import type { NativeSessionInfo } from '../runtime/binding.js';
 import { compile, isOnnx, type CompileOptions } from './compile.js';
 // the runtime (native addon, sessions) and calibration load only for `run` and `hw calibrate`,
 // so that `compile`, `fit` and `report` start without them
@@ -223,7 +223,7 @@ function cmdReport(args: Args): void {
 
 async function cmdRun(args: Args): Promise<void> {
   const { fileData, syntheticData } = await import('../runtime/data.js');
-  const { TrainingSession, planModelFiles } = await import('../runtime/session.js');
+  const { TrainingSession, existingModelFiles } = await import('../runtime/session.js');
   takeFlags(args, ['--steps', '--seed', '--json', '--data', '--weights', '--save', '--spill-dir', '--trace', '--nvme-queue-depth', '--nvme-block-size', '--nvme-buffered', ...CAPACITY_FLAGS, ...OPT_FLAGS]);
   const file = args.positional[0];
   if (!file) throw diag.usage(`run needs PLAN\n${USAGE}`);
@@ -237,9 +237,8 @@ async function cmdRun(args: Args): Promise<void> {
   // (the outputs come after every step: a path that cannot take them fails now, not after the run)
   // (the plan's model, which an ONNX plan reads its weights from, had been overwritten by --save or --trace:
   // where run may find it, as the session looks, the path as the plan has it, then beside the plan)
-  const modelFiles = [...new Set(planModelFiles(plan, dirname(file)).filter((f) => existsSync(f)).map((f) => realpathSync(f)))];
   checkDistinct([['PLAN', file], ['--data', args.flags.get('--data')], ['--save', args.flags.get('--save')], ['--trace', args.flags.get('--trace')],
-    ...modelFiles.map((f) => ["the plan's model", f] as const)]);
+    ...existingModelFiles(plan, dirname(file)).map((f) => ["the plan's model", f] as const)]);
   checkDistinct([['--weights', args.flags.get('--weights')], ['--trace', args.flags.get('--trace')]]);
   if (args.flags.has('--save')) checkWritable(args.flags.get('--save')!, 'the checkpoint');
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
@@ -247,16 +246,14 @@ async function cmdRun(args: Args): Promise<void> {
   const data = args.flags.has('--data') ? fileData(plan.graph, args.flags.get('--data')!, { steps, note }) : syntheticData(plan.graph, seed);
   const traceFile = args.flags.get('--trace');
   const blockBytes = args.flags.has('--nvme-block-size') ? parseSize('--nvme-block-size', args.flags.get('--nvme-block-size')!) : undefined;
-  if (blockBytes !== undefined && (blockBytes % 4096 !== 0 || blockBytes < 4096 || blockBytes > 64 * 2 ** 20)) throw diag.usage(`--nvme-block-size: expected a multiple of 4096 from 4KiB to 64MiB, got ${blockBytes}`);
-  const queueDepth = num(args, '--nvme-queue-depth', { integer: true, min: 1 });
-  if (queueDepth !== undefined && queueDepth > 64) throw diag.usage(`--nvme-queue-depth: expected 1..64, got ${queueDepth}`);
+  const queueDepth = num(args, '--nvme-queue-depth', { integer: true, min: 1 }); // (ranges: TrainingSession's checkSessionOptions)
   const nvme = { ...(queueDepth !== undefined ? { queueDepth } : {}), ...(blockBytes !== undefined ? { blockBytes } : {}), ...(args.flags.has('--nvme-buffered') ? { direct: false } : {}) };
   // (the session's spill file is made, and its initial state written, as it is constructed: a signal then must clean up too)
   let session: InstanceType<typeof TrainingSession> | undefined;
   const release = cleanupOnSignals(() => session?.close());
   try {
     session = new TrainingSession(plan, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir'), nvme, trace: traceFile !== undefined });
-    noteUnusedWeights(args, session.unusedWeights);
+    noteWeights(args, session.unusedWeights);
     const nvmeNote = session.info().nvmeNote;
     if (nvmeNote && plan.tiers.nvme.peakBytes > 0 && !args.flags.has('--nvme-buffered')) note(`nvme tier: ${nvmeNote}`);
     const traced: TraceStep[] = [];
@@ -307,10 +304,8 @@ async function cmdRun(args: Args): Promise<void> {
   }
 }
 
-type SessionInfo = ReturnType<InstanceType<typeof import('../runtime/session.js').TrainingSession>['info']>;
-
 /** How the nvme tier was served (null without one): run's summary.nvme. */
-function nvmeSummary(io: SessionInfo) {
+function nvmeSummary(io: NativeSessionInfo) {
   return io.nvmeFile === '' ? null : {
     backend: io.nvmeBackend, direct: io.nvmeDirect, queueDepth: io.nvmeQueueDepth, blockBytes: io.nvmeBlockBytes,
     edgeReads: io.nvmeEdgeReads, ios: io.nvmeIos, mergedChunks: io.nvmeMergedChunks, note: io.nvmeNote,
@@ -331,8 +326,8 @@ function afterWritten(first: string, write: () => void): void {
 /** One line on stderr that is not an error. */
 const note = (message: string) => { process.stderr.write(`tiercut: note: ${message}\n`); };
 
-/** A note naming the --weights file's tensors no parameter took (they had been ignored without a word). */
-function noteUnusedWeights(args: Args, unused: readonly string[]): void {
+/** The notes --weights takes: a checkpoint holds no optimizer state, and its tensors no parameter took (they had been ignored without a word). */
+function noteWeights(args: Args, unused: readonly string[]): void {
   // (a resumed run had restarted Adam without a word: its moments and bias correction from zero)
   if (args.flags.has('--weights')) note(`--weights: parameters only; Adam's moments and its step count start from zero (a checkpoint holds no optimizer state)`);
   if (!unused.length) return;
@@ -351,7 +346,7 @@ async function runSequenceParallel(args: Args, file: string, plan: Plan, steps: 
   const release = cleanupOnSignals(() => session?.close());
   try {
     session = new SequenceParallelSession(plan, data, { seed, weightsFile: args.flags.get('--weights'), planDir: dirname(file), optimizer: optimizerFlags(args), spillDir: args.flags.get('--spill-dir') });
-    noteUnusedWeights(args, session.ranks[0]?.unusedWeights ?? []);
+    noteWeights(args, session.ranks[0]?.unusedWeights ?? []);
     // (rank 0's, as every rank's store is made alike: a refused O_DIRECT had gone unsaid)
     const nvmeNote = session.ranks[0]?.info().nvmeNote;
     if (nvmeNote && plan.tiers.nvme.peakBytes > 0) note(`nvme tier (each rank): ${nvmeNote}`);

@@ -23,7 +23,7 @@ import { verifyPlan } from '../compiler/simulate/verify-plan.js';
 import { diag, UserError } from './diagnostics.js';
 import { mark } from './timing.js';
 import { ringBytes } from '../compiler/report/what-if.js';
-import { build, simulated, type Built } from '../compiler/partition/built.js';
+import { build, RoundingFailed, simulated, type Built } from '../compiler/partition/built.js';
 import { place } from '../compiler/partition/search.js';
 
 export { place, placeMinCut, type Placed } from '../compiler/partition/search.js';
@@ -228,8 +228,6 @@ function stateBytes(forward: Graph): number {
 
 /** The code of a does-not-fit UserError (a DPU steady step that does not fit is declined, not an error). */
 const DOES_NOT_FIT = diag.doesNotFit('').code;
-/** The LP's rounded placement that its repair could not make fit (compiler/partition/built.ts lpBuilt): no proof that nothing fits. */
-const ROUNDING_FAILED = /the LP's placement, rounded and repaired, does not fit/;
 
 /** The machine a compile (or fit) plans for: its profile (the local one by default) with the capacity overrides applied and checked. */
 export const machineOf = (opts: Pick<CompileOptions, 'hw' | 'gpuMemBytes' | 'cpuMemBytes' | 'nvmeBytes'>) =>
@@ -277,7 +275,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
         // there fits here; 100 MB had been refused where 50 and 75 MB compiled:
         // fit's answer fell as the GPU grew).
         // Its bound is that GPU's, no bound for this one: the plan carries none.
-        if (e instanceof UserError && e.code === DOES_NOT_FIT && ROUNDING_FAILED.test(e.message)) {
+        if (e instanceof RoundingFailed) {
           for (const share of [3 / 4, 1 / 2, 1 / 4]) {
             try {
               const r = await placeOn({ ...placeHw, gpu: { ...placeHw.gpu, capacityBytes: Math.floor(placeHw.gpu.capacityBytes * share) } });

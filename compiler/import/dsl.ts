@@ -264,12 +264,9 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
     if (e instanceof UserError) throw e;
     // (a tensor's own checks, shape and dimensions, say no line: the model's call that made it; a path
     // with a space had been tested as having none, and the line said twice)
-    if (e instanceof GraphError) {
-      const loc = builder.callerLoc(e);
-      throw diag.modelShape(e.loc || !loc ? e.message : `${display}:${loc.line}:${loc.col}: ${e.message}`);
-    }
     if (e instanceof Error) {
       const loc = builder.callerLoc(e);
+      if (e instanceof GraphError && (e.loc || !loc)) throw diag.modelShape(e.message);
       throw diag.modelShape(`${loc ? `${display}:${loc.line}:${loc.col}: ` : `${display}: `}${e.message}`);
     }
     // (a thrown string has no stack: the line of the model's last nn call, said as such; it had named no line)

@@ -120,7 +120,6 @@ function poolOut(kind: OpKind, x: readonly number[], attrs: OpAttrs): number[] {
   return windowOut(kind, x, x[1], w);
 }
 
-/** Output shapes and dtypes of an op, or ShapeError. `adam` is special (in place) and not inferred here. */
 /**
  * The inputs the runtime takes as i32 (a bit per input: ids, targets, a cast's
  * source); every other input of every op is a float tensor (native/plan/
@@ -128,6 +127,7 @@ function poolOut(kind: OpKind, x: readonly number[], attrs: OpAttrs): number[] {
  */
 const INT_INPUTS: Partial<Record<OpKind, number>> = { embedding: 1, crossEntropy: 2, embeddingBackward: 1, crossEntropyBackward: 2, cast: 1 };
 
+/** Output shapes and dtypes of an op, or ShapeError. `adam` is special (in place) and not inferred here. */
 export function inferOutputs(kind: OpKind, ins: readonly Operand[], attrs: OpAttrs): OutputSpec[] {
   const out = outputsOf(kind, ins, attrs); // (its own checks first: they name the operand)
   // (a concat, transpose or sum of run-time integers had compiled, and run then refused the plan naming a buffer, not the model's line)

@@ -285,5 +285,12 @@ export function lpBuilt(g: Graph, hw: HardwareProfile, sol: LpSolution, r: Round
     if (moved === 0) break;
   }
   // (not a proof that none exists: it had said "no placement ... holds this step" where a smaller GPU's plan, which fits this one too, was found)
-  throw diag.doesNotFit(`does not fit: the LP's placement, rounded and repaired, does not fit gpu ${fmtBytes(hw.gpu.capacityBytes)}, cpu ${fmtBytes(hw.cpu.capacityBytes)}, nvme ${fmtBytes(hw.nvme.capacityBytes)} (its repair moved all it could; this is no proof that no placement does); raise a capacity or lower --batch/--seq`);
+  throw new RoundingFailed(hw);
+}
+
+/** The LP's rounded placement that its repair could not make fit: no proof that nothing fits (compile then places for a smaller GPU: src/compile.ts placeWithin). */
+export class RoundingFailed extends UserError {
+  constructor(hw: HardwareProfile) {
+    super(diag.doesNotFit('').code, `does not fit: the LP's placement, rounded and repaired, does not fit gpu ${fmtBytes(hw.gpu.capacityBytes)}, cpu ${fmtBytes(hw.cpu.capacityBytes)}, nvme ${fmtBytes(hw.nvme.capacityBytes)} (its repair moved all it could; this is no proof that no placement does); raise a capacity or lower --batch/--seq`);
+  }
 }

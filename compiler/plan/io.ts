@@ -99,6 +99,11 @@ export function checkPlan(json: unknown, file: string): Plan {
   return plan;
 }
 
+/** JSON text for comparing two parts of a plan; a part nested too deeply to write is '' (unequal to any part that can be written). */
+function jsonText(v: unknown): string {
+  try { return JSON.stringify(v) ?? 'undefined'; } catch { return ''; }
+}
+
 /**
  * The steady step's graph as lowerDpu makes it from the plain one: the same
  * tensors (a delayed update's gradient made state), the same ops in another
@@ -106,11 +111,6 @@ export function checkPlan(json: unknown, file: string): Plan {
  * attribute changed had been taken: a checkpoint without a parameter, or
  * another model trained after the warm-up.
  */
-/** JSON text for comparing two parts of a plan; a part nested too deeply to write is '' (unequal to any part that can be written). */
-function jsonText(v: unknown): string {
-  try { return JSON.stringify(v) ?? 'undefined'; } catch { return ''; }
-}
-
 function steadyProblem(plain: Graph, steady: Graph): string | undefined {
   if (steady.tensors.length !== plain.tensors.length) return `${steady.tensors.length} tensors, the plain step has ${plain.tensors.length}`;
   if (steady.precision !== plain.precision || steady.loss !== plain.loss || steady.paramCount !== plain.paramCount) return 'its precision, loss or parameter count differs from the plain step\'s';
