@@ -26,15 +26,18 @@ describe('paper reproduction on one V100 32 GB (1.5 TB host share, no NVMe)', ()
     expect(verifyPlan(plan)).toEqual([]);
   });
 
+  // (fit's question, asked as fit asks it: the first placement that fits,
+  // probe 'fits', which fits exactly when the full compile's does; the full
+  // compile took 31 s here, the probe 3.4 s)
   it('a 40B GPT fits when parameters may leave the GPU too', async () => {
-    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', config: { layers: 127 }, hw: 'v100-32g', nvmeBytes: 0, precision: 'fp16' });
+    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', config: { layers: 127 }, hw: 'v100-32g', nvmeBytes: 0, precision: 'fp16', probe: 'fits' });
     expect(plan.graph.paramCount).toBeGreaterThan(40e9);
     expect(plan.tiers.gpu.peakBytes).toBeLessThanOrEqual(plan.tiers.gpu.capacityBytes);
     expect(plan.tiers.cpu.peakBytes).toBeLessThanOrEqual(plan.tiers.cpu.capacityBytes);
     const p16Off = plan.graph.tensors.filter((t) => t.role === 'param16' && plan.placement.home[t.id] !== 'gpu').length;
     expect(p16Off).toBeGreaterThan(0);
     expect(verifyPlan(plan)).toEqual([]);
-    console.log(`40B on a V100: gpu ${(plan.tiers.gpu.peakBytes / 1e9).toFixed(1)} GB, cpu ${(plan.tiers.cpu.peakBytes / 1e9).toFixed(0)} GB, predicted ${plan.predicted.stepSeconds.toFixed(1)} s/step, bound ${plan.bound?.lowerBoundSeconds.toFixed(1)} s`);
+    console.log(`40B on a V100: gpu ${(plan.tiers.gpu.peakBytes / 1e9).toFixed(1)} GB, cpu ${(plan.tiers.cpu.peakBytes / 1e9).toFixed(0)} GB, predicted ${plan.predicted.stepSeconds.toFixed(1)} s/step (a probe: no bound)`);
   });
 });
 
@@ -61,5 +64,5 @@ describe('NVMe scale', () => {
     for (const t of ['gpu', 'cpu', 'nvme'] as const) expect(plan.tiers[t].peakBytes).toBeLessThanOrEqual(plan.tiers[t].capacityBytes);
     expect(plan.tiers.nvme.peakBytes).toBeGreaterThan(1e12);
     expect(verifyPlan(plan)).toEqual([]);
-  });
+  }, 300_000); // (45-50 s alone on 2 cores, 30 s of it a placement LP's stage that stops at its time limit)
 });
