@@ -117,6 +117,20 @@ describe('a hostile plan is rejected with one line naming the field', () => {
     rejects(mutated((p) => { p.graph.tensors.pop(); }), /operand \d+ does not exist|tensor \d+ does not exist/);
   });
 
+  it('an f16 initial value is judged as f16 rounds it: under 65520 it is finite (65504), from 65520 it is inf', async () => {
+    const half = JSON.parse(serializePlan(await compile({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' })));
+    const at = half.graph.tensors.findIndex((x: { dtype: string; init?: { kind: string } }) => x.dtype === 'f16' && x.init?.kind === 'constant');
+    expect(at).toBeGreaterThanOrEqual(0);
+    const withValue = (v: number) => { const p = structuredClone(half); p.graph.tensors[at].init.value = v; return JSON.stringify(p); };
+    for (const v of [65504, 65519.99, -65519.99]) expect(parsePlan(withValue(v), 'half.plan.json').graph.tensors[at].init).toMatchObject({ value: v });
+    for (const v of [65520, -65520, 1e5]) {
+      let err: unknown;
+      try { parsePlan(withValue(v), 'half.plan.json'); } catch (e) { err = e; }
+      expect(err).toBeInstanceOf(UserError);
+      expect((err as Error).message).toMatch(/init constant needs a finite value within f16/);
+    }
+  });
+
   it('random mutations of every field: each plan reads back or is rejected by a UserError', () => {
     // (deterministic: a fixed LCG; numbers, strings, arrays and keys anywhere in the plan)
     let s = 12345;
