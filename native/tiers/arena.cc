@@ -14,13 +14,15 @@ namespace tiercut {
 
 static std::string errno_text(int e) { return std::string(std::strerror(e)); }
 
-// mkdir -p: creates `dir` and any missing parents. Returns 0 or an errno.
-static int make_dirs(const std::string& dir) {
+// mkdir -p: creates `dir` and any missing parents, appending each directory
+// it made to `made` (outermost first). Returns 0 or an errno.
+static int make_dirs(const std::string& dir, std::vector<std::string>* made) {
   if (dir.empty()) return ENOENT;
   for (size_t pos = 1; pos <= dir.size(); pos++) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     std::string part = dir.substr(0, pos);
-    if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return errno;
+    if (::mkdir(part.c_str(), 0777) == 0) made->push_back(part);
+    else if (errno != EEXIST) return errno;
   }
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return errno;
@@ -53,7 +55,7 @@ bool Arenas::open(const Program& p, std::string* err) {
   // nvme: <spillDir>/tiercut-<pid>-<n>/nvme.bin, preallocated
   Arena& nv = tier[TIER_NVME];
   if (nv.bytes > 0) {
-    int rc = make_dirs(p.spill_dir);
+    int rc = make_dirs(p.spill_dir, &nv.made_dirs);
     if (rc != 0) {
       *err = "nvme tier: cannot create the spill directory " + p.spill_dir + ": " + errno_text(rc);
       close();
@@ -102,6 +104,10 @@ void Arenas::close() {
   }
   if (!nv.path.empty()) { ::unlink(nv.path.c_str()); nv.path.clear(); }
   if (!nv.dir.empty()) { ::rmdir(nv.dir.c_str()); nv.dir.clear(); }
+  // and the spill directory's parts this session made, innermost first (rmdir
+  // removes only an empty one: whatever else was put there stays)
+  for (auto it = nv.made_dirs.rbegin(); it != nv.made_dirs.rend(); ++it) ::rmdir(it->c_str());
+  nv.made_dirs.clear();
 }
 
 bool Arenas::read(int32_t t, int64_t offset, void* dst, int64_t n, std::string* err) const {

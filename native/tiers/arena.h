@@ -34,6 +34,7 @@ struct Arena {
   uint8_t* host = nullptr;   // gpu, cpu: the block; nvme: nullptr
   std::unique_ptr<NvmeStore> store;  // nvme: the open file
   std::string dir, path;     // nvme: the session's spill directory and file
+  std::vector<std::string> made_dirs;  // nvme: the parts of --spill-dir this session created (removed at close when empty)
 };
 
 struct Arenas {
@@ -41,7 +42,8 @@ struct Arenas {
 
   // Allocates / creates all three. On failure frees what was made and returns false with a message.
   bool open(const Program& p, std::string* err);
-  // Frees memory, closes and removes the nvme file and its directory. Idempotent.
+  // Frees memory, closes and removes the nvme file, its directory and the parts
+  // of the spill directory it created (those left empty). Idempotent.
   void close();
 
   // Host pointer to offset `offset` of a gpu or cpu arena (never nvme).

@@ -125,6 +125,20 @@ describe('nvme I/O backends', () => {
     const r = cliWith('aio', 'run', planFile, '--steps', '1', '--json', '--spill-dir', join(dir, 'bad-io'));
     expectOneLine(r.stderr, r.status, /nvme tier: TIERCUT_NVME_IO: expected 'uring' or 'threads', got 'aio'/);
     expect(leftovers(join(dir, 'bad-io'))).toEqual([]);
+    expect(existsSync(join(dir, 'bad-io')), 'the spill directory the failed run made').toBe(false);
+  });
+
+  it('a --spill-dir that does not exist is made for the run and removed after it; what was there before stays', () => {
+    const made = join(dir, 'made', 'a', 'b');
+    const r = cli('run', planFile, '--steps', '1', '--json', '--spill-dir', made);
+    expect(r.status, r.stderr).toBe(0);
+    expect(existsSync(join(dir, 'made')), 'made/a/b and its parents, made by the run').toBe(false);
+    // a directory that was there keeps its own file; only the part the run made goes
+    mkdirSync(join(dir, 'kept'));
+    writeFileSync(join(dir, 'kept', 'mine.txt'), 'not the run\'s');
+    const inner = cli('run', planFile, '--steps', '1', '--json', '--spill-dir', join(dir, 'kept', 'x', 'y'));
+    expect(inner.status, inner.stderr).toBe(0);
+    expect(readdirSync(join(dir, 'kept'))).toEqual(['mine.txt']);
   });
 });
 
