@@ -137,8 +137,18 @@ class OnnxImporter {
 
   private needConst(i: number, what: string): Const {
     const v = this.need(i);
-    if (v.kind !== 'const') throw this.unsupported(`${what} (input ${i}) must be a constant (computable from initializers, Constant nodes and shapes), it is computed at run time`);
-    return v.c;
+    if (v.kind === 'const') return v.c;
+    // a float initializer read whole: its values, where --freeze keeps it
+    // fixed (a float causal-mask buffer, nanoGPT's `bias`); else it trains,
+    // and a value that must stay constant cannot be one
+    const t = v.kind === 'dyn' ? this.b.tensors[v.id] : undefined;
+    const init = t?.init?.kind === 'onnx' ? this.inits.get(t.init.initializer) : undefined;
+    if (t && init) {
+      if (!t.frozen) throw this.unsupported(`${what} (input ${i}) is the float initializer '${t.name}', which tiercut trains as a parameter, but it must be a constant here: keep it fixed with --freeze (e.g. '^${regexQuote(t.name)}$', or a pattern that matches every such buffer; a registered buffer exports as an initializer)`);
+      const { dims, values } = tensorValues(init, this.m.dir, this.file);
+      return constOf('float', dims, values);
+    }
+    throw this.unsupported(`${what} (input ${i}) must be a constant (computable from initializers, Constant nodes and shapes), it is computed at run time`);
   }
 
   private initializerValue(t: TensorProto): Value {
@@ -149,6 +159,12 @@ class OnnxImporter {
       const dims = (t.dims ?? []).map((d: unknown, i: number) => toNum(d, `initializer '${name}' dims[${i}]`, this.file));
       if (dims.some((d: number) => d <= 0)) throw diag.onnxTensor(this.file, `initializer '${name}' has an empty dimension [${dims.join(',')}]`);
       const frozen = this.opts.freeze?.test(name) ?? false;
+      // torch.onnx.export's dynamo exporter (its default since torch 2.5)
+      // stores the graph's constants as initializers named val_N (GELU's 0.5,
+      // an attention scale, a mask, a folded transpose of a tied weight):
+      // trained as parameters, the losses leave torch's from the second step
+      if (!frozen && /^_?val_\d+$/.test(name))
+        throw diag.onnxTensor(this.file, oneLine(`${this.where()} reads the float initializer '${name}' [${dims.join(',')}], named as torch.onnx's dynamo exporter (dynamo=True, torch's default since 2.5) names the constants it stores as initializers; tiercut trains every float initializer as a parameter, so it would train these: export with dynamo=False (the TorchScript exporter keeps constants as Constant nodes and a weight used twice as one initializer), or, where every val_N initializer is a constant, keep them fixed with --freeze '^val_\\d+$'`));
       const p = this.b.tensor({ name, shape: dims, dtype: 'f32', role: 'param16', persistent: true, param: name, init: { kind: 'onnx', initializer: name }, ...(frozen ? { frozen: true } : {}) });
       return { kind: 'dyn', id: p.id };
     }
@@ -537,11 +553,11 @@ class OnnxImporter {
         return [{ kind: 'dyn', id: this.binary(op.toLowerCase() as 'add' | 'sub' | 'mul' | 'div', a, bv) }];
       }
       case 'Pow': {
-        const [a, e] = [this.need(0), this.need(1)];
-        if (a.kind === 'const' && e.kind === 'const') return [cst(binaryFold(op, a.c, e.c))];
-        if (e.kind !== 'const' || e.c.data.length !== 1) throw this.unsupported('Pow with a run-time or non-scalar exponent (only x ** constant)');
-        if (!Number.isFinite(e.c.data[0])) throw this.unsupported(`Pow with the exponent ${e.c.data[0]} (a finite number is needed)`);
-        return [{ kind: 'dyn', id: this.emit('powScalar', [this.dyn(a)], { exponent: e.c.data[0] }, this.outName()) }];
+        const a = this.need(0), e = this.needConst(1, 'the exponent');
+        if (a.kind === 'const') return [cst(binaryFold(op, a.c, e))];
+        if (e.data.length !== 1) throw this.unsupported(`Pow with an exponent of shape ${shapeStr(e.shape)} (only x ** a scalar constant)`);
+        if (!Number.isFinite(e.data[0])) throw this.unsupported(`Pow with the exponent ${e.data[0]} (a finite number is needed)`);
+        return [{ kind: 'dyn', id: this.emit('powScalar', [this.dyn(a)], { exponent: e.data[0] }, this.outName()) }];
       }
       case 'Neg': case 'Sqrt': case 'Tanh': case 'Erf': case 'Relu': case 'Exp': case 'Log': case 'Sigmoid': case 'Reciprocal': {
         const x = this.need(0);
@@ -864,4 +880,9 @@ class OnnxImporter {
     const bi = this.expand(this.dyn(b), [...batch, ...sb.slice(-2)], `${name}.b`);
     return this.emit('bmm', [ai, bi], { transA: false, transB: false }, name);
   }
+}
+
+/** `s` with the characters a regular expression gives a meaning escaped (an initializer's name in a suggested --freeze). */
+function regexQuote(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

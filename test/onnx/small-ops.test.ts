@@ -175,4 +175,40 @@ describe('small ONNX graphs against onnxruntime', () => {
     expect((await why(ok, { freeze: /^V$/ })).message).toMatch(/--freeze \^V\$: matches none of the 1 float initializers of .*ok\.onnx \(W\)/);
     expect((await why(ok, { freeze: /W/ })).message).toMatch(/--freeze W: freezes every float initializer the loss reads/);
   });
+
+  it('a float initializer where a constant is needed is read when --freeze keeps it fixed (a float mask buffer, an exponent), and named when it trains', async () => {
+    // y = where(M == 0, -3, x * W) ** p: M a float mask buffer, p a scalar, both initializers
+    const inputs = [{ name: 'x', shape: [2, 3], values: ramp(6, 1) }];
+    const file = model('init-consts', inputs, [floats('W', [2, 3], ramp(6, 2)), floats('M', [2, 3], [1, 0, 1, 1, 0, 0]), floats('p', [], [3])],
+      [constant('zero', [], [0]), constant('neg', [], [-3]), node('Mul', ['x', 'W'], ['xw']), node('Equal', ['M', 'zero'], ['masked']),
+        node('Where', ['masked', 'neg', 'xw'], ['m']), node('Pow', ['m', 'p'], ['y']), node('ReduceSum', ['y'], ['loss'], { keepdims: 0 })]);
+    const why = async (opts: object) => ((await compile({ model: file, ...opts }).then(() => undefined, (e: unknown) => e)) as UserError).message;
+    expect(await why({})).toMatch(/node 'Equal_masked' .*: a \(input 0\) is the float initializer 'M', which tiercut trains as a parameter, but it must be a constant here: keep it fixed with --freeze \(e\.g\. '\^M\$'/);
+    expect(await why({ freeze: /^M$/ })).toMatch(/node 'Pow_y' .*: the exponent \(input 1\) is the float initializer 'p'/);
+    const plan = await compile({ model: file, freeze: /^[Mp]$/ });
+    const s = await ort.InferenceSession.create(file);
+    const ref = Number((await s.run({ x: new ort.Tensor('float32', Float32Array.from(inputs[0].values), [2, 3]) })).loss.data[0]);
+    const session = new TrainingSession(plan, {});
+    try {
+      const x = plan.graph.tensors.find((t) => t.role === 'input')!;
+      const got = (await session.step(1, new Map([[x.id, Float64Array.from(inputs[0].values)]]))).loss;
+      expect(Math.abs(got - ref), `onnxruntime ${ref}, tiercut ${got}`).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(ref)));
+    } finally {
+      session.close();
+    }
+  });
+
+  it('constants torch\'s dynamo exporter stores as initializers (val_N) are refused, saying to export with dynamo=False, or kept fixed by --freeze', async () => {
+    // GELU's 0.5 as the dynamo exporter writes it: a scalar float initializer val_0
+    const inputs = [{ name: 'x', shape: [2, 3], values: ramp(6, 1) }];
+    const file = model('dynamo-consts', inputs, [floats('W', [2, 3], ramp(6, 2)), floats('val_0', [], [0.5])],
+      [node('Mul', ['x', 'W'], ['xw']), node('Mul', ['xw', 'val_0'], ['y']), node('ReduceSum', ['y'], ['loss'], { keepdims: 0 })]);
+    const e = await compile({ model: file }).then(() => undefined, (err: unknown) => err);
+    expect(e).toBeInstanceOf(UserError);
+    expect((e as UserError).message).toMatch(/node 'Mul_y' .* reads the float initializer 'val_0' \[\], named as torch\.onnx's dynamo exporter .*: export with dynamo=False .* --freeze '\^val_\\d\+\$'$/);
+    expect((e as UserError).code).toBe('TC115');
+    const plan = await compile({ model: file, freeze: /^val_\d+$/ });
+    expect(plan.graph.tensors.find((t) => t.name === 'val_0')!.frozen).toBe(true);
+    expect(plan.graph.paramCount).toBe(6);
+  });
 });
