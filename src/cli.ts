@@ -161,6 +161,7 @@ async function cmdFit(args: Args): Promise<void> {
   nothing();
   process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters, ${fitOpts.precision}), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);
   if (r.layerLimit !== undefined) process.stdout.write(`(fit deepens a preset to at most ${r.layerLimit} layers here: ${FIT_MAX_OPS_FACTOR}x the ops of this family's largest preset; a deeper model may fit too)\n`);
+  if (r.layersIdle) process.stdout.write(`(this family's 'layers' field does not change the model: one more layer builds the same graph, so fit did not deepen the largest preset that fits)\n`);
   // (a family whose presets name no layer count is not deepened: it had gone unsaid)
   if (typeof r.model!.config.layers !== 'number') process.stdout.write(`(this family's presets have no numeric 'layers' field: fit compared its presets and did not deepen the largest that fits)\n`);
 }

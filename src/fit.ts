@@ -38,6 +38,8 @@ export interface FitResult {
   params: number;
   /** Set when the deepest model tried fits and the search stopped at the FIT_MAX_OPS_FACTOR limit (a deeper one may fit too). */
   layerLimit?: number;
+  /** Set when the preset's `layers` field does not change the model (one more layer, the same graph): fit did not deepen it. */
+  layersIdle?: boolean;
   model: { source: string; preset: string; overrides: Record<string, number>; config: Record<string, unknown> } | null;
   predicted: { stepSeconds: number; tflops: number } | null;
   tried: Trial[];
@@ -125,10 +127,15 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   const bestSized = best ? sized.find((s) => s.preset === best!.preset) : undefined;
   const layers = bestSized?.layers;
   let layerLimit: number | undefined;
-  if (best && bestSized && layers) {
+  let layersIdle = false;
+  // (a `layers` field the model does not read: one more layer is the same
+  // graph, and fit had deepened it to the ops limit, answering a model no
+  // larger than the preset)
+  const deeper = best && bestSized && layers ? await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } }) : undefined;
+  if (deeper && deeper.graph.ops.length === bestSized!.ops && deeper.graph.paramCount === best!.params) layersIdle = true;
+  else if (best && bestSized && layers && deeper) {
     // deepen: the most layers that still fit, below the next preset's size
     // and within the ops limit
-    const deeper = await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } });
     const opsPerLayer = Math.max(1, deeper.graph.ops.length - bestSized.ops);
     const maxOps = FIT_MAX_OPS_FACTOR * Math.max(...sized.map((s) => s.ops));
     const limit = Math.max(layers, layers + Math.floor((maxOps - bestSized.ops) / opsPerLayer));
@@ -172,6 +179,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   return {
     params: best.params,
     ...(layerLimit !== undefined ? { layerLimit } : {}),
+    ...(layersIdle ? { layersIdle } : {}),
     model: { source: opts.model, preset: best.preset, overrides: best.config ?? {}, config: best.modelConfig ?? {} },
     predicted: { stepSeconds: best.stepSeconds!, tflops: best.tflops! },
     tried,

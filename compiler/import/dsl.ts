@@ -75,6 +75,14 @@ async function typeCheck(file: string, display: string, src: string, key: string
 /** The DSL cache's files: `<32 hex>.ok` (checked) and `.mjs` (transpiled); at most MAX_DSL_ENTRIES, the oldest removed first. */
 const isDslEntry = (f: string) => /^[0-9a-f]{32}\.(ok|mjs)$/.test(f);
 const MAX_DSL_ENTRIES = 256;
+/**
+ * The most ops a DSL model's forward pass may make (its training step makes
+ * ~4x). gpt-1t's forward makes LARGEST_PRESET_OPS; a residual loop of 10k
+ * layers (20k forward ops) compiled in 52 s, one of a million ran the
+ * compiler out of memory in autodiff.
+ */
+export const MAX_MODEL_OPS = 200_000;
+const LARGEST_PRESET_OPS = 1_797;
 
 async function typeCheckUncached(file: string, display: string, src: string): Promise<void> {
   const { Project, ts } = await import('ts-morph');
@@ -274,12 +282,20 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
     throw diag.modelShape(`${last ? `${display}:${last.line}:${last.col}: ` : `${display}: `}build() threw ${typeof e === 'string' ? `'${e}'` : String(e)}, not an Error${last ? ' (the line is its last nn call before)' : ''}`);
   }
   // (checked here, outside the model's code: the message had said line 0:0)
-  if (!builder.made(loss)) throw diag.modelShape(`${display}: build() must return the loss, a tensor made by the model's nn calls; got ${loss === undefined ? 'undefined' : typeof loss}`);
+  if (!builder.made(loss)) {
+    const last = builder.lastLoc;
+    throw diag.modelShape(`${last ? `${display}:${last.line}:${last.col}: ` : `${display}: `}build() must return the loss, a tensor made by the model's nn calls; got ${loss === undefined ? 'undefined' : typeof loss}${last ? ' (the line is its last nn call)' : ''}`);
+  }
   const lossId = builder.idOf(loss);
   const t = builder.g.tensors[lossId];
-  if (t.shape.length !== 0) throw diag.modelShape(`${display}: build() must return the scalar loss, got a tensor of shape [${t.shape.join(',')}]`);
+  // (at the line of the op that made it: the message had named no line)
+  const made = builder.g.ops.find((o) => o.outputs.includes(lossId))?.loc;
+  const at = made && 'line' in made ? `${display}:${made.line}:${made.col}: ` : `${display}: `;
+  if (t.shape.length !== 0) throw diag.modelShape(`${at}build() must return the scalar loss, got a tensor of shape [${t.shape.join(',')}]`);
   // (a parameter returned as the loss had lost its role and trained on 0; an input had failed the plan's own check, a model of no ops autodiff)
   if (t.role !== 'activation') throw diag.modelShape(`${display}: build() must return a loss computed by the model's nn ops, got the ${t.role === 'input' ? 'input' : 'parameter'} '${t.name}' itself`);
+  // (a loss no parameter reaches had compiled and trained nothing, its loss the same every step)
+  if (!builder.reachesParam(lossId)) throw diag.modelShape(`${at}the loss build() returns depends on no parameter of the model (${builder.g.tensors.filter((x) => x.role === 'param16').length} made), so nothing would train`);
   builder.g.tensors[lossId] = { ...t, role: 'loss' };
   return { graph: builder.g.build(lossId, 'fp32'), preset, config: cfg as unknown as Record<string, unknown> };
 }
@@ -395,6 +411,8 @@ class DslBuilder implements Dsl {
     for (const [k, v] of Object.entries(attrs)) if (typeof v === 'number' && !Number.isFinite(v)) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: ${kind}: ${k} must be a finite number, got ${v}`);
     // (a negative eps had compiled, then stopped the run on a NaN gradient)
     if ((kind === 'layerNorm' || kind === 'rmsNorm') && !((attrs.eps ?? 0) >= 0)) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: ${kind}: eps must be >= 0, got ${attrs.eps}`);
+    // (a loop of a million layers had run the compiler out of memory, a V8 abort and a stack dump, after minutes)
+    if (this.g.ops.length >= MAX_MODEL_OPS) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: the model makes more than ${MAX_MODEL_OPS} ops in its forward pass; tiercut compiles models up to that (gpt-1t's makes ${LARGEST_PRESET_OPS}); fewer layers?`);
     const base = `${this.qualify(kind)}#${this.counter++}`;
     const names = [base, `${base}.aux1`, `${base}.aux2`];
     const outs = this.g.op(kind, inputs.map((t) => this.idOf(t)), attrs, { names, role: 'activation' }, 'forward', loc);
@@ -404,19 +422,13 @@ class DslBuilder implements Dsl {
   input(name: string, shape: readonly number[], dtype: 'f32' | 'i32' = 'f32'): DslTensor {
     // (a second input of one name had been renamed x#1, the name --data must then use)
     // (names are looked up, not searched: a scan per declaration had made 40k parameters take 23 s)
-    if (this.g.has(name)) {
-      const l = this.loc();
-      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: input '${name}': the name is already taken by an input or parameter of the model`);
-    }
+    this.checkName('input', name);
     return this.handle(this.g.tensor({ name, shape, dtype, role: 'input' }).id);
   }
 
   param(name: string, shape: readonly number[], init: Init = { normal: 0.02 }): DslTensor {
     const full = this.qualify(name);
-    if (this.g.has(full)) {
-      const l = this.loc();
-      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}': the name is already taken by an input or parameter of the model`);
-    }
+    this.checkName('parameter', full);
     const spec: InitSpec = 'normal' in init ? { kind: 'normal', std: init.normal, mean: init.mean ?? 0 } : { kind: 'constant', value: init.constant };
     const values = spec.kind === 'normal' ? [spec.std, spec.mean ?? 0] : spec.kind === 'constant' ? [spec.value] : [];
     // (finite in fp32: 1e40 had compiled, then stopped the run on an inf gradient)
@@ -425,6 +437,32 @@ class DslBuilder implements Dsl {
       throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}': its init needs finite numbers, got ${JSON.stringify(init, (_, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))}`);
     }
     return this.handle(this.g.tensor({ name: full, shape, dtype: 'f32', role: 'param16', persistent: true, param: full, init: spec }).id);
+  }
+
+  /** An input's or parameter's name: unused, and one a checkpoint or --data file can hold. */
+  private checkName(what: 'input' | 'parameter', name: string): void {
+    const id = this.g.idOf(name);
+    // (a parameter named so trained, then its checkpoint was refused at the run's end; an input could not be given)
+    const why = name === '__metadata__' ? 'the name is the safetensors format\'s own key (--data, --weights and --save files), so no tensor can be named so'
+      : id === undefined ? undefined
+      : this.g.tensors[id].role === 'activation' ? `the name is already taken by an op's output (the DSL names those KIND#N)`
+      : 'the name is already taken by an input or parameter of the model';
+    if (!why) return;
+    const l = this.loc();
+    throw diag.modelShape(`${this.display}:${l.line}:${l.col}: ${what} '${name}': ${why}`);
+  }
+
+  /** Whether some parameter reaches tensor `id` through the ops made so far. */
+  reachesParam(id: number): boolean {
+    const made = new Map<number, readonly number[]>();
+    for (const o of this.g.ops) for (const out of o.outputs) made.set(out, o.inputs);
+    const seen = new Set<number>([id]);
+    for (const stack = [id]; stack.length;) {
+      const t = stack.pop()!;
+      if (this.g.tensors[t].role === 'param16') return true;
+      for (const i of made.get(t) ?? []) if (!seen.has(i)) { seen.add(i); stack.push(i); }
+    }
+    return false;
   }
 
   matmul(a: DslTensor, b: DslTensor, opts: { transB?: boolean } = {}): DslTensor { return this.emit('matmul', [a, b], { transB: opts.transB ?? false }); }

@@ -29,8 +29,8 @@ export class GraphBuilder {
   readonly tensors: Tensor[] = [];
   readonly ops: Op[] = [];
   private readonly names = new Map<string, number>();
-  /** Whether a tensor of this name exists (names are unique). */
-  has(name: string): boolean { return this.names.has(name); }
+  /** The id of the tensor of this name, if there is one (names are unique). */
+  idOf(name: string): number | undefined { return this.names.get(name); }
 
   constructor(readonly name: string) {}
 
@@ -43,7 +43,7 @@ export class GraphBuilder {
   }
 
   tensor(t: TensorInit): Tensor {
-    if (t.shape.some((d) => !Number.isInteger(d) || d <= 0)) throw new GraphError(`tensor ${t.name}: dimensions must be positive integers, got [${t.shape.join(',')}]`);
+    if (t.shape.some((d) => !Number.isInteger(d) || d <= 0)) throw new GraphError(`tensor ${t.name}: dimensions must be positive integers, got [${t.shape.map(String).join(',')}]`);
     let name = t.name;
     for (let k = 1; this.names.has(name); k++) name = `${t.name}#${k}`;
     const tensor: Tensor = {

@@ -217,6 +217,17 @@ describe('arguments', () => {
     const text = cli('fit', flat, '--hw', 'local');
     expect(text.status, text.stderr).toBe(0);
     expect(text.stdout).toMatch(/this family's presets have no numeric 'layers' field: fit compared its presets and did not deepen/);
+    // a layers field the model does not read: not deepened, and that said (fit had
+    // deepened it to the ops limit, answering a model no larger than the preset)
+    const idle = join(dir, 'idle.ts');
+    writeFileSync(idle, readFileSync('models/mlp.ts', 'utf8').replace('l < cfg.layers', 'l < 2'));
+    const same = cli('fit', idle, '--hw', 'local', '--json');
+    expect(same.status, same.stderr).toBe(0);
+    const r2 = JSON.parse(same.stdout);
+    expect(r2.layersIdle).toBe(true);
+    expect(r2.model.overrides).toEqual({});
+    expect(r2.tried.every((t: { config?: unknown }) => t.config === undefined)).toBe(true);
+    expect(cli('fit', idle, '--hw', 'local').stdout).toMatch(/this family's 'layers' field does not change the model: one more layer builds the same graph, so fit did not deepen/);
   });
 
   it('the runtime\'s switches are refused when they name nothing it knows (each had silently given the default)', () => {

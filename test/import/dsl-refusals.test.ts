@@ -55,6 +55,24 @@ describe('DSL calls refused at compile', () => {
     refused(["return nn.crossEntropy(nn.transpose(nn.matmul(x, nn.param('h', [8, 3])), [0.5, 1]), y);"], /m\d+\.ts:6:\d+: transpose: perm \[0\.5,1\] is not a permutation of 2 axes/);
     refused(["const x2 = nn.input('x', [4, 8]);", "return nn.crossEntropy(nn.matmul(x2, nn.param('h', [8, 3])), y);"], /:6:\d+: input 'x': the name is already taken/);
     refused(['return undefined as never;'], /m\d+\.ts: build\(\) must return the loss, a tensor made by the model's nn calls; got undefined \[TC103\]$/);
+    refused(["nn.matmul(x, nn.param('h', [8, 3]));", 'return undefined as never;'], /m\d+\.ts:6:\d+: build\(\) must return the loss, a tensor made by the model's nn calls; got undefined \(the line is its last nn call\) \[TC103\]$/);
+  });
+
+  // an authoring review's finds (forty-sixth session): a run that trained and
+  // then lost its checkpoint, a V8 abort after minutes, a loss that trained
+  // nothing, messages without a line or naming the wrong holder
+  it('a tensor named __metadata__; a loop of a million ops; a loss no parameter reaches; build() returning a matrix, at its line; a name an op output holds; an undefined dimension', () => {
+    refused(["const w = nn.param('__metadata__', [8, 3]);", 'return nn.crossEntropy(nn.matmul(x, w), y);'],
+      /:6:\d+: parameter '__metadata__': the name is the safetensors format's own key \(--data, --weights and --save files\), so no tensor can be named so \[TC103\]$/);
+    refused(["const m = nn.input('__metadata__', [4, 8]);", "return nn.crossEntropy(nn.matmul(nn.add(x, m), nn.param('h', [8, 3])), y);"], /:6:\d+: input '__metadata__': the name is the safetensors/);
+    refused(["const w = nn.param('w', [8, 8], { normal: 0.001 });", 'let h = x;', 'for (let l = 0; l < 1000000; l++) h = nn.add(h, nn.matmul(h, w));', "return nn.crossEntropy(nn.matmul(h, nn.param('h', [8, 3])), y);"],
+      /:8:\d+: the model makes more than 200000 ops in its forward pass; tiercut compiles models up to that \(gpt-1t's makes \d+\); fewer layers\? \[TC103\]$/);
+    refused(["nn.param('unused', [8, 3]);", 'return nn.crossEntropy(nn.softmax(x), nn.input(\'z\', [4], \'i32\'));'],
+      /:7:\d+: the loss build\(\) returns depends on no parameter of the model \(1 made\), so nothing would train \[TC103\]$/);
+    refused(["const logits = nn.matmul(x, nn.param('h', [8, 3]));", 'return logits;'], /:6:\d+: build\(\) must return the scalar loss, got a tensor of shape \[4,3\]/);
+    refused(["const h = nn.matmul(x, nn.param('h', [8, 8]));", "const w = nn.param('matmul#0', [8, 3]);", 'return nn.crossEntropy(nn.matmul(h, w), y);'],
+      /:7:\d+: parameter 'matmul#0': the name is already taken by an op's output \(the DSL names those KIND#N\)/);
+    refused(["const w = nn.param('w', [8, (cfg as unknown as { width: number }).width]);", 'return nn.crossEntropy(nn.matmul(x, w), y);'], /:6:\d+: .*dimensions must be positive integers, got \[8,undefined\]/);
   });
 
   // a review's finds: each had ended in a stack trace, a wrong loss, or said its line twice or not at all
