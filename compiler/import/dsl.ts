@@ -391,7 +391,7 @@ class DslBuilder implements Dsl {
   idOf(t: DslTensor): number {
     if (!this.made(t)) {
       const l = this.loc();
-      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: not a tensor made by this model`);
+      throw diag.modelShape(`${this.display}:${l.line}:${l.col}: not a tensor made by this build() call (a tensor kept from an earlier call, e.g. in module-level state, is not one: compile and fit call build() more than once)`);
     }
     return (t as Handle).id;
   }

@@ -75,6 +75,28 @@ describe('DSL calls refused at compile', () => {
     refused(["const w = nn.param('w', [8, (cfg as unknown as { width: number }).width]);", 'return nn.crossEntropy(nn.matmul(x, w), y);'], /:6:\d+: .*dimensions must be positive integers, got \[8,undefined\]/);
   });
 
+  it('a model path that is no .ts or .onnx file; a tensor kept from an earlier build() call (fit calls it more than once)', () => {
+    const txt = join(dir, 'model.txt');
+    writeFileSync(txt, 'export default {};');
+    expectUserError(cli('compile', txt, '-o', join(dir, 'x.json')), /model\.txt: not a model file: a model is a TypeScript file \(\.ts or \.mts\) written with the DSL, or an ONNX file \(\.onnx\) \[TC105\]$/);
+    const kept = join(dir, 'kept.ts');
+    writeFileSync(kept, [
+      "import type { Model, PresetBase, Tensor } from 'tiercut/dsl';",
+      'let w: Tensor | undefined;',
+      'const m: Model<PresetBase> = {',
+      '  presets: { p: { batch: 4, seq: 1 } },',
+      '  build(nn) {',
+      "    const x = nn.input('x', [4, 8]); const y = nn.input('y', [4], 'i32');",
+      "    w ??= nn.param('w', [8, 3]);",
+      '    return nn.crossEntropy(nn.matmul(x, w), y);',
+      '  },',
+      '};',
+      'export default m;',
+    ].join('\n'));
+    expect(cli('compile', kept, '-o', join(dir, 'x.json')).status).toBe(0);
+    expectUserError(cli('fit', kept, '--hw', 'local'), /kept\.ts:8:\d+: not a tensor made by this build\(\) call \(a tensor kept from an earlier call, e\.g\. in module-level state, is not one: compile and fit call build\(\) more than once\) \[TC103\]$/);
+  });
+
   // a review's finds: each had ended in a stack trace, a wrong loss, or said its line twice or not at all
   it('the model file\'s own mistakes: a top-level throw, a re-export or import(), a parameter or input returned as the loss, presets of null or a throwing getter, a thrown string, a path with a space, a parameter named as an input', () => {
     const HEAD = "import type { Model, PresetBase } from 'tiercut/dsl';";
