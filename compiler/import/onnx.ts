@@ -287,6 +287,7 @@ class OnnxImporter {
       if (!t.name) throw diag.onnxGraph(this.file, 'an initializer has no name');
       // (a name defined twice had been taken as its last definition, silently)
       if (this.inits.has(t.name)) throw diag.onnxGraph(this.file, `two initializers are named '${t.name}'`);
+      if (t.name === SAFETENSORS_KEY && isFloatType(t.dataType ?? 0)) throw diag.onnxGraph(this.file, `initializer '${t.name}': the name is the safetensors format's own key (--weights and --save files), so no parameter can be named so`);
       this.inits.set(t.name, t);
     }
     if ((g.sparseInitializer ?? []).length) throw diag.onnxGraph(this.file, 'sparse initializers are not supported');
@@ -295,6 +296,7 @@ class OnnxImporter {
       const name = inp.name ?? '';
       if (this.inits.has(name)) continue; // IR < 4 lists initializers as inputs too
       if (this.values.has(name)) throw diag.onnxGraph(this.file, `two graph inputs are named '${name}'`);
+      if (name === SAFETENSORS_KEY) throw diag.onnxGraph(this.file, `input '${name}': the name is the safetensors format's own key, so --data cannot give it`);
       const tt = inp.type?.tensorType;
       if (!tt) throw diag.onnxGraph(this.file, `input '${name}' is not a tensor`);
       // (an input without a shape had been taken as a scalar)
@@ -886,3 +888,6 @@ class OnnxImporter {
 function regexQuote(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
+
+/** The safetensors header's metadata key: no tensor of a --data, --weights or --save file has this name. */
+const SAFETENSORS_KEY = '__metadata__';

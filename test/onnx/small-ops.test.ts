@@ -174,6 +174,10 @@ describe('small ONNX graphs against onnxruntime', () => {
     const ok = write('ok', valueInfo('x', 1, [2, 3]));
     expect((await why(ok, { freeze: /^V$/ })).message).toMatch(/--freeze \^V\$: matches none of the 1 float initializers of .*ok\.onnx \(W\)/);
     expect((await why(ok, { freeze: /W/ })).message).toMatch(/--freeze W: freezes every float initializer the loss reads/);
+    // (a parameter named so had trained, then its checkpoint was refused at the run's end)
+    const meta = model('metadata', [{ name: 'x', shape: [2, 3], values: ramp(6, 1) }], [floats('__metadata__', [2, 3], ramp(6, 2))],
+      [node('Mul', ['x', '__metadata__'], ['xw']), node('ReduceSum', ['xw'], ['loss'], { keepdims: 0 })]);
+    expect((await why(meta)).message).toMatch(/initializer '__metadata__': the name is the safetensors format's own key/);
   });
 
   it('a float initializer where a constant is needed is read when --freeze keeps it fixed (a float mask buffer, an exponent), and named when it trains', async () => {
