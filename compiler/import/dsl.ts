@@ -81,7 +81,7 @@ const MAX_DSL_ENTRIES = 256;
  * layers (20k forward ops) compiled in 52 s, one of a million ran the
  * compiler out of memory in autodiff.
  */
-export const MAX_MODEL_OPS = 200_000;
+const MAX_MODEL_OPS = 200_000;
 const LARGEST_PRESET_OPS = 1_797;
 
 async function typeCheckUncached(file: string, display: string, src: string): Promise<void> {
@@ -289,8 +289,8 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const lossId = builder.idOf(loss);
   const t = builder.g.tensors[lossId];
   // (at the line of the op that made it: the message had named no line)
-  const made = builder.g.ops.find((o) => o.outputs.includes(lossId))?.loc;
-  const at = made && 'line' in made ? `${display}:${made.line}:${made.col}: ` : `${display}: `;
+  const maker = builder.g.ops.find((o) => o.outputs.includes(lossId))?.loc;
+  const at = maker && 'line' in maker ? `${display}:${maker.line}:${maker.col}: ` : `${display}: `;
   if (t.shape.length !== 0) throw diag.modelShape(`${at}build() must return the scalar loss, got a tensor of shape [${t.shape.join(',')}]`);
   // (a parameter returned as the loss had lost its role and trained on 0; an input had failed the plan's own check, a model of no ops autodiff)
   if (t.role !== 'activation') throw diag.modelShape(`${display}: build() must return a loss computed by the model's nn ops, got the ${t.role === 'input' ? 'input' : 'parameter'} '${t.name}' itself`);
