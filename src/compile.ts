@@ -80,7 +80,7 @@ export function checkCompileOptions(opts: CompileOptions): void {
   try { st = statSync(opts.model); } catch { throw diag.fileNotFound(opts.model, 'model file'); }
   if (!st.isFile()) throw diag.modelExport(opts.model, 'not a model file: not a regular file');
   // (a path without .ts had reached the TypeScript loader, whose error was its own internal text)
-  if (!isOnnx(opts.model) && !/\.m?ts$/.test(opts.model)) throw diag.modelExport(opts.model, 'not a model file: a model is a TypeScript file (.ts or .mts) written with the DSL, or an ONNX file (.onnx)');
+  if (!isOnnx(opts.model) && !/\.(m?ts|tsx)$/.test(opts.model)) throw diag.modelExport(opts.model, 'not a model file: a model is a TypeScript file (.ts, .mts or .tsx) written with the DSL, or an ONNX file (.onnx)');
   if (opts.hw !== undefined && typeof opts.hw !== 'string') throw diag.usage(`hw: expected a profile name or a JSON file, got ${typeof opts.hw}`);
   if (opts.precision !== undefined && !['fp32', 'fp16', 'bf16'].includes(opts.precision)) throw diag.usage(`--precision: expected fp32, fp16 or bf16, got '${opts.precision}'`);
   for (const [flag, v, min] of [['--batch', opts.batch, 1], ['--seq', opts.seq, 1], ['--dpu-warmup', opts.dpuWarmupSteps, 0]] as const) {

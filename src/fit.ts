@@ -16,6 +16,7 @@
 
 import { modelPresets } from '../compiler/import/dsl.js';
 import { tensorBytes } from '../compiler/ir/graph.js';
+import type { Graph } from '../compiler/ir/types.js';
 import { planTflops } from '../compiler/report/stats.js';
 import { checkCompileOptions, compile, isOnnx, machineOf, trainingGraph, type CompileOptions } from './compile.js';
 import { diag, UserError } from './diagnostics.js';
@@ -128,11 +129,12 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   const layers = bestSized?.layers;
   let layerLimit: number | undefined;
   let layersIdle = false;
-  // (a `layers` field the model does not read: one more layer is the same
-  // graph, and fit had deepened it to the ops limit, answering a model no
-  // larger than the preset)
+  // (a `layers` field the model does not read: one more layer, and twice as
+  // many, the same graph; fit had deepened it to the ops limit, answering a
+  // model no larger than the preset)
   const deeper = best && bestSized && layers ? await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } }) : undefined;
-  if (deeper && deeper.graph.ops.length === bestSized!.ops && deeper.graph.paramCount === best!.params) layersIdle = true;
+  const same = (g: Graph) => g.ops.length === bestSized!.ops && g.paramCount === best!.params;
+  if (deeper && same(deeper.graph) && same((await trainingGraph({ ...opts, preset: best!.preset, config: { layers: 2 * layers! } })).graph)) layersIdle = true;
   else if (best && bestSized && layers && deeper) {
     // deepen: the most layers that still fit, below the next preset's size
     // and within the ops limit

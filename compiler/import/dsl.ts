@@ -77,12 +77,13 @@ const isDslEntry = (f: string) => /^[0-9a-f]{32}\.(ok|mjs)$/.test(f);
 const MAX_DSL_ENTRIES = 256;
 /**
  * The most ops a DSL model's forward pass may make (its training step makes
- * ~4x). gpt-1t's forward makes LARGEST_PRESET_OPS; a residual loop of 10k
+ * ~4x). gpt-1t's forward makes GPT_1T_FORWARD_OPS (llama3-405b's, the most of
+ * the bundled presets, 2020); a residual loop of 10k
  * layers (20k forward ops) compiled in 52 s, one of a million ran the
  * compiler out of memory in autodiff.
  */
 const MAX_MODEL_OPS = 200_000;
-const LARGEST_PRESET_OPS = 1_797;
+const GPT_1T_FORWARD_OPS = 1_797;
 
 async function typeCheckUncached(file: string, display: string, src: string): Promise<void> {
   const { Project, ts } = await import('ts-morph');
@@ -412,7 +413,7 @@ class DslBuilder implements Dsl {
     // (a negative eps had compiled, then stopped the run on a NaN gradient)
     if ((kind === 'layerNorm' || kind === 'rmsNorm') && !((attrs.eps ?? 0) >= 0)) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: ${kind}: eps must be >= 0, got ${attrs.eps}`);
     // (a loop of a million layers had run the compiler out of memory, a V8 abort and a stack dump, after minutes)
-    if (this.g.ops.length >= MAX_MODEL_OPS) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: the model makes more than ${MAX_MODEL_OPS} ops in its forward pass; tiercut compiles models up to that (gpt-1t's makes ${LARGEST_PRESET_OPS}); fewer layers?`);
+    if (this.g.ops.length >= MAX_MODEL_OPS) throw diag.modelShape(`${this.display}:${loc.line}:${loc.col}: the model makes more than ${MAX_MODEL_OPS} ops in its forward pass; tiercut compiles models up to that (gpt-1t's makes ${GPT_1T_FORWARD_OPS}); fewer layers?`);
     const base = `${this.qualify(kind)}#${this.counter++}`;
     const names = [base, `${base}.aux1`, `${base}.aux2`];
     const outs = this.g.op(kind, inputs.map((t) => this.idOf(t)), attrs, { names, role: 'activation' }, 'forward', loc);

@@ -159,12 +159,12 @@ class OnnxImporter {
       const dims = (t.dims ?? []).map((d: unknown, i: number) => toNum(d, `initializer '${name}' dims[${i}]`, this.file));
       if (dims.some((d: number) => d <= 0)) throw diag.onnxTensor(this.file, `initializer '${name}' has an empty dimension [${dims.join(',')}]`);
       const frozen = this.opts.freeze?.test(name) ?? false;
-      // torch.onnx.export's dynamo exporter (its default since torch 2.5)
+      // torch.onnx.export's dynamo exporter (its default since torch 2.9)
       // stores the graph's constants as initializers named val_N (GELU's 0.5,
       // an attention scale, a mask, a folded transpose of a tied weight):
       // trained as parameters, the losses leave torch's from the second step
       if (!frozen && /^_?val_\d+$/.test(name))
-        throw diag.onnxTensor(this.file, oneLine(`${this.where()} reads the float initializer '${name}' [${dims.join(',')}], named as torch.onnx's dynamo exporter (dynamo=True, torch's default since 2.5) names the constants it stores as initializers; tiercut trains every float initializer as a parameter, so it would train these: export with dynamo=False (the TorchScript exporter keeps constants as Constant nodes and a weight used twice as one initializer), or, where every val_N initializer is a constant, keep them fixed with --freeze '^val_\\d+$'`));
+        throw diag.onnxTensor(this.file, oneLine(`${this.where()} reads the float initializer '${name}' [${dims.join(',')}], named as torch.onnx's dynamo exporter (dynamo=True, torch's default since 2.9) names the constants it stores as initializers; tiercut trains every float initializer as a parameter, so it would train these: export with dynamo=False (the TorchScript exporter keeps constants as Constant nodes and a weight used twice as one initializer), or, where every val_N initializer is a constant, keep them fixed with --freeze '^val_\\d+$'`));
       const p = this.b.tensor({ name, shape: dims, dtype: 'f32', role: 'param16', persistent: true, param: name, init: { kind: 'onnx', initializer: name }, ...(frozen ? { frozen: true } : {}) });
       return { kind: 'dyn', id: p.id };
     }

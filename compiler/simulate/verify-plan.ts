@@ -299,8 +299,9 @@ function attrProblem(op: Op): string | undefined {
  * and within f16's range where the tensor is f16.
  */
 function initProblem(init: Record<string, unknown>, count: number, dtype: string): string | undefined {
-  // (f16: a value under 65520 rounds to at most 65504, its largest; 65520 and past it round to inf)
-  const fits = (v: number) => Number.isFinite(v) && (dtype === 'f16' ? Math.abs(v) < 65520 : Number.isFinite(dtype === 'i32' ? v : Math.fround(v)));
+  // (f16: the runtime reads the value as f32, then rounds it to f16: under
+  // 65520 it is at most 65504, its largest; 65520 and past it, inf)
+  const fits = (v: number) => Number.isFinite(v) && (dtype === 'f16' ? Math.abs(Math.fround(v)) < 65520 : Number.isFinite(dtype === 'i32' ? v : Math.fround(v)));
   const num = (k: string, optional = false) => (optional && init[k] === undefined) || (typeof init[k] === 'number' && fits(init[k] as number));
   switch (init.kind) {
     case 'normal': return num('std') && num('mean', true) ? undefined : `normal needs a finite std (and mean) within ${dtype}`;

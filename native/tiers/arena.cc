@@ -56,6 +56,8 @@ bool Arenas::open(const Program& p, std::string* err) {
   Arena& nv = tier[TIER_NVME];
   if (nv.bytes > 0) {
     int rc = make_dirs(p.spill_dir, &nv.made_dirs);
+    // (ENOENT: a part removed between its mkdir and the stat, by another session's close)
+    for (int k = 0; rc == ENOENT && k < 8; k++) rc = make_dirs(p.spill_dir, &nv.made_dirs);
     if (rc != 0) {
       *err = "nvme tier: cannot create the spill directory " + p.spill_dir + ": " + errno_text(rc);
       close();
@@ -67,6 +69,9 @@ bool Arenas::open(const Program& p, std::string* err) {
       std::string dir = base + "/tiercut-" + std::to_string((long long)::getpid()) + "-" +
                         std::to_string((long long)g_spill_counter.fetch_add(1));
       if (::mkdir(dir.c_str(), 0700) == 0) { nv.dir = dir; break; }
+      // the spill directory gone since make_dirs: another session that had
+      // made it removed it at its close (see close); made again, tried again
+      if (errno == ENOENT && attempt < 999 && make_dirs(p.spill_dir, &nv.made_dirs) == 0) continue;
       if (errno != EEXIST) {
         *err = "nvme tier: cannot create the spill directory " + dir + ": " + errno_text(errno);
         close();

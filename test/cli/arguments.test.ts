@@ -228,6 +228,14 @@ describe('arguments', () => {
     expect(r2.model.overrides).toEqual({});
     expect(r2.tried.every((t: { config?: unknown }) => t.config === undefined)).toBe(true);
     expect(cli('fit', idle, '--hw', 'local').stdout).toMatch(/this family's 'layers' field does not change the model: one more layer builds the same graph, so fit did not deepen/);
+    // one block per two layers: one more layer is the same graph, twice as many is not; deepened
+    const pairs = join(dir, 'pairs.ts');
+    writeFileSync(pairs, readFileSync('models/mlp.ts', 'utf8').replace('l < cfg.layers', 'l < Math.floor(cfg.layers / 2)'));
+    const paired = cli('fit', pairs, '--hw', 'local', '--json');
+    expect(paired.status, paired.stderr).toBe(0);
+    const r3 = JSON.parse(paired.stdout);
+    expect(r3.layersIdle).toBeUndefined();
+    expect(r3.model.overrides.layers).toBeGreaterThan(5);
   });
 
   it('the runtime\'s switches are refused when they name nothing it knows (each had silently given the default)', () => {

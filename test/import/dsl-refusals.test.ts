@@ -78,7 +78,7 @@ describe('DSL calls refused at compile', () => {
   it('a model path that is no .ts or .onnx file; a tensor kept from an earlier build() call (fit calls it more than once)', () => {
     const txt = join(dir, 'model.txt');
     writeFileSync(txt, 'export default {};');
-    expectUserError(cli('compile', txt, '-o', join(dir, 'x.json')), /model\.txt: not a model file: a model is a TypeScript file \(\.ts or \.mts\) written with the DSL, or an ONNX file \(\.onnx\) \[TC105\]$/);
+    expectUserError(cli('compile', txt, '-o', join(dir, 'x.json')), /model\.txt: not a model file: a model is a TypeScript file \(\.ts, \.mts or \.tsx\) written with the DSL, or an ONNX file \(\.onnx\) \[TC105\]$/);
     const kept = join(dir, 'kept.ts');
     writeFileSync(kept, [
       "import type { Model, PresetBase, Tensor } from 'tiercut/dsl';",
