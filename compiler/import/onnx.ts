@@ -138,17 +138,30 @@ class OnnxImporter {
   private needConst(i: number, what: string): Const {
     const v = this.need(i);
     if (v.kind === 'const') return v.c;
-    // a float initializer read whole: its values, where --freeze keeps it
-    // fixed (a float causal-mask buffer, nanoGPT's `bias`); else it trains,
-    // and a value that must stay constant cannot be one
+    // a float initializer: its values, where --freeze keeps it fixed (a
+    // float causal-mask buffer, nanoGPT's `bias`); else it trains, and a
+    // value that must stay constant cannot be one
+    const frozen = this.frozenConst(v);
+    if (frozen) return frozen;
     const t = v.kind === 'dyn' ? this.b.tensors[v.id] : undefined;
-    const init = t?.init?.kind === 'onnx' ? this.inits.get(t.init.initializer) : undefined;
-    if (t && init) {
-      if (!t.frozen) throw this.unsupported(`${what} (input ${i}) is the float initializer '${t.name}', which tiercut trains as a parameter, but it must be a constant here: keep it fixed with --freeze (e.g. '^${regexQuote(t.name)}$', or a pattern that matches every such buffer; a registered buffer exports as an initializer)`);
-      const { dims, values } = tensorValues(init, this.m.dir, this.file);
-      return constOf('float', dims, values);
-    }
+    if (t?.init?.kind === 'onnx') throw this.unsupported(`${what} (input ${i}) is the float initializer '${t.name}', which tiercut trains as a parameter, but it must be a constant here: keep it fixed with --freeze (e.g. '^${regexQuote(t.name)}$', or a pattern that matches every such buffer; a registered buffer exports as an initializer)`);
     throw this.unsupported(`${what} (input ${i}) must be a constant (computable from initializers, Constant nodes and shapes), it is computed at run time`);
+  }
+
+  /**
+   * The values of a float initializer --freeze keeps fixed, where `v` is one
+   * of at most FROZEN_FOLD_ELEMENTS values: read whole where a constant is
+   * needed, and sliced as one (nanoGPT's mask, `bias[:, :, :T, :T] == 0`), so
+   * that what is made of it folds too. (A larger one stays a tensor: its
+   * values would be carried in the plan.)
+   */
+  private frozenConst(v: Value): Const | undefined {
+    const t = v.kind === 'dyn' ? this.b.tensors[v.id] : undefined;
+    if (!t?.frozen || t.init?.kind !== 'onnx' || numelOf(t.shape) > FROZEN_FOLD_ELEMENTS) return undefined;
+    const init = this.inits.get(t.init.initializer);
+    if (!init) return undefined;
+    const { dims, values } = tensorValues(init, this.m.dir, this.file);
+    return constOf('float', dims, values);
   }
 
   private initializerValue(t: TensorProto): Value {
@@ -520,6 +533,8 @@ class OnnxImporter {
       }
       case 'Slice': {
         let x = this.need(0);
+        const frozen = this.frozenConst(x);
+        if (frozen) x = cst(frozen);
         const s = this.shapeOf(x);
         const starts = ints(this.needConst(1, 'starts'), 'starts'), ends = ints(this.needConst(2, 'ends'), 'ends');
         const axes = input[3] ? ints(this.needConst(3, 'axes'), 'axes').map((a) => normAxis(a, s.length)) : starts.map((_, i) => i);
@@ -891,3 +906,6 @@ function regexQuote(s: string): string {
 
 /** The safetensors header's metadata key: no tensor of a --data, --weights or --save file has this name. */
 const SAFETENSORS_KEY = '__metadata__';
+
+/** The most values of a frozen initializer the importer folds as a constant (a 2048 x 2048 mask). */
+const FROZEN_FOLD_ELEMENTS = 2 ** 22;
