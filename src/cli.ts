@@ -197,7 +197,7 @@ async function cmdCompile(args: Args): Promise<void> {
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
   const lpTimeLimitSeconds = num(args, '--lp-time-limit');
   if (lpTimeLimitSeconds !== undefined && lpTimeLimitSeconds <= 0) throw diag.usage(`--lp-time-limit: expected a number of seconds > 0, got ${args.flags.get('--lp-time-limit')}`);
-  const compiled = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}) });
+  const compiled = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}), note });
   // (an ONNX model is read again at run time, from wherever `run` is: its path absolute, as `run` looks beside the plan too)
   const plan = isOnnx(model) ? { ...compiled, model: { ...compiled.model, source: resolve(model) } } : compiled;
   writePlan(out, plan);

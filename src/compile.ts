@@ -61,6 +61,8 @@ export interface CompileOptions {
    * answer).
    */
   probe?: 'fits' | 'step';
+  /** Told, one line each, what the model does that compiles but is likely a mistake (a parameter the loss does not reach). */
+  note?: (message: string) => void;
 }
 
 /** Whether a model path names an ONNX file (else a DSL model). */
@@ -82,6 +84,7 @@ export function checkCompileOptions(opts: CompileOptions): void {
   // (a path without .ts had reached the TypeScript loader, whose error was its own internal text)
   if (!isOnnx(opts.model) && !/\.(m?ts|tsx)$/.test(opts.model)) throw diag.modelExport(opts.model, 'not a model file: a model is a TypeScript file (.ts, .mts or .tsx) written with the DSL, or an ONNX file (.onnx)');
   if (opts.hw !== undefined && typeof opts.hw !== 'string') throw diag.usage(`hw: expected a profile name or a JSON file, got ${typeof opts.hw}`);
+  if (opts.note !== undefined && typeof opts.note !== 'function') throw diag.usage(`note: expected a function, got ${typeof opts.note}`);
   if (opts.precision !== undefined && !['fp32', 'fp16', 'bf16'].includes(opts.precision)) throw diag.usage(`--precision: expected fp32, fp16 or bf16, got '${opts.precision}'`);
   for (const [flag, v, min] of [['--batch', opts.batch, 1], ['--seq', opts.seq, 1], ['--dpu-warmup', opts.dpuWarmupSteps, 0]] as const) {
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= min)) throw diag.badNumber(flag, String(v), `an integer >= ${min}`);
@@ -108,6 +111,7 @@ export async function trainingGraph(opts: CompileOptions, onForward?: (forward: 
     ? (await import('../compiler/import/onnx.js')).importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
     : await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
   mark('import');
+  for (const n of (imported as { notes?: string[] }).notes ?? []) opts.note?.(n);
   onForward?.(imported.graph);
   assertGraph(imported.graph, 'import');
   let forward = imported.graph, sharding: SpSharding | undefined;

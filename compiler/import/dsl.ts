@@ -32,6 +32,8 @@ export interface ImportedModel {
   graph: Graph;
   preset: string;
   config: Record<string, unknown>;
+  /** What the model does that compiles but is likely a mistake, one line each (file:line:col first): a parameter the loss does not reach. */
+  notes?: string[];
 }
 
 const API_MODULE = 'tiercut/dsl';
@@ -83,6 +85,8 @@ const MAX_DSL_ENTRIES = 256;
  * compiler out of memory in autodiff.
  */
 const MAX_MODEL_OPS = 200_000;
+/** The most parameters named one by one in the notes of those the loss does not reach. */
+const MAX_NOTES = 5;
 const GPT_1T_FORWARD_OPS = 1_797;
 
 async function typeCheckUncached(file: string, display: string, src: string): Promise<void> {
@@ -295,16 +299,27 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   if (t.shape.length !== 0) throw diag.modelShape(`${at}build() must return the scalar loss, got a tensor of shape [${t.shape.join(',')}]`);
   // (a parameter returned as the loss had lost its role and trained on 0; an input had failed the plan's own check, a model of no ops autodiff)
   if (t.role !== 'activation') throw diag.modelShape(`${display}: build() must return a loss computed by the model's nn ops, got the ${t.role === 'input' ? 'input' : 'parameter'} '${t.name}' itself`);
-  // (a loss no parameter reaches had compiled and trained nothing, its loss the same every step)
-  if (!builder.reachesParam(lossId)) throw diag.modelShape(`${at}the loss build() returns depends on no parameter of the model (${builder.g.tensors.filter((x) => x.role === 'param16').length} made), so nothing would train`);
+  // (a loss no parameter reaches had compiled and trained nothing, its loss
+  // the same every step; one the loss does not reach, silently)
+  const reached = builder.reachedFrom(lossId);
+  const params = builder.g.tensors.filter((x) => x.role === 'param16');
+  if (!params.some((p) => reached.has(p.id))) throw diag.modelShape(`${at}the loss build() returns depends on no parameter of the model (${params.length} made), so nothing would train`);
+  const unreached = params.filter((p) => !reached.has(p.id));
+  const notes = unreached.slice(0, MAX_NOTES).map((p) => {
+    const l = builder.paramLoc.get(p.id);
+    return `${l ? `${display}:${l.line}:${l.col}: ` : `${display}: `}parameter '${p.name}' does not reach the loss: it gets no gradient from it`;
+  });
+  if (unreached.length > MAX_NOTES) notes.push(`${display}: and ${unreached.length - MAX_NOTES} more parameters that do not reach the loss`);
   builder.g.tensors[lossId] = { ...t, role: 'loss' };
-  return { graph: builder.g.build(lossId, 'fp32'), preset, config: cfg as unknown as Record<string, unknown> };
+  return { graph: builder.g.build(lossId, 'fp32'), preset, config: cfg as unknown as Record<string, unknown>, ...(notes.length ? { notes } : {}) };
 }
 
 interface Handle extends DslTensor { readonly id: number }
 
 class DslBuilder implements Dsl {
   readonly g: GraphBuilder;
+  /** Where each parameter was made (its notes name the line). */
+  readonly paramLoc = new Map<number, { line: number; col: number }>();
   private readonly scopes: string[] = [];
   private counter = 0;
 
@@ -437,7 +452,9 @@ class DslBuilder implements Dsl {
       const l = this.loc();
       throw diag.modelShape(`${this.display}:${l.line}:${l.col}: parameter '${full}': its init needs finite numbers, got ${JSON.stringify(init, (_, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))}`);
     }
-    return this.handle(this.g.tensor({ name: full, shape, dtype: 'f32', role: 'param16', persistent: true, param: full, init: spec }).id);
+    const id = this.g.tensor({ name: full, shape, dtype: 'f32', role: 'param16', persistent: true, param: full, init: spec }).id;
+    this.paramLoc.set(id, this.loc());
+    return this.handle(id);
   }
 
   /** An input's or parameter's name: unused, and one a checkpoint or --data file can hold. */
@@ -453,17 +470,13 @@ class DslBuilder implements Dsl {
     throw diag.modelShape(`${this.display}:${l.line}:${l.col}: ${what} '${name}': ${why}`);
   }
 
-  /** Whether some parameter reaches tensor `id` through the ops made so far. */
-  reachesParam(id: number): boolean {
+  /** The tensors tensor `id` is computed from, itself included, through the ops made so far. */
+  reachedFrom(id: number): Set<number> {
     const made = new Map<number, readonly number[]>();
     for (const o of this.g.ops) for (const out of o.outputs) made.set(out, o.inputs);
     const seen = new Set<number>([id]);
-    for (const stack = [id]; stack.length;) {
-      const t = stack.pop()!;
-      if (this.g.tensors[t].role === 'param16') return true;
-      for (const i of made.get(t) ?? []) if (!seen.has(i)) { seen.add(i); stack.push(i); }
-    }
-    return false;
+    for (const stack = [id]; stack.length;) for (const i of made.get(stack.pop()!) ?? []) if (!seen.has(i)) { seen.add(i); stack.push(i); }
+    return seen;
   }
 
   matmul(a: DslTensor, b: DslTensor, opts: { transB?: boolean } = {}): DslTensor { return this.emit('matmul', [a, b], { transB: opts.transB ?? false }); }

@@ -75,6 +75,12 @@ describe('DSL calls refused at compile', () => {
     refused(["const w = nn.param('w', [8, (cfg as unknown as { width: number }).width]);", 'return nn.crossEntropy(nn.matmul(x, w), y);'], /:6:\d+: .*dimensions must be positive integers, got \[8,undefined\]/);
   });
 
+  it('a parameter the loss does not reach compiles, with a note at its line', () => {
+    const r = cli('compile', model(["const h = nn.matmul(x, nn.param('h', [8, 3]));", "const unused = nn.param('unused', [8, 8]);", 'nn.matmul(x, unused);', 'return nn.crossEntropy(h, y);']), '-o', join(dir, 'x.json'));
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/^tiercut: note: .*m\d+\.ts:7:\d+: parameter 'unused' does not reach the loss: it gets no gradient from it\n$/);
+  });
+
   it('a model path that is no .ts or .onnx file; a tensor kept from an earlier build() call (fit calls it more than once)', () => {
     const txt = join(dir, 'model.txt');
     writeFileSync(txt, 'export default {};');
