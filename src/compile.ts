@@ -111,7 +111,7 @@ export async function trainingGraph(opts: CompileOptions, onForward?: (forward: 
     ? (await import('../compiler/import/onnx.js')).importOnnx(opts.model, { batch: opts.batch, seq: opts.seq, freeze: opts.freeze })
     : await importDsl(opts.model, { preset: opts.preset, batch: opts.batch, seq: opts.seq, config: opts.config });
   mark('import');
-  for (const n of (imported as { notes?: string[] }).notes ?? []) opts.note?.(n);
+  for (const n of imported.notes ?? []) opts.note?.(n);
   onForward?.(imported.graph);
   assertGraph(imported.graph, 'import');
   let forward = imported.graph, sharding: SpSharding | undefined;

@@ -22,7 +22,8 @@ import { createHash } from 'node:crypto';
 import { relative, resolve } from 'node:path';
 import { diag, oneLine, UserError } from '../../src/diagnostics.js';
 import { GraphBuilder, GraphError } from '../ir/graph.js';
-import type { Graph, OpAttrs, OpKind, SourceLoc } from '../ir/types.js';
+import type { OpAttrs, OpKind, SourceLoc } from '../ir/types.js';
+import type { ImportedModel } from './dsl.js';
 import { shapeStr } from '../ir/types.js';
 import {
   type AttributeProto, checkTensorData, DT, dtypeName, isFloatType, loadOnnx, type LoadedModel, type NodeProto, type TensorProto, tensorValues, toNum,
@@ -39,11 +40,6 @@ export interface OnnxOptions {
   freeze?: RegExp;
 }
 
-export interface ImportedOnnx {
-  graph: Graph;
-  preset: string;
-  config: Record<string, unknown>;
-}
 
 /** A value of the ONNX graph during import. */
 type Value =
@@ -69,7 +65,7 @@ function onnxConstType(dt: number): ConstType {
   return 'int';
 }
 
-export function importOnnx(modelPath: string, opts: OnnxOptions = {}): ImportedOnnx {
+export function importOnnx(modelPath: string, opts: OnnxOptions = {}): ImportedModel {
   const abs = resolve(modelPath);
   const display = relative(process.cwd(), abs) || abs;
   const m = loadOnnx(abs, display);
@@ -294,7 +290,7 @@ class OnnxImporter {
 
   // ---- the graph ----------------------------------------------------------------------
 
-  run(): ImportedOnnx {
+  run(): ImportedModel {
     const g = this.m.graph;
     for (const t of g.initializer ?? []) {
       if (!t.name) throw diag.onnxGraph(this.file, 'an initializer has no name');
