@@ -31,6 +31,7 @@ import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
 import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, tryPlacement, type Built, type LpCandidates } from './built.js';
+import { lpTryMoves } from './moves.js';
 import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryEarlyOffloads, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps, lpTryUnstream } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
@@ -326,6 +327,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // where that wins, the exchanges again from it (gpt3-13b/h200 0.2999 ->
       // 0.2987 s; the other plans the same)
       if (opts.probe !== 'fits' && lpTryEarlyOffloads(g, hw, acc, saved)) lpTrySwaps(g, hw, acc);
+      // and one group's configuration changed at a time, any group (moves.ts)
+      if (opts.probe !== 'fits') lpTryMoves(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
