@@ -741,6 +741,9 @@ const SWAP_MIN_GAIN = 1e-3;
  */
 const SWAP_MAX_INSTRUCTIONS = 12_000;
 
+/** Whether r may take q's configuration and q r's (exchanged): another group of q's size and shape (a p16 made again for each use needs a group whose update comes after its last reader: remakeable alike). */
+export const exchangeable = (q: ParamGroup, r: ParamGroup): boolean => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0) && r.remakeable === q.remakeable;
+
 /** The placement with groups q and r (of one size) exchanging their configurations: state homes, gradient home, update and cast tiers, p16 home and whether it is made again. */
 export function exchanged(p: Placement, q: ParamGroup, r: ParamGroup): Placement {
   const home = [...p.home], opTier = [...p.opTier], remat = p.remat ? [...p.remat] : undefined, fwdCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : undefined;
@@ -761,8 +764,6 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   const groups = paramGroups(g);
   let p = b0.placement;
   const config = (q: ParamGroup) => JSON.stringify([q.state.map((t) => p.home[t]), p.home[q.grad], p.opTier[q.adam], q.cast >= 0 ? [p.opTier[q.cast], p.forwardCastOnCpu?.[q.cast] ?? false] : [], p.home[q.p16], p.remat?.[q.p16] ?? false]);
-  // (a p16 made again for each use needs a group whose update comes after its last reader: remakeable alike)
-  const alike = (q: ParamGroup, r: ParamGroup) => r !== q && r.stateBytes === q.stateBytes && r.state.length === q.state.length && (r.cast >= 0) === (q.cast >= 0) && r.remakeable === q.remakeable;
   // (not the groups far smaller than the largest, biases and norms, whose exchanges move little: they
   // took the tries before gpt tiny fp16's h.0.mlp.fc.w and h.1.mlp.fc.w on NVMe, 0.1756 -> 0.1647 ms)
   const largest = Math.max(0, ...groups.map((q) => q.stateBytes));
@@ -790,7 +791,7 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   let tries = 0;
   exchanges: for (const q of offGpu) {
     const mine = config(q);
-    const partners = groups.filter((r) => alike(q, r) && config(r) !== mine)
+    const partners = groups.filter((r) => exchangeable(q, r) && config(r) !== mine)
       .sort((a, b) => Math.abs(a.adam - q.adam) - Math.abs(b.adam - q.adam) || a.adam - b.adam).slice(0, SWAP_PARTNERS);
     for (const r of partners) {
       if (tries++ >= SWAP_TRIES) break exchanges;
@@ -809,7 +810,7 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
       const end = tail ? cpu[cpu.length - 1] : cpu[0];
       if (!end) return;
       const mine = config(end);
-      const partners = groups.filter((r) => alike(end, r) && config(r) !== mine && made[r.grad] < made[end.grad])
+      const partners = groups.filter((r) => exchangeable(end, r) && config(r) !== mine && made[r.grad] < made[end.grad])
         .sort((a, b) => (tail ? made[a.grad] - made[b.grad] : made[b.grad] - made[a.grad])).slice(0, SWAP_PARTNERS);
       if (!partners.some((r) => tryExchange(end, r))) return;
     }
@@ -827,7 +828,7 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
       .reduce<ParamGroup | undefined>((a, q) => (!a || made[q.grad] > made[a.grad] ? q : a), undefined);
     if (!last) break;
     tried.add(last);
-    const partners = cpuUpdated(g, groups, p).filter((r) => alike(last, r) && made[r.grad] < made[last.grad]).reverse()
+    const partners = cpuUpdated(g, groups, p).filter((r) => exchangeable(last, r) && made[r.grad] < made[last.grad]).reverse()
       .slice(0, Math.min(NVME_TAIL_PARTNERS, SWAP_TRIES - builds));
     builds += partners.length;
     const won = partners.map((r) => exchange(last, r)).reduce<Built | undefined>((a, c) => (c && (!a || simulated(g, hw, c).stepSeconds < simulated(g, hw, a).stepSeconds) ? c : a), undefined);
