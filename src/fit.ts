@@ -129,46 +129,48 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   const layers = bestSized?.layers;
   let layerLimit: number | undefined;
   let layersIdle = false;
-  // (a `layers` field the model does not read: one more layer, and twice as
-  // many, the same graph; fit had deepened it to the ops limit, answering a
-  // model no larger than the preset)
-  const deeper = best && bestSized && layers ? await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } }) : undefined;
-  const same = (g: Graph) => g.ops.length === bestSized!.ops && g.paramCount === best!.params;
-  if (deeper && same(deeper.graph) && same((await trainingGraph({ ...opts, preset: best!.preset, config: { layers: 2 * layers! } })).graph)) layersIdle = true;
-  else if (best && bestSized && layers && deeper) {
-    // deepen: the most layers that still fit, below the next preset's size
-    // and within the ops limit
-    const opsPerLayer = Math.max(1, deeper.graph.ops.length - bestSized.ops);
-    const maxOps = FIT_MAX_OPS_FACTOR * Math.max(...sized.map((s) => s.ops));
-    const limit = Math.max(layers, layers + Math.floor((maxOps - bestSized.ops) / opsPerLayer));
-    // (below the next preset's size; the largest preset up to the ops limit: 4x its layers had capped it
-    // silently below that, mlp wide at 15 layers where 17 fitted)
-    const natural = above ? Math.max(layers + 1, Math.ceil(layers * (above.params / best.params))) : limit + 1;
-    let lo = layers, hi = Math.min(limit + 1, natural);
-    const probe = async (n: number) => {
-      const t = await attempt(opts, best!.preset, { layers: n });
-      tried.push(t);
-      if (t.feasible) { lo = n; best = t; } else hi = n;
-      return t.feasible;
-    };
-    // guess: the free bytes of the best plan over the state bytes of one more
-    // layer; with parameters kept on the GPU, no more than its GPU's free
-    // bytes over one layer's half copies (gpt on a V100 at ZeRO-Offload's
-    // setting: 46 layers of gpt3-13b, where the state's bytes alone guessed
-    // 513 and thirteen probes came down from there)
-    const layerBytes = tensorBytes(deeper.graph, 'persistent') - best.stateBytes!;
-    const layerP16 = tensorBytes(deeper.graph, 'param16') - best.p16Bytes!;
-    let room = layerBytes > 0 ? Math.floor(best.freeBytes! / layerBytes) : 1;
-    if (opts.keepParamsOnGpu && layerP16 > 0) room = Math.min(room, Math.floor(best.gpuFreeBytes! / layerP16));
-    const guess = layers + room;
-    if (hi - lo > 1) {
-      const first = Math.min(hi - 1, Math.max(lo + 1, guess));
-      // gallop away from the guess until the answer is bracketed, then bisect
-      if (await probe(first)) { for (let step = 1; hi - lo > 1 && lo + step < hi; step *= 2) if (!(await probe(lo + step))) break; }
-      else { for (let step = 1; hi - lo > 1 && hi - step > lo; step *= 2) if (await probe(hi - step)) break; }
+  if (best && bestSized && layers) {
+    // (a `layers` field the model does not read: one more layer, and twice as
+    // many, the same graph; fit had deepened it to the ops limit, answering a
+    // model no larger than the preset)
+    const deeper = await trainingGraph({ ...opts, preset: best.preset, config: { layers: layers + 1 } });
+    const same = (g: Graph) => g.ops.length === bestSized.ops && g.paramCount === best!.params;
+    if (same(deeper.graph) && same((await trainingGraph({ ...opts, preset: best.preset, config: { layers: 2 * layers } })).graph)) layersIdle = true;
+    else {
+      // deepen: the most layers that still fit, below the next preset's size
+      // and within the ops limit
+      const opsPerLayer = Math.max(1, deeper.graph.ops.length - bestSized.ops);
+      const maxOps = FIT_MAX_OPS_FACTOR * Math.max(...sized.map((s) => s.ops));
+      const limit = Math.max(layers, layers + Math.floor((maxOps - bestSized.ops) / opsPerLayer));
+      // (below the next preset's size; the largest preset up to the ops limit: 4x its layers had capped it
+      // silently below that, mlp wide at 15 layers where 17 fitted)
+      const natural = above ? Math.max(layers + 1, Math.ceil(layers * (above.params / best.params))) : limit + 1;
+      let lo = layers, hi = Math.min(limit + 1, natural);
+      const probe = async (n: number) => {
+        const t = await attempt(opts, best!.preset, { layers: n });
+        tried.push(t);
+        if (t.feasible) { lo = n; best = t; } else hi = n;
+        return t.feasible;
+      };
+      // guess: the free bytes of the best plan over the state bytes of one more
+      // layer; with parameters kept on the GPU, no more than its GPU's free
+      // bytes over one layer's half copies (gpt on a V100 at ZeRO-Offload's
+      // setting: 46 layers of gpt3-13b, where the state's bytes alone guessed
+      // 513 and thirteen probes came down from there)
+      const layerBytes = tensorBytes(deeper.graph, 'persistent') - best.stateBytes!;
+      const layerP16 = tensorBytes(deeper.graph, 'param16') - best.p16Bytes!;
+      let room = layerBytes > 0 ? Math.floor(best.freeBytes! / layerBytes) : 1;
+      if (opts.keepParamsOnGpu && layerP16 > 0) room = Math.min(room, Math.floor(best.gpuFreeBytes! / layerP16));
+      const guess = layers + room;
+      if (hi - lo > 1) {
+        const first = Math.min(hi - 1, Math.max(lo + 1, guess));
+        // gallop away from the guess until the answer is bracketed, then bisect
+        if (await probe(first)) { for (let step = 1; hi - lo > 1 && lo + step < hi; step *= 2) if (!(await probe(lo + step))) break; }
+        else { for (let step = 1; hi - lo > 1 && hi - step > lo; step *= 2) if (await probe(hi - step)) break; }
+      }
+      while (hi - lo > 1) await probe(Math.floor((lo + hi) / 2));
+      if (lo === limit && (!above || limit + 1 < natural)) layerLimit = limit;
     }
-    while (hi - lo > 1) await probe(Math.floor((lo + hi) / 2));
-    if (lo === limit && (!above || limit + 1 < natural)) layerLimit = limit;
   }
   if (!best) return { params: 0, model: null, predicted: null, tried };
   // the answer's own plan, with every candidate (its step and TFLOPS as `compile` gives them)

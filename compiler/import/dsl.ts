@@ -270,6 +270,8 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   if (opts.seq !== undefined) cfg.seq = opts.seq;
   const name = `${basename(file, '.ts')}:${preset}${Object.entries(opts.config ?? {}).map(([k, v]) => `,${k}=${v}`).join('')}`;
   const builder = new DslBuilder(name, file, display, inMemory);
+  // a message's start: the file, and the line where one is known
+  const where = (l?: { line: number; col: number }) => (l ? `${display}:${l.line}:${l.col}: ` : `${display}: `);
   let loss: DslTensor;
   try {
     loss = build.call(model, builder, cfg);
@@ -280,22 +282,22 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
     if (e instanceof Error) {
       const loc = builder.callerLoc(e);
       if (e instanceof GraphError && (e.loc || !loc)) throw diag.modelShape(e.message);
-      throw diag.modelShape(`${loc ? `${display}:${loc.line}:${loc.col}: ` : `${display}: `}${e.message}`);
+      throw diag.modelShape(`${where(loc)}${e.message}`);
     }
     // (a thrown string has no stack: the line of the model's last nn call, said as such; it had named no line)
     const last = builder.lastLoc;
-    throw diag.modelShape(`${last ? `${display}:${last.line}:${last.col}: ` : `${display}: `}build() threw ${typeof e === 'string' ? `'${e}'` : String(e)}, not an Error${last ? ' (the line is its last nn call before)' : ''}`);
+    throw diag.modelShape(`${where(last)}build() threw ${typeof e === 'string' ? `'${e}'` : String(e)}, not an Error${last ? ' (the line is its last nn call before)' : ''}`);
   }
   // (checked here, outside the model's code: the message had said line 0:0)
   if (!builder.made(loss)) {
     const last = builder.lastLoc;
-    throw diag.modelShape(`${last ? `${display}:${last.line}:${last.col}: ` : `${display}: `}build() must return the loss, a tensor made by the model's nn calls; got ${loss === undefined ? 'undefined' : typeof loss}${last ? ' (the line is its last nn call)' : ''}`);
+    throw diag.modelShape(`${where(last)}build() must return the loss, a tensor made by the model's nn calls; got ${loss === undefined ? 'undefined' : typeof loss}${last ? ' (the line is its last nn call)' : ''}`);
   }
   const lossId = builder.idOf(loss);
   const t = builder.g.tensors[lossId];
   // (at the line of the op that made it: the message had named no line)
   const maker = builder.g.ops.find((o) => o.outputs.includes(lossId))?.loc;
-  const at = maker && 'line' in maker ? `${display}:${maker.line}:${maker.col}: ` : `${display}: `;
+  const at = where(maker && 'line' in maker ? maker : undefined);
   if (t.shape.length !== 0) throw diag.modelShape(`${at}build() must return the scalar loss, got a tensor of shape [${t.shape.join(',')}]`);
   // (a parameter returned as the loss had lost its role and trained on 0; an input had failed the plan's own check, a model of no ops autodiff)
   if (t.role !== 'activation') throw diag.modelShape(`${display}: build() must return a loss computed by the model's nn ops, got the ${t.role === 'input' ? 'input' : 'parameter'} '${t.name}' itself`);
@@ -305,10 +307,7 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   const params = builder.g.tensors.filter((x) => x.role === 'param16');
   if (!params.some((p) => reached.has(p.id))) throw diag.modelShape(`${at}the loss build() returns depends on no parameter of the model (${params.length} made), so nothing would train`);
   const unreached = params.filter((p) => !reached.has(p.id));
-  const notes = unreached.slice(0, MAX_NOTES).map((p) => {
-    const l = builder.paramLoc.get(p.id);
-    return `${l ? `${display}:${l.line}:${l.col}: ` : `${display}: `}parameter '${p.name}' does not reach the loss: it gets no gradient from it`;
-  });
+  const notes = unreached.slice(0, MAX_NOTES).map((p) => `${where(builder.paramLoc.get(p.id))}parameter '${p.name}' does not reach the loss: it gets no gradient from it`);
   if (unreached.length > MAX_NOTES) notes.push(`${display}: and ${unreached.length - MAX_NOTES} more parameters that do not reach the loss`);
   builder.g.tensors[lossId] = { ...t, role: 'loss' };
   return { graph: builder.g.build(lossId, 'fp32'), preset, config: cfg as unknown as Record<string, unknown>, ...(notes.length ? { notes } : {}) };
