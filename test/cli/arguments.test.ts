@@ -2,15 +2,15 @@
 // (exit 2) for what it does not. Each case here was once taken and ignored,
 // or misread, or crashed with a stack trace.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { cli, expectUserError } from '../cli-helpers.js';
 import { BUILTIN_PROFILES } from '../../compiler/cost/profiles.js';
 import { writeSafetensors, type SafeTensor } from '../../runtime/safetensors.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-args-'));
+const dir = scratchDir('tiercut-args-');
 const ONNX = 'fixtures/onnx/gpt-tiny.onnx';
 
 let tiny: string;
@@ -283,7 +283,7 @@ describe('arguments', () => {
   });
 
   it('an ONNX plan run from another directory finds its model beside the plan (it had looked only in the working directory)', () => {
-    const a = mkdtempSync(join(tmpdir(), 'tiercut-onnx-a-')), b = mkdtempSync(join(tmpdir(), 'tiercut-onnx-b-'));
+    const a = scratchDir('tiercut-onnx-a-'), b = scratchDir('tiercut-onnx-b-');
     writeFileSync(join(a, 'm.onnx'), readFileSync(ONNX));
     const bin = resolve('bin/tiercut.js');
     const run = (cwd: string, ...args: string[]) => spawnSync(process.execPath, [bin, ...args], { cwd, encoding: 'utf8', timeout: 60_000 });

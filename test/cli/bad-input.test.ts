@@ -1,12 +1,12 @@
 // Bad input gets one clear line naming the file and the problem, exit code 2,
 // no stack trace, and never a crash inside the addon.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, expectUserError, SHAPE_ERROR_MODEL } from '../cli-helpers.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-bad-'));
+const dir = scratchDir('tiercut-bad-');
 
 let good: string;
 beforeAll(() => {

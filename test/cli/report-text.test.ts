@@ -2,8 +2,7 @@
 // --seq, an ONNX file alone), the tiers' use, what is alive when most is, and
 // sizes in their units. Each case here had printed something that misread.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
 import { formatBytes } from '../../src/sizes.js';
@@ -11,8 +10,9 @@ import { usedPercent } from '../../compiler/report/text.js';
 import { planStats } from '../../compiler/report/stats.js';
 import { parsePlan } from '../../compiler/plan/io.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-report-'));
+const dir = scratchDir('tiercut-report-');
 let small: string;
 
 beforeAll(() => {

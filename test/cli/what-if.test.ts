@@ -2,15 +2,15 @@
 // work on every command): a compiled plan checked against capacities given
 // with it, its arenas being fixed.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
 import { compile } from '../../src/compile.js';
 import { ringBytes, whatIf } from '../../compiler/report/what-if.js';
 import { readPlan } from '../../compiler/plan/io.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-whatif-'));
+const dir = scratchDir('tiercut-whatif-');
 let file: string;
 let peak: { gpu: number; cpu: number };
 

@@ -2,8 +2,7 @@
 // roofline, fitted by hw calibrate), NVMe request latency, and the executor's
 // overheads in the simulator — exact arithmetic on hand-made cases, the fit on
 // synthetic measurements, and profile validation of the new fields.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { copySeconds, kernelKey, opKernelKey, opSeconds, rooflineSeconds } from '../../compiler/cost/cost.js';
@@ -15,6 +14,7 @@ import { simulate } from '../../compiler/simulate/simulate.js';
 import { slope } from '../../src/calibrate.js';
 import { fitKernel } from '../../src/calibrate-kernels.js';
 import { compile } from '../../src/compile.js';
+import { scratchDir } from '../scratch-dir.js';
 
 const local = BUILTIN_PROFILES.local;
 
@@ -212,7 +212,7 @@ describe('measured costs in the cost model', () => {
 });
 
 describe('profile files with measured fields', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tiercut-profile-'));
+  const dir = scratchDir('tiercut-profile-');
   const write = (name: string, extra: Record<string, unknown>) => {
     const file = join(dir, `${name}.json`);
     writeFileSync(file, JSON.stringify({ ...local, ...extra }));

@@ -5,12 +5,12 @@
 // eps, a dimension of 2.5 with no line, a second input of one name renamed,
 // a build() returning no tensor ("line 0:0"), a batch too large for HiGHS.
 import { describe, it, expect } from 'vitest';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-dsl-'));
+const dir = scratchDir('tiercut-dsl-');
 let n = 0;
 
 /** A model whose build() runs `body` (its line 6 on), with x [4,8] f32, ids [4,8] i32, y [4] i32 declared on line 5. */

@@ -9,9 +9,8 @@
 // feeds 1,200 mutated copies of the fixtures through the importer: each
 // imports or fails with a UserError line.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, symlinkSync, writeFileSync, ftruncateSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync, ftruncateSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
 import { onnx, type ModelProto } from '../../compiler/import/onnx-decode.js';
@@ -20,9 +19,10 @@ import { UserError } from '../../src/diagnostics.js';
 import { compile } from '../../src/compile.js';
 import { TrainingSession } from '../../runtime/session.js';
 import { fileData } from '../../runtime/data.js';
+import { scratchDir } from '../scratch-dir.js';
 
 const GPT = 'fixtures/onnx/gpt-tiny.onnx';
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-onnx-bad-'));
+const dir = scratchDir('tiercut-onnx-bad-');
 
 function expectCliError(file: string, pattern: RegExp, code: string) {
   const r = cli('compile', file, '-o', join(dir, 'out.plan.json'));

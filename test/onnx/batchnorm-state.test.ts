@@ -6,8 +6,6 @@
 // homes them and runs their update (gpu or cpu, the same tier or not), a step
 // computes the same numbers: the runs below are bit-identical to the all-GPU one.
 import { describe, it, expect } from 'vitest';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compile, planFor } from '../../src/compile.js';
 import type { Plan } from '../../compiler/plan/types.js';
@@ -16,6 +14,7 @@ import type { Tier } from '../../compiler/cost/cost.js';
 import { TrainingSession } from '../../runtime/session.js';
 import { fileData } from '../../runtime/data.js';
 import { verifyGraph } from '../../compiler/ir/verify.js';
+import { scratchDir } from '../scratch-dir.js';
 
 const MODEL = 'fixtures/onnx/resnet-tiny.onnx';
 const DATA = 'fixtures/onnx/resnet-tiny.data.safetensors';
@@ -89,7 +88,7 @@ describe('BatchNorm running statistics: state that is not trained', () => {
     const stats = [...first.state.keys()].filter(isRunning);
     expect(stats.length).toBeGreaterThan(0);
     for (const name of stats) expect(first.state.get(name)!.some((v) => v !== 0 && v !== 1), name).toBe(true); // (moved from their init)
-    const dir = mkdtempSync(join(tmpdir(), 'tiercut-bn16-'));
+    const dir = scratchDir('tiercut-bn16-');
     const session = new TrainingSession(plan, {});
     const data = fileData(plan.graph, DATA);
     try {

@@ -4,18 +4,18 @@
 // Flatten's negative axis, Max/Min past two inputs, Mod's fmod, a constant
 // cast to 16 bits not rounded) or failed only when the plan was run.
 import { describe, it, expect } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import ort from 'onnxruntime-node';
 import { compile } from '../../src/compile.js';
 import { TrainingSession } from '../../runtime/session.js';
 import { UserError } from '../../src/diagnostics.js';
+import { scratchDir } from '../scratch-dir.js';
 
 const { onnx } = createRequire(import.meta.url)('onnx-proto');
 const AT = onnx.AttributeProto.AttributeType;
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-onnx-ops-'));
+const dir = scratchDir('tiercut-onnx-ops-');
 
 type Attr = number | number[] | { tensor: object };
 const attr = (name: string, v: Attr) => (typeof v === 'number' ? { name, type: AT.INT, i: v } : Array.isArray(v) ? { name, type: AT.INTS, ints: v } : { name, type: AT.TENSOR, t: v.tensor });

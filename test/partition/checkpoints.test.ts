@@ -10,8 +10,7 @@
 // before).
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkpointed } from '../../compiler/partition/checkpoints.js';
 import { castsUp, paramGroups, placementBound, recomputesOneLevel, startLp, wideningOf } from '../../compiler/partition/lp.js';
@@ -27,6 +26,7 @@ import type { Plan } from '../../compiler/plan/types.js';
 import { planStats } from '../../compiler/report/stats.js';
 import { textReport } from '../../compiler/report/text.js';
 import { validateSchema } from '../../compiler/plan/schema.js';
+import { scratchDir } from '../scratch-dir.js';
 
 /** A tiny model (gpt fp16 unless told), its forward activations read in the backward pass (the LP's saved ones, near enough), every one offloaded. */
 async function tiny(model = 'models/gpt.ts', precision: 'fp16' | 'fp32' = 'fp16') {
@@ -83,7 +83,7 @@ describe('checkpointed', () => {
 
   it('the runtime trains plans that recompute through those chains bit-identically to the all-GPU plan (gpt and llama fp16, bert fp32)', async () => {
     const hw = loadProfile('v100-32g');
-    const dir = mkdtempSync(join(tmpdir(), 'tiercut-checkpoints-'));
+    const dir = scratchDir('tiercut-checkpoints-');
     const losses = (plan: Plan, name: string) => {
       expect(verifyPlan(plan)).toEqual([]);
       const file = join(dir, name);

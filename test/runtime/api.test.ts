@@ -7,11 +7,11 @@
 import { describe, it, expect } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { checkPlan, compile, parsePlan, SequenceParallelSession, serializePlan, spFullGraph, syntheticData, TrainingSession, writeSafetensors, UserError } from '../../src/index.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-api-'));
+const dir = scratchDir('tiercut-api-');
 const MLP = { model: 'models/mlp.ts', preset: 'tiny', hw: 'v100-32g', gpuMemBytes: 20000, cpuMemBytes: 1e6 };
 
 /** The UserError code `fn` throws (or rejects with); fails where it throws anything else or nothing. */

@@ -4,13 +4,13 @@
 // lines, wrapped into range, or found only as the optimizer's error steps
 // later.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, writeFileSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
 import { readSafetensors, writeSafetensors, type SafeDType, type SafeTensor } from '../../runtime/safetensors.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-data-'));
+const dir = scratchDir('tiercut-data-');
 let gpt: string, mlp: string;
 
 beforeAll(() => {

@@ -4,8 +4,6 @@
 // k - 1 updates of those groups (a review found it: 25 of gpt tiny's 28
 // tensors one update behind the step the file names).
 import { describe, it, expect } from 'vitest';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compile } from '../../src/compile.js';
 import { TrainingSession } from '../../runtime/session.js';
@@ -13,8 +11,9 @@ import { syntheticData } from '../../runtime/data.js';
 import { readSafetensors, toFloat64 } from '../../runtime/safetensors.js';
 import { isDelayedUpdate } from '../../compiler/lower/dpu.js';
 import type { Plan } from '../../compiler/plan/types.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-dpu-save-'));
+const dir = scratchDir('tiercut-dpu-save-');
 
 async function trained(plan: Plan, steps: number, save?: string): Promise<Map<string, Float32Array>> {
   const s = new TrainingSession(plan, { seed: 3 });

@@ -12,12 +12,12 @@
 // reason, and say so; they do not pretend to have run.
 import { describe, it, expect, beforeAll } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, unlinkSync, watch, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, truncateSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { nativeAddon } from '../../runtime/binding.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-nvme-'));
+const dir = scratchDir('tiercut-nvme-');
 const planFile = join(dir, 'nvme.plan.json');
 const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 120_000 });
 /** The CLI with TIERCUT_NVME_IO set. */

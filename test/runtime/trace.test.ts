@@ -10,11 +10,11 @@
 // The run summary puts measured and predicted side by side.
 import { describe, it, expect, beforeAll } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-trace-'));
+const dir = scratchDir('tiercut-trace-');
 const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/tiercut.js', ...args], { encoding: 'utf8', timeout: 120_000 });
 
 interface Ev { name: string; cat: string; ph: string; ts: number; dur: number; pid: number; tid: number; args: { id: number; step: number } }

@@ -11,8 +11,7 @@
 // the same ways.
 import { describe, it, expect } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
@@ -25,6 +24,7 @@ import type { Plan } from '../../compiler/plan/types.js';
 import { build, retimed, simulated } from '../../compiler/partition/built.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 import { planStats } from '../../compiler/report/stats.js';
+import { scratchDir } from '../scratch-dir.js';
 
 /** gpt tiny (fp16): every p16 that may be remade is; the state of the groups on NVMe, the CPU and the GPU in turn; every other saved activation offloaded. */
 async function tinyPlans(castLead?: number): Promise<{ offloaded: Plan; gpu: Plan }> {
@@ -69,7 +69,7 @@ function castsAndUpdates(plan: Plan) {
 
 /** The losses of four steps of `tiercut run` on the plan (in a fresh directory). */
 function losses(plan: Plan): number[] {
-  const dir = mkdtempSync(join(tmpdir(), 'tiercut-hoist-'));
+  const dir = scratchDir('tiercut-hoist-');
   const file = join(dir, 'step.plan.json');
   writeFileSync(file, JSON.stringify(plan));
   const r = spawnSync(process.execPath, ['bin/tiercut.js', 'run', file, '--steps', '4', '--json', '--spill-dir', dir], { encoding: 'utf8', timeout: 120_000 });

@@ -1,12 +1,12 @@
 // compile --sp from the command line: bad input is one line and exit code 2;
 // the report shows each rank's memory and ring traffic, equal to the closed form.
 import { describe, it, expect, beforeAll } from 'vitest';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, expectUserError } from '../cli-helpers.js';
+import { scratchDir } from '../scratch-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tiercut-sp-'));
+const dir = scratchDir('tiercut-sp-');
 
 describe('compile --sp: bad input', () => {
   const out = join(dir, 'x.json');
