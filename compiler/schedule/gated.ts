@@ -70,21 +70,22 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
     if (!reserving) return;
     for (const t of TIERS) {
       let v = size + i;
+      if (sums[t][v] === 0 && prefix[t][v] === 0) continue; // (a leaf already zero: its tree is unchanged)
       sums[t][v] = prefix[t][v] = 0;
       for (v >>= 1; v >= 1; v >>= 1) pull(t, v);
     }
   };
   let lowest = 0, now = 0;
+  const right = new Int32Array(64); // (reserve's right-hand nodes: one per tree level at most)
   const reserve = (t: Tier, i: number): number => {
     if (!reserving || i <= lowest) return 0;
     // [lowest, i): the left-to-right combination of the covering nodes
-    let sum = 0, most = 0;
-    const right: number[] = [];
+    let sum = 0, most = 0, rights = 0;
     for (let lo = lowest + size, hi = i + size; lo < hi; lo >>= 1, hi >>= 1) {
       if (lo & 1) { most = Math.max(most, sum + prefix[t][lo]); sum += sums[t][lo]; lo++; }
-      if (hi & 1) right.push(--hi);
+      if (hi & 1) right[rights++] = --hi;
     }
-    for (let k = right.length - 1; k >= 0; k--) { const v = right[k]; most = Math.max(most, sum + prefix[t][v]); sum += sums[t][v]; }
+    for (let k = rights - 1; k >= 0; k--) { const v = right[k]; most = Math.max(most, sum + prefix[t][v]); sum += sums[t][v]; }
     return most;
   };
   // frees scheduled but not yet ended, per tier, by end time
