@@ -33,7 +33,7 @@ import { paramGroups, streamedUpdate, type ParamGroup, type Widening } from './l
 import type { Placement } from './placement.js';
 import { compactArenaBytes, readBuffersPeak } from '../schedule/arena.js';
 import { buildProgram } from '../schedule/program.js';
-import { simulate } from '../simulate/simulate.js';
+import { simulate, simulateFloor } from '../simulate/simulate.js';
 import { mark } from '../../src/timing.js';
 import { build, fitsTiers, lpTryRounded, retimed, simulated, type Built, type LpCandidates } from './built.js';
 
@@ -777,7 +777,7 @@ export function lpTrySwaps(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
     // does not beat the best, neither does any placement of its arenas. (Its
     // buffers' offsets do not change that simulation without NVMe: a copy
     // follows a producer on another tier.)
-    if (!nvme && simulate(g, x, prog.buffers.map((buf) => ({ ...buf, offsetBytes: 0 })), prog.instructions, hw).stepSeconds >= beat) return undefined;
+    if (!nvme && simulateFloor(g, x, prog, hw).stepSeconds >= beat) return undefined;
     const c = retimed(g, hw, build(g, hw, x, prog), beat);
     return fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat ? c : undefined;
   };

@@ -28,7 +28,7 @@ import type { Graph } from '../ir/types.js';
 import { paramGroups, streamedUpdate, type ParamGroup } from './lp.js';
 import type { Placement } from './placement.js';
 import { buildProgram } from '../schedule/program.js';
-import { simulate } from '../simulate/simulate.js';
+import { simulateFloor } from '../simulate/simulate.js';
 import { mark } from '../../src/timing.js';
 import { build, fitsTiers, retimed, simulated, type LpCandidates } from './built.js';
 import { exchangeable, exchanged } from './candidates.js';
@@ -55,8 +55,7 @@ export function lpTryMoves(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   const beat = simulated(g, hw, best).stepSeconds * (1 - MOVE_MIN_GAIN);
   const moves: Move[] = [];
   for (const p of movesOf(best.placement, large)) {
-    const prog = buildProgram(g, p);
-    const floor = simulate(g, p, prog.buffers.map((b) => ({ ...b, offsetBytes: 0 })), prog.instructions, hw).stepSeconds;
+    const floor = simulateFloor(g, p, buildProgram(g, p), hw).stepSeconds;
     if (floor < beat) moves.push({ placement: p, floor });
   }
   // (a stable sort: ties in the moves' order)
