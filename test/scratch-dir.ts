@@ -3,7 +3,7 @@
 // (importing this module registers that one afterAll hook for the importing
 // file). A run of the suite had left ~20 such directories behind in /tmp.
 import { afterAll } from 'vitest';
-import { chmodSync, lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -16,20 +16,8 @@ export function scratchDir(prefix: string): string {
   return dir;
 }
 
-/** Gives the owner rwx back on every directory under dir (tests that make unreadable ones), so it can be removed. */
-function unlock(dir: string): void {
-  try {
-    chmodSync(dir, 0o700);
-    for (const e of readdirSync(dir)) {
-      const p = join(dir, e);
-      if (lstatSync(p).isDirectory()) unlock(p);
-    }
-  } catch { /* best effort */ }
-}
-
 afterAll(() => {
   for (const dir of made.splice(0)) {
-    try { rmSync(dir, { recursive: true, force: true }); continue; } catch { unlock(dir); }
     try { rmSync(dir, { recursive: true, force: true }); } catch (e) { console.warn(`scratch directory ${dir} not removed: ${(e as Error).message}`); }
   }
 });

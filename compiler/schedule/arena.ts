@@ -78,7 +78,7 @@
 import type { Tier } from '../cost/cost.js';
 import { STREAMS, type PlanBuffer, type PlanInstruction } from '../plan/types.js';
 import { FreeList, LastOccupant } from './intervals.js';
-import { liveBytesPeak, type Program } from './program.js';
+import { liveBytesPeak, planBuffers, type Program } from './program.js';
 
 export const ALIGN_BYTES = 64;
 /** The O_DIRECT block: alignment of nvme buffers and of the large cpu buffers nvme copies touch. */
@@ -292,8 +292,7 @@ function persistentOrder(mine: readonly Program['buffers'][number][], tier: Tier
 interface Placed { offset: Float64Array; extra: Map<number, number[]>; arenaBytes: Record<Tier, number> }
 
 function arenas(prog: Program, { offset, extra, arenaBytes }: Placed, ring?: Ring): Arenas {
-  // (each field named, as ProgramBuffer has them: one literal shape, cheaper than a spread)
-  const buffers: PlanBuffer[] = prog.buffers.map((b) => ({ id: b.id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes, allocAt: b.allocAt, freeAt: b.freeAt, offsetBytes: offset[b.id] }));
+  const buffers = planBuffers(prog, offset);
   const instructions = prog.instructions.slice();
   for (const [i, more] of extra) { const x = instructions[i]; instructions[i] = { ...x, waits: [...new Set([...x.waits, ...more])].sort((a, b) => a - b) }; }
   return { buffers, instructions, arenaBytes, ring: ring !== undefined, ringBytes: ring?.size ?? 0 };

@@ -50,7 +50,7 @@
 import type { Tier } from '../cost/cost.js';
 import type { Graph } from '../ir/types.js';
 import type { Placement } from '../partition/placement.js';
-import type { PlanInstruction, StreamName } from '../plan/types.js';
+import type { PlanBuffer, PlanInstruction, StreamName } from '../plan/types.js';
 import { STREAMS } from '../plan/types.js';
 
 const NS = STREAMS.length;
@@ -386,6 +386,11 @@ export function buildProgram(g: Graph, p: Placement): Program {
     allocAt: b.preset ? -1 : firstWrite[id], freeAt: b.keep ? -1 : freeAt[id],
   }));
   return { buffers, instructions };
+}
+
+/** The program's buffers at the given offsets (each field named: one literal shape for the simulator, cheaper than a spread). */
+export function planBuffers(prog: Program, offset: ArrayLike<number>): PlanBuffer[] {
+  return prog.buffers.map((b) => ({ id: b.id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes, allocAt: b.allocAt, freeAt: b.freeAt, offsetBytes: offset[b.id] }));
 }
 
 /** Peak of the summed sizes of live buffers per tier (a lower bound on the arena); `only`: of those buffers alone. */

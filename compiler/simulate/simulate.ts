@@ -65,7 +65,7 @@ import type { Graph } from '../ir/types.js';
 import { numel } from '../ir/types.js';
 import type { Placement } from '../partition/placement.js';
 import type { PlanBuffer, PlanInstruction, StreamName } from '../plan/types.js';
-import type { Program } from '../schedule/program.js';
+import { planBuffers, type Program } from '../schedule/program.js';
 import { STREAMS } from '../plan/types.js';
 
 export interface Simulation {
@@ -233,9 +233,7 @@ function streamOrder(ins: readonly PlanInstruction[]) {
  * take it as a floor to skip builds that cannot win.
  */
 export function simulateFloor(g: Graph, p: Placement, prog: Program, hw: HardwareProfile): Simulation {
-  // (the fields in arena.ts's order: one object shape for simulate)
-  const buffers = prog.buffers.map((b): PlanBuffer => ({ id: b.id, tensor: b.tensor, tier: b.tier, sizeBytes: b.sizeBytes, allocAt: b.allocAt, freeAt: b.freeAt, offsetBytes: 0 }));
-  return simulate(g, p, buffers, prog.instructions, hw);
+  return simulate(g, p, planBuffers(prog, new Float64Array(prog.buffers.length)), prog.instructions, hw);
 }
 
 export function simulate(g: Graph, p: Placement, buffers: readonly PlanBuffer[], ins: readonly PlanInstruction[], hw: HardwareProfile): Simulation {
