@@ -236,6 +236,7 @@ export class TrainingSession {
     const weights = this.opts.weightsFile ? readSafetensors(this.opts.weightsFile) : undefined;
     const valuesOf = new Map<string, Float32Array>();
     let onnx: Map<string, { dims: number[]; values: Float32Array }> | undefined;
+    const half = g.precision === 'fp16' ? 'f16' : g.precision === 'bf16' ? 'bf16' : undefined;
     const onnxValues = (name: string, p: Tensor): Float32Array => {
       // (a plan compiled in one directory and run from another had not found its ONNX model: the path as
       // the plan has it, else beside the plan, the path or its file name)
@@ -246,6 +247,10 @@ export class TrainingSession {
       const got = onnx.get(name);
       if (!got) throw diag.data(this.plan.model.source, `no initializer named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
       if (shapeStr(got.dims) !== shapeStr(p.shape)) throw diag.data(this.plan.model.source, `initializer '${name}' has shape ${shapeStr(got.dims)}, the plan's parameter is ${shapeStr(p.shape)}`);
+      // (as a --weights file's: a NaN, or a value past fp16's range in an fp16 plan, had trained one step
+      // and failed there on a NaN gradient, naming an update instead of the weight)
+      const bad = badValue(got.values, undefined, half);
+      if (bad >= 0) throw diag.data(source, `initializer '${name}' value ${got.values[bad]} at index ${bad} is ${valueWant(undefined, half, got.values[bad])}`);
       return got.values;
     };
     const paramValues = (p: Tensor): Float32Array => {
@@ -261,7 +266,7 @@ export class TrainingSession {
         // (integers had loaded as floats of the same bits' value: 1e9 where a weight was meant)
         if (!FLOAT_DTYPES.includes(st.dtype)) throw diag.data(this.opts.weightsFile!, `tensor '${name}' is ${st.dtype}; a parameter needs floats (F32, F16, BF16 or F64)`);
         const values = toFloat64(st);
-        checkValues(this.opts.weightsFile!, name, values, undefined, g.precision === 'fp16' ? 'f16' : g.precision === 'bf16' ? 'bf16' : undefined);
+        checkValues(this.opts.weightsFile!, name, values, undefined, half);
         v = Float32Array.from(values);
       } else if (p.init?.kind === 'onnx') {
         v = onnxValues(p.init.initializer, p);

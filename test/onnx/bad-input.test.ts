@@ -5,7 +5,8 @@
 // a file over 2 GiB, and external data: accepted next to the model, rejected
 // when its location is absolute, contains '..', or escapes through a symlink
 // (CVE-2022-25882 class); CNN nodes outside what tiercut trains (BatchNorm in
-// inference mode, auto_pad, a BatchNorm module applied twice). A fuzz test
+// inference mode, auto_pad, a BatchNorm module applied twice); weight
+// values that are not finite in the plan's precision, refused by run. A fuzz test
 // feeds 1,200 mutated copies of the fixtures through the importer: each
 // imports or fails with a UserError line.
 import { describe, it, expect, beforeAll } from 'vitest';
@@ -207,6 +208,34 @@ describe('CNN nodes tiercut does not train: one line', () => {
     /op_type BatchNormalization.*attribute epsilon is NaN; a finite number is needed/, 'TC112'));
   it('a pooling window that does not fit', () => expectCliError(edit('pool-big.onnx', (m) => setAttr(node(m, 'MaxPool'), 'kernel_shape', { type: onnx.AttributeProto.AttributeType.INTS, ints: [20, 20] })),
     /maxPool2d: a 20x20 window .* does not fit in x\[4,8,12,12\]/, 'TC116'));
+});
+
+describe('weight values', () => {
+  /** gpt-tiny with wte.weight's element `at` set to `value` (its raw_data, little-endian fp32). */
+  function withWeight(name: string, at: number, value: number): string {
+    const m = decode();
+    const t = m.graph!.initializer!.find((x) => x.name === 'wte.weight')!;
+    const raw = Buffer.from(t.rawData!);
+    raw.writeFloatLE(value, 4 * at);
+    t.rawData = raw;
+    return save(name, m);
+  }
+  // (they had compiled and trained one step, then failed on a NaN gradient naming an update, not the weight)
+  it('a NaN in an initializer: run names the model file, the initializer and the index', () => {
+    const plan = join(dir, 'nan-weight.plan.json');
+    expect(cli('compile', withWeight('nan-weight.onnx', 5, NaN), '-o', plan).status).toBe(0);
+    const r = cli('run', plan, '--steps', '1');
+    expectUserError(r, /nan-weight\.onnx: initializer 'wte\.weight' value NaN at index 5 is not finite in fp32/);
+    expect(r.stderr).toContain('[TC502]');
+  });
+  it('a value past fp16 in an fp16 plan is refused; the same file trains in fp32', () => {
+    const file = withWeight('big-weight.onnx', 7, 1e6);
+    const plan16 = join(dir, 'big-weight-16.plan.json'), plan32 = join(dir, 'big-weight-32.plan.json');
+    expect(cli('compile', file, '--precision', 'fp16', '-o', plan16).status).toBe(0);
+    expectUserError(cli('run', plan16, '--steps', '1'), /big-weight\.onnx: initializer 'wte\.weight' value 1000000 at index 7 is not finite in fp16/);
+    expect(cli('compile', file, '-o', plan32).status).toBe(0);
+    expect(cli('run', plan32, '--steps', '1').status).toBe(0);
+  });
 });
 
 describe('fuzz: mutated fixtures import or fail with one UserError line', () => {
