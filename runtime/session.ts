@@ -247,9 +247,10 @@ export class TrainingSession {
       const got = onnx.get(name);
       if (!got) throw diag.data(this.plan.model.source, `no initializer named '${name}' (a parameter of the model, shape ${shapeStr(p.shape)})`);
       if (shapeStr(got.dims) !== shapeStr(p.shape)) throw diag.data(this.plan.model.source, `initializer '${name}' has shape ${shapeStr(got.dims)}, the plan's parameter is ${shapeStr(p.shape)}`);
-      // (as a --weights file's: a NaN, or a value past fp16's range in an fp16 plan, had trained one step
-      // and failed there on a NaN gradient, naming an update instead of the weight)
-      const bad = badValue(got.values, undefined, half);
+      // (a trained one as a --weights file's: a NaN, or a value past fp16's range in an fp16 plan, had
+      // trained one step and failed there on a NaN gradient, naming an update instead of the weight; a
+      // buffer --freeze keeps fixed is left as exported: a mask may hold -inf)
+      const bad = p.frozen ? -1 : badValue(got.values, undefined, half);
       if (bad >= 0) throw diag.data(source, `initializer '${name}' value ${got.values[bad]} at index ${bad} is ${valueWant(undefined, half, got.values[bad])}`);
       return got.values;
     };
