@@ -7,7 +7,7 @@
 // so the partitioner can rest half a layer's weights on each tier. It
 // measures what splitting groups into chunks (issue 5) would give before the
 // compiler does it itself: `node bench/compile/chunks.mjs` (docs/BENCHMARKS.md,
-// forty-ninth session). Presets as models/gpt.ts's.
+// forty-ninth session). Its presets: tiny, gpt3-6.7b and gpt3-13b.
 import type { Dsl, Model, PresetBase, Tensor } from 'tiercut/dsl';
 
 interface GptConfig extends PresetBase {
@@ -50,25 +50,10 @@ function block(nn: Dsl, x: Tensor, cfg: GptConfig): Tensor {
 
 const gpt: Model<GptConfig> = {
   presets: {
+    // (the ones chunks.mjs and test/models/chunked.test.ts use, as models/gpt.ts has them; a DSL model imports no other)
     tiny: { vocab: 96, layers: 2, heads: 4, channels: 32, batch: 4, seq: 16 },
-    'gpt2-124m': { vocab: 50257, layers: 12, heads: 12, channels: 768, batch: 8, seq: 1024 },
-    'gpt2-1.5b': { vocab: 50257, layers: 48, heads: 25, channels: 1600, batch: 1, seq: 1024 },
-    // GPT-3 (Brown et al. 2020, table 2.1), seq 2048, batch 1. 13B uses d 5120 (the paper's 5140 is
-    // not divisible by its 40 heads), so it has 12.85B parameters rather than 13.0B. XL uses 16
-    // heads of 128 (GPT-Neo 1.3B's; the table's 24 heads of 128 do not make 2048), the same
-    // parameters. Every layer's attention is dense (the paper alternates dense and locally banded
-    // sparse layers: the same parameters, fewer attention flops there).
-    'gpt3-small': { vocab: 50257, layers: 12, heads: 12, channels: 768, batch: 1, seq: 2048 },
-    'gpt3-medium': { vocab: 50257, layers: 24, heads: 16, channels: 1024, batch: 1, seq: 2048 },
-    'gpt3-large': { vocab: 50257, layers: 24, heads: 16, channels: 1536, batch: 1, seq: 2048 },
-    'gpt3-xl': { vocab: 50257, layers: 24, heads: 16, channels: 2048, batch: 1, seq: 2048 },
-    'gpt3-2.7b': { vocab: 50257, layers: 32, heads: 32, channels: 2560, batch: 1, seq: 2048 },
     'gpt3-6.7b': { vocab: 50257, layers: 32, heads: 32, channels: 4096, batch: 1, seq: 2048 },
     'gpt3-13b': { vocab: 50257, layers: 40, heads: 40, channels: 5120, batch: 1, seq: 2048 },
-    'gpt3-175b': { vocab: 50257, layers: 96, heads: 96, channels: 12288, batch: 1, seq: 2048 },
-    // beyond GPT-3, the Megatron-LM scaling configs (Narayanan et al. 2021, table 1): 530B (MT-NLG), 1T
-    'gpt-530b': { vocab: 50257, layers: 105, heads: 128, channels: 20480, batch: 1, seq: 2048 },
-    'gpt-1t': { vocab: 50257, layers: 128, heads: 160, channels: 25600, batch: 1, seq: 2048 },
   },
   build(nn, cfg) {
     const { batch: B, seq: T, vocab: V, channels: C } = cfg;
