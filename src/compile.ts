@@ -12,6 +12,7 @@ import { ADAM_DEFAULTS, checkOptimizer, lowerOptimizer } from '../compiler/lower
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { dpuOrder, lowerDpu } from '../compiler/lower/dpu.js';
 import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
+import { chunkBlocks } from '../compiler/lower/chunks.js';
 import { lowerSequenceParallel, MAX_SP_RANKS, rankRingNumbers, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
 import { ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { formatBytes as fmtBytes } from './sizes.js';
@@ -63,6 +64,8 @@ export interface CompileOptions {
   probe?: 'fits' | 'step';
   /** Told, one line each, what the model does that compiles but is likely a mistake (a parameter the loss does not reach). */
   note?: (message: string) => void;
+  /** Each block's MLP and attention as this many parts (compiler/lower/chunks.ts; work in progress, branch chunks). */
+  chunks?: number;
 }
 
 /** Whether a model path names an ONNX file (else a DSL model). */
@@ -118,6 +121,10 @@ export async function trainingGraph(opts: CompileOptions, onForward?: (forward: 
   if (P > 1) {
     ({ graph: forward, sharding } = lowerSequenceParallel(forward, P, opts.model));
     assertGraph(forward, 'sequence-parallel lowering');
+  }
+  if (opts.chunks !== undefined && opts.chunks > 1) {
+    forward = chunkBlocks(forward, opts.chunks).graph;
+    assertGraph(forward, 'chunks');
   }
   let withGrad = autodiff(forward);
   assertGraph(withGrad, 'autodiff');
