@@ -85,7 +85,7 @@ export function chunkBlocks(g: Graph, K: number): { graph: Graph; chunks: ParamC
   const part = (x: Tensor, k: number, axis: number, ranges: [number, number][]): number => {
     const shape = [...x.shape];
     shape[axis] = ranges.reduce((a, [s, e]) => a + e - s, 0);
-    const t = b.tensor({ name: `${x.name}#${k}`, shape, dtype: x.dtype, role: x.role, persistent: x.persistent, param: `${x.param ?? x.name}#${k}`, init: x.init });
+    const t = b.tensor({ name: `${x.name}#${k}`, shape, dtype: x.dtype, role: x.role, persistent: x.persistent, param: `${x.param ?? x.name}#${k}`, init: x.init, slice: { of: x.param ?? x.name, whole: x.shape, axis, ranges } });
     chunks.push({ tensor: t.id, param: x.param ?? x.name, wholeShape: x.shape, axis, ranges });
     return t.id;
   };
