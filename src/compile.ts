@@ -64,7 +64,7 @@ export interface CompileOptions {
   probe?: 'fits' | 'step';
   /** Told, one line each, what the model does that compiles but is likely a mistake (a parameter the loss does not reach). */
   note?: (message: string) => void;
-  /** Each block's MLP and attention as this many parts (compiler/lower/chunks.ts; work in progress, branch chunks). */
+  /** Each block's MLP and attention as this many parts (compiler/lower/chunks.ts). compile sets it for its second try (chunksMayPay); given, compile makes that plan alone. */
   chunks?: number;
 }
 
@@ -209,6 +209,42 @@ function withBound(plan: Plan, lp?: LpSolution): Plan {
   };
 }
 
+/** The parts compile tries a block's MLP and attention in (compiler/lower/chunks.ts; 4 were slower on every cell tried: docs/BENCHMARKS.md, forty-ninth session). */
+const CHUNKS = 2;
+/** compile tries the parameters in parts only where the plan's gap to its bound is above this (issue 5's target), */
+const CHUNKS_ABOVE_GAP_PERCENT = 2;
+
+/**
+ * Whether compile also places the model with its blocks in parts: a plan
+ * that offloads (its state does not fit the GPU), keeps no state on NVMe (a
+ * second compile of gpt3-175b would take it past 10 s; moves.ts leaves such
+ * plans out alike), has a bound, and is more than CHUNKS_ABOVE_GAP_PERCENT
+ * above it; not fit's trials, nor --sp or --dpu plans. Where it was tried on
+ * the gap grid: gpt3-13b/h100 1.0785 -> 1.0704 s (gap 2.42 -> 1.85 %),
+ * gpt3-6.7b/v100 2.3119 -> 2.2886 s (3.03 -> 2.11 %), gpt3-13b/h200 slower
+ * in parts (0.3003 s against 0.2945: kept whole); each at the cost of a
+ * second compile, ~2x the first (docs/BENCHMARKS.md, forty-ninth session).
+ */
+function chunksMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
+  if (opts.probe !== undefined || (opts.sp ?? 1) > 1 || opts.chunks !== undefined) return false;
+  if (!plan.bound || plan.bound.gapPercent <= CHUNKS_ABOVE_GAP_PERCENT || plan.bound.keptOnGpu || plan.bound.opCostFloor) return false;
+  if (plan.placement.home.includes('nvme')) return false;
+  return g.tensors.some((t) => t.persistent && plan.placement.home[t.id] !== 'gpu');
+}
+
+/**
+ * Of the plan and the plan of the same model in parts, the faster, its bound
+ * the lower of the two: each holds for its own graph's plans (the parts add a
+ * sum per block, so either can be the lower), the lower for both.
+ */
+function inParts(whole: Plan, parts: Plan | undefined): Plan {
+  if (!parts?.bound || !whole.bound) return whole;
+  const kept = parts.predicted.stepSeconds < whole.predicted.stepSeconds ? parts : whole;
+  const lower = parts.bound.lowerBoundSeconds < whole.bound.lowerBoundSeconds ? parts.bound : whole.bound;
+  const step = kept.predicted.stepSeconds;
+  return { ...kept, bound: { ...lower, gapPercent: Math.max(0, (100 * (step - lower.lowerBoundSeconds)) / lower.lowerBoundSeconds) } };
+}
+
 /**
  * From this many ops in the forward graph on, HiGHS's code is made by V8's
  * optimising compiler (LpWorker.load; below, by its baseline compiler alone):
@@ -306,13 +342,23 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       return { placement, plan: smallerGpu ? { ...plan, lpStatus: 'smallerGpu' } : plan };
     };
     let { placement, plan } = await placeWithin(['gpu']);
+    // the same model with its blocks' parameters in parts (compiler/lower/chunks.ts), placed and planned alike
+    const placeWithinParts = async (): Promise<Plan | undefined> => {
+      const parts = await trainingGraph({ ...opts, chunks: CHUNKS });
+      if (parts.graph.ops.length === graph.ops.length) return undefined; // (no block of the patterns)
+      const r = await place(parts.graph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds }).catch((e: unknown) => {
+        if (e instanceof RoundingFailed || (e instanceof UserError && e.code === DOES_NOT_FIT)) return undefined;
+        throw e;
+      });
+      return r && withBound(unboundPlan(parts.graph, hw, r.placement, model, optimizer, r.built), await r.lp);
+    };
     if (sharding) {
       if (ringWorkspaceProblem(plan)?.tier === 'cpu') ({ placement, plan } = await placeWithin(['gpu', 'cpu']));
       const problem = ringWorkspaceProblem(plan);
       if (problem) throw diag.doesNotFit(problem.message);
       return { ...plan, sp: spSection(plan, sharding) };
     }
-    if (opts.dpuWarmupSteps === undefined) return plan;
+    if (opts.dpuWarmupSteps === undefined) return chunksMayPay(opts, graph, plan) ? inParts(plan, await placeWithinParts()) : plan;
     const warmupSteps = opts.dpuWarmupSteps;
     // the updates the plain step runs on the CPU are delayed (ZeRO-Offload's
     // DPU); those the GPU runs beside its own work stay in place

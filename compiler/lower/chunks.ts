@@ -16,9 +16,12 @@
 //    the q, k and v columns of those heads (three ranges), of Wp their rows;
 //    causalAttention(., NH/K) of the part.
 // Gives the new forward Graph: each part's parameters are new param16 tensors
-// named `${name}#${k}` (param the same), their init the whole one's spec; and
-// per new tensor the ranges of the whole parameter it holds (ParamChunk), so
-// that a checkpoint can be read into and written from the parts.
+// named `${name}#${k}` (param the same), their init the whole one's spec and
+// their `slice` the ranges of the whole parameter they hold, which the
+// optimizer's lowering gives their state too and by which the runtime makes
+// their first values and reads and writes checkpoints as the whole's; and
+// the same ranges as a list (ParamChunk). src/compile.ts tries it
+// (chunksMayPay) and keeps the faster plan.
 // Keeps true: the function (the sum of the parts is the whole's output, up to
 // the order of floating-point sums); every other op and tensor as it was, in
 // program order; op locations. Cost: O(ops + tensors).
@@ -48,6 +51,7 @@ export function chunkBlocks(g: Graph, K: number): { graph: Graph; chunks: ParamC
   const trained = (t: number, by: number) => { const x = g.tensors[t]; return x.role === 'param16' && !x.frozen && prod[t] < 0 && cons[t].length === 1 && cons[t][0] === by; };
   const only = (t: number, kind: Op['kind']) => { const c = cons[t]; return c.length === 1 && g.ops[c[0]].kind === kind ? g.ops[c[0]] : undefined; };
   const patterns = new Map<number, Pattern>(); // by the first matmul's id
+  const used = new Set<number>();
   for (const m1 of g.ops) {
     if (m1.kind !== 'matmul' || m1.attrs.transB || m1.phase !== 'forward') continue;
     const w1 = m1.inputs[1];
@@ -66,6 +70,9 @@ export function chunkBlocks(g: Graph, K: number): { graph: Graph; chunks: ParamC
     if (f.outputs.slice(1).some((t) => cons[t].length > 0)) continue;
     const m2 = only(y, 'matmul');
     if (!m2 || m2.attrs.transB || m2.inputs[0] !== y || !trained(m2.inputs[1], m2.id)) continue;
+    // (patterns do not overlap: an MLP of three matmuls is one pattern and a matmul, not two sharing one)
+    if ([m1, a1, f, m2].some((o) => used.has(o.id))) continue;
+    for (const o of [m1, a1, f, m2]) used.add(o.id);
     patterns.set(m1.id, { kind, ops: [m1, a1, f, m2], w1: g.tensors[w1], b1: g.tensors[a1.inputs[1]], w2: g.tensors[m2.inputs[1]] });
   }
 

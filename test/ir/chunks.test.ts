@@ -1,4 +1,4 @@
-// compiler/lower/chunks.ts (work in progress, branch chunks): gpt.ts tiny's
+// compiler/lower/chunks.ts: gpt.ts tiny's
 // blocks in two parts give bench/compile/gpt-chunked.ts's training graph (the
 // same ops, shapes and parameters, in the same order), and train as the whole
 // model does: from the same seed the same 5 losses (the parts' initial values
