@@ -213,21 +213,26 @@ function withBound(plan: Plan, lp?: LpSolution): Plan {
 const CHUNKS = 2;
 /** compile tries the parameters in parts only where the plan's gap to its bound is above this (issue 5's target), */
 const CHUNKS_ABOVE_GAP_PERCENT = 2;
+/** and its GPU is busy for at most this share of the step (gpt3-13b/h200: 94 %, its plan in parts slower; 13b/h100 26 %). */
+const CHUNKS_GPU_BUSY_SHARE = 0.9;
 
 /**
  * Whether compile also places the model with its blocks in parts: a plan
  * that offloads (its state does not fit the GPU), keeps no state on NVMe (a
  * second compile of gpt3-175b would take it past 10 s; moves.ts leaves such
  * plans out alike), has a bound, and is more than CHUNKS_ABOVE_GAP_PERCENT
- * above it; not fit's trials, nor --sp or --dpu plans. Where it was tried on
+ * above it, its GPU not busy most of the step; not fit's probes of whether a
+ * model fits (its 'step' answer is compile's own), nor --sp or --dpu plans. Where it was tried on
  * the gap grid: gpt3-13b/h100 1.0785 -> 1.0704 s (gap 2.42 -> 1.85 %),
  * gpt3-6.7b/v100 2.3119 -> 2.2886 s (3.03 -> 2.11 %), gpt3-13b/h200 slower
  * in parts (0.3003 s against 0.2945: kept whole); each at the cost of a
  * second compile, ~2x the first (docs/BENCHMARKS.md, forty-ninth session).
  */
 function chunksMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
-  if (opts.probe !== undefined || (opts.sp ?? 1) > 1 || opts.chunks !== undefined) return false;
+  if (opts.probe === 'fits' || (opts.sp ?? 1) > 1 || opts.chunks !== undefined) return false;
   if (!plan.bound || plan.bound.gapPercent <= CHUNKS_ABOVE_GAP_PERCENT || plan.bound.keptOnGpu || plan.bound.opCostFloor) return false;
+  // (parts add GPU work, a sum per block, for room to place: not where the GPU is busy most of the step already)
+  if (plan.predicted.streamBusySeconds.gpu > CHUNKS_GPU_BUSY_SHARE * plan.predicted.stepSeconds) return false;
   if (plan.placement.home.includes('nvme')) return false;
   return g.tensors.some((t) => t.persistent && plan.placement.home[t.id] !== 'gpu');
 }
