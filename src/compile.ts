@@ -241,7 +241,7 @@ function partsMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
  * now left out by its GPU's 94 % busy share); each at the cost of a second
  * compile, ~2x the first (docs/BENCHMARKS.md, forty-ninth session).
  */
-function chunksMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
+export function chunksMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
   return partsMayPay(opts, g, plan) && plan.bound !== undefined && plan.bound.gapPercent > CHUNKS_ABOVE_GAP_PERCENT;
 }
 

@@ -10,10 +10,11 @@ import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { cli, expectUserError } from '../cli-helpers.js';
-import { compile, trainingGraph } from '../../src/compile.js';
+import { chunksMayPay, compile, trainingGraph, type CompileOptions } from '../../src/compile.js';
 import { writePlan } from '../../compiler/plan/io.js';
 import { readSafetensors, type SafeTensor } from '../../runtime/safetensors.js';
 import type { Graph } from '../../compiler/ir/types.js';
+import type { Plan } from '../../compiler/plan/types.js';
 import { scratchDir } from '../scratch-dir.js';
 
 const dir = scratchDir('tiercut-chunks-');
@@ -68,5 +69,45 @@ describe('chunkBlocks', () => {
     edited('past', (ts) => { ts[0].slice.ranges = [[0, 1000]]; }, /tensors\[10\] \(h\.0\.attn\.qkv\.w#0\): slice: ranges \[\[0,1000\]\] must be in order, not overlapping, within 0\.\.96/);
     edited('overlap', (ts) => { const [a, b] = ts.filter((t) => t.name.startsWith('h.0.mlp.fc.w#')); b.slice.ranges = a.slice.ranges; }, /the parts of parameter 'h\.0\.mlp\.fc\.w' do not cover its axis 1 \(0\.\.128\) exactly once/);
     edited('axis', (ts) => { ts[0].slice.axis = 5; }, /slice: axis must be one of the 2 axes/);
+  });
+});
+
+describe('chunksMayPay: where compile also tries the model in parts', () => {
+  // gpt3-medium with 6 layers on 600 MB of a V100 and no NVMe: its state
+  // offloaded to the CPU, the GPU busy ~23 % of the step, ~21 % above its bound
+  const opts: CompileOptions = { model: 'models/gpt.ts', preset: 'gpt3-medium', config: { layers: 6 }, hw: 'v100-32g', precision: 'fp16', gpuMemBytes: 600e6, cpuMemBytes: 4e9, nvmeBytes: 0 };
+  it('only a plan that offloads state to the CPU alone, over 2 % above its bound, its GPU not busy most of the step', async () => {
+    const plan = await compile({ ...opts, chunks: 1 });
+    const g = plan.graph;
+    expect(g.tensors.some((t) => t.persistent && plan.placement.home[t.id] === 'cpu')).toBe(true);
+    expect(plan.placement.home).not.toContain('nvme');
+    const busy = plan.predicted.streamBusySeconds.gpu / plan.predicted.stepSeconds;
+    expect(busy).toBeLessThan(0.9);
+    const gap = (gapPercent: number): Plan => ({ ...plan, bound: { ...plan.bound!, gapPercent } });
+    expect(chunksMayPay(opts, g, gap(5))).toBe(true);
+    expect(chunksMayPay(opts, g, gap(2))).toBe(false);
+    expect(chunksMayPay(opts, g, { ...gap(5), bound: undefined })).toBe(false);
+    expect(chunksMayPay({ ...opts, probe: 'fits' }, g, gap(5))).toBe(false);
+    expect(chunksMayPay({ ...opts, chunks: 1 }, g, gap(5))).toBe(false);
+    expect(chunksMayPay({ ...opts, sp: 2 }, g, gap(5))).toBe(false);
+    expect(chunksMayPay({ ...opts, dpuWarmupSteps: 40 }, g, gap(5))).toBe(false);
+    // state on NVMe; the GPU busy most of the step; every state tensor on the GPU
+    const home = [...plan.placement.home];
+    const onCpu = g.tensors.find((t) => t.persistent && home[t.id] === 'cpu')!;
+    expect(chunksMayPay(opts, g, { ...gap(5), placement: { ...plan.placement, home: home.map((h, i) => (i === onCpu.id ? 'nvme' : h)) } })).toBe(false);
+    expect(chunksMayPay(opts, g, { ...gap(5), predicted: { ...plan.predicted, streamBusySeconds: { ...plan.predicted.streamBusySeconds, gpu: 0.95 * plan.predicted.stepSeconds } } })).toBe(false);
+    expect(chunksMayPay(opts, g, { ...gap(5), placement: { ...plan.placement, home: home.map((h, i) => (g.tensors[i].persistent ? 'gpu' : h)) } })).toBe(false);
+  });
+  it('compile keeps the faster of the two plans and reports the lower bound', async () => {
+    const whole = await compile({ ...opts, chunks: 1 }), parts = await compile({ ...opts, chunks: 2 }), plan = await compile(opts);
+    const tried = chunksMayPay(opts, whole.graph, whole);
+    expect(tried).toBe(true);
+    const faster = tried && parts.predicted.stepSeconds < whole.predicted.stepSeconds ? parts : whole;
+    expect(plan.predicted.stepSeconds).toBe(faster.predicted.stepSeconds);
+    expect(plan.graph.tensors.some((t) => t.slice)).toBe(faster === parts);
+    const lower = tried ? Math.min(whole.bound!.lowerBoundSeconds, parts.bound!.lowerBoundSeconds) : whole.bound!.lowerBoundSeconds;
+    expect(plan.bound!.lowerBoundSeconds).toBe(lower);
+    expect(plan.bound!.gapPercent).toBeCloseTo((100 * (plan.predicted.stepSeconds - lower)) / lower, 9);
+    console.log(`gpt3-medium, 6 layers, 600 MB: whole ${whole.predicted.stepSeconds} s (gap ${whole.bound!.gapPercent.toFixed(2)} %), parts ${parts.predicted.stepSeconds} s (gap ${parts.bound!.gapPercent.toFixed(2)} %), tried ${tried}`);
   });
 });
