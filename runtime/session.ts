@@ -17,6 +17,7 @@ import { nativeAddon, type NativeProgram, type NativeRingGroup, type NativeSessi
 import { badValue, checkValues, valueWant } from './data.js';
 import { checkDistinct } from '../src/atomic-write.js';
 import { initValues } from './init.js';
+import { cutSlice, pasteSlice } from './param-slice.js';
 import { FLOAT_DTYPES, readSafetensors, toFloat64, writeSafetensors, type SafeTensor } from './safetensors.js';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
@@ -258,7 +259,11 @@ export class TrainingSession {
       const name = p.param ?? p.name;
       let v = valuesOf.get(name);
       if (v) return v;
-      if (p.init?.kind === 'data') {
+      if (p.slice) {
+        // (a part of a parameter: the whole's values, by the whole's name, cut)
+        const { of, whole } = p.slice;
+        v = cutSlice(paramValues({ ...p, name: of, param: of, shape: whole, slice: undefined }), p.slice);
+      } else if (p.init?.kind === 'data') {
         v = initValues(p.init, numel(p.shape), seed, name);
       } else if (weights) {
         const st = weights.get(name);
@@ -374,7 +379,13 @@ export class TrainingSession {
       // (a spill file lost after the last step had ended the run with a stack trace)
       try { bytes = this.native.read(this.homeOf.get(t.id)!); } catch (e) { throw diag.runtime(`reading parameter '${t.param ?? t.name}' failed: ${(e as Error).message}`); }
       const copy = bytes.slice();
-      out.set(t.param ?? t.name, t.dtype === 'f32' ? new Float32Array(copy.buffer) : Float32Array.from(toFloat64({ dtype: t.dtype === 'f16' ? 'F16' : 'BF16', shape: t.shape, bytes: copy })));
+      const values = t.dtype === 'f32' ? new Float32Array(copy.buffer) : Float32Array.from(toFloat64({ dtype: t.dtype === 'f16' ? 'F16' : 'BF16', shape: t.shape, bytes: copy }));
+      // (a part of a parameter goes into the whole, under the whole's name)
+      if (t.slice) {
+        let whole = out.get(t.slice.of);
+        if (!whole) out.set(t.slice.of, whole = new Float32Array(numel(t.slice.whole)));
+        pasteSlice(whole, values, t.slice);
+      } else out.set(t.param ?? t.name, values);
     }
     return out;
   }
@@ -412,7 +423,7 @@ export class TrainingSession {
     checkDistinct([['the checkpoint', file], ...existingModelFiles(this.plan, this.opts.planDir).map((f) => ["the plan's model", f] as const)]);
     await this.applyPending(step);
     const tensors = new Map<string, SafeTensor>();
-    const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => [t.param ?? t.name, t.shape]));
+    const shapes = new Map(this.plan.graph.tensors.filter((t) => t.role === 'param16').map((t) => (t.slice ? [t.slice.of, t.slice.whole] : [t.param ?? t.name, t.shape])));
     let params: Map<string, Float32Array>;
     try { params = this.parameters(); } catch (e) { throw diag.runtime(`the checkpoint ${file} was not written: ${(e as Error).message}`); }
     for (const [name, v] of params) {

@@ -12,6 +12,7 @@ import { ADAM_DEFAULTS, checkOptimizer, lowerOptimizer } from '../compiler/lower
 import { lowerPrecision } from '../compiler/lower/precision.js';
 import { dpuOrder, lowerDpu } from '../compiler/lower/dpu.js';
 import { insertGradAllReduce } from '../compiler/lower/grad-allreduce.js';
+import { chunkBlocks } from '../compiler/lower/chunks.js';
 import { lowerSequenceParallel, MAX_SP_RANKS, rankRingNumbers, zigzagPositions, type SpSharding } from '../compiler/lower/sequence-parallel.js';
 import { ringWorkspaceBytes } from '../compiler/ir/ops.js';
 import { formatBytes as fmtBytes } from './sizes.js';
@@ -63,6 +64,8 @@ export interface CompileOptions {
   probe?: 'fits' | 'step';
   /** Told, one line each, what the model does that compiles but is likely a mistake (a parameter the loss does not reach). */
   note?: (message: string) => void;
+  /** Each block's MLP and attention as this many parts (compiler/lower/chunks.ts). compile sets it for its second try (chunksMayPay); given, compile makes that plan alone. */
+  chunks?: number;
 }
 
 /** Whether a model path names an ONNX file (else a DSL model). */
@@ -118,6 +121,10 @@ export async function trainingGraph(opts: CompileOptions, onForward?: (forward: 
   if (P > 1) {
     ({ graph: forward, sharding } = lowerSequenceParallel(forward, P, opts.model));
     assertGraph(forward, 'sequence-parallel lowering');
+  }
+  if (opts.chunks !== undefined && opts.chunks > 1) {
+    forward = chunkBlocks(forward, opts.chunks).graph;
+    assertGraph(forward, 'chunks');
   }
   let withGrad = autodiff(forward);
   assertGraph(withGrad, 'autodiff');
@@ -202,6 +209,61 @@ function withBound(plan: Plan, lp?: LpSolution): Plan {
   };
 }
 
+/** The parts compile tries a block's MLP and attention in (compiler/lower/chunks.ts; 4 were slower on every cell tried: docs/BENCHMARKS.md, forty-ninth session). */
+const CHUNKS = 2;
+/** compile tries the parameters in parts only where the plan's gap to its bound is above this (issue 5's target), */
+const CHUNKS_ABOVE_GAP_PERCENT = 2;
+/** and its GPU is busy for at most this share of the step (gpt3-13b/h200: 94 %, its plan in parts slower; 13b/h100 26 %). */
+const CHUNKS_GPU_BUSY_SHARE = 0.9;
+
+/**
+ * Whether the model in parts may pay, as far as a plan without its bound
+ * shows: a plan that offloads (its state does not fit the GPU), keeps no
+ * state on NVMe (a second compile of gpt3-175b would take it past 10 s;
+ * moves.ts leaves such plans out alike), its GPU not busy most of the step;
+ * not fit's probe of whether a model fits, nor --sp or --dpu plans.
+ */
+function partsMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
+  if (opts.probe === 'fits' || (opts.sp ?? 1) > 1 || opts.chunks !== undefined || opts.dpuWarmupSteps !== undefined) return false;
+  if (plan.bound?.keptOnGpu || plan.bound?.opCostFloor || plan.lpStatus === 'smallerGpu') return false;
+  // (parts add GPU work, a sum per block, for room to place: not where the GPU is busy most of the step already)
+  if (plan.predicted.streamBusySeconds.gpu > CHUNKS_GPU_BUSY_SHARE * plan.predicted.stepSeconds) return false;
+  if (plan.placement.home.includes('nvme')) return false;
+  return g.tensors.some((t) => t.persistent && plan.placement.home[t.id] !== 'gpu');
+}
+
+/**
+ * Whether compile also places the model with its blocks in parts: where they
+ * may pay (partsMayPay) and the plan is more than CHUNKS_ABOVE_GAP_PERCENT
+ * above its bound. Where it was tried on the gap grid: gpt3-13b/h100
+ * 1.0785 -> 1.0704 s (gap 2.42 -> 1.85 %), gpt3-6.7b/v100 2.3119 -> 2.2886 s
+ * (3.03 -> 2.11 %), gpt3-13b/h200 slower in parts (0.3003 s against 0.2945;
+ * now left out by its GPU's 94 % busy share); each at the cost of a second
+ * compile, ~2x the first (docs/BENCHMARKS.md, forty-ninth session).
+ */
+export function chunksMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
+  return partsMayPay(opts, g, plan) && plan.bound !== undefined && plan.bound.gapPercent > CHUNKS_ABOVE_GAP_PERCENT;
+}
+
+/** The plan as fit's probe of the step gives it: without its bound. */
+function withoutBound(plan: Plan): Plan {
+  const { bound: _, ...rest } = plan;
+  return rest;
+}
+
+/**
+ * Of the plan and the plan of the same model in parts, the faster, its bound
+ * the lower of the two: each holds for its own graph's plans (the parts add a
+ * sum per block, so either can be the lower), the lower for both.
+ */
+function inParts(whole: Plan, parts: Plan | undefined): Plan {
+  if (!parts?.bound || !whole.bound) return whole;
+  const kept = parts.predicted.stepSeconds < whole.predicted.stepSeconds ? parts : whole;
+  const lower = parts.bound.lowerBoundSeconds < whole.bound.lowerBoundSeconds ? parts.bound : whole.bound;
+  const step = kept.predicted.stepSeconds;
+  return { ...kept, bound: { ...lower, gapPercent: Math.max(0, (100 * (step - lower.lowerBoundSeconds)) / lower.lowerBoundSeconds) } };
+}
+
 /**
  * From this many ops in the forward graph on, HiGHS's code is made by V8's
  * optimising compiler (LpWorker.load; below, by its baseline compiler alone):
@@ -254,9 +316,14 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   const solver = new LpWorker({ deferLoad: true });
   let second: LpWorker | undefined;
   mark('compile start');
+  // fit's probe of the step answers with compile's own plan, its bound left
+  // out; but whether the model in parts pays is judged by the bound
+  // (chunksMayPay), so where the state leaves the GPU it is placed in full
+  let probe = opts.probe;
   try {
     const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => {
       const offGpu = stateBytes(forward) > hw.gpu.capacityBytes;
+      if (probe === 'step' && offGpu && opts.dpuWarmupSteps === undefined && (opts.sp ?? 1) <= 1) probe = undefined;
       const optimised = forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS && offGpu;
       solver.load(optimised);
       // (a model that stays on the GPU solves one LP, on the first thread: no
@@ -274,7 +341,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     const model = { source: opts.model, preset, config };
     const placeWithin = async (reserve: readonly ('gpu' | 'cpu')[]) => {
       const placeHw = sharding ? withoutRingBuffers(graph, hw, reserve) : hw;
-      const placeOn = (on: HardwareProfile) => place(graph, on, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
+      const placeOn = (on: HardwareProfile) => place(graph, on, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe });
       const { placement, lp, built, smallerGpu } = await placeOn(placeHw).then((r) => ({ ...r, smallerGpu: false })).catch(async (e: unknown) => {
         // where the LP's placement, rounded, could not be repaired to fit: placed
         // for a GPU of 3/4, 1/2 and 1/4 of it, the first that fits (what fits
@@ -299,13 +366,33 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       return { placement, plan: smallerGpu ? { ...plan, lpStatus: 'smallerGpu' } : plan };
     };
     let { placement, plan } = await placeWithin(['gpu']);
+    // the same model with its blocks' parameters in parts (compiler/lower/chunks.ts), placed and planned alike
+    const placeWithinParts = async (): Promise<Plan | undefined> => {
+      const parts = await trainingGraph({ ...opts, chunks: CHUNKS });
+      if (parts.graph.ops.length === graph.ops.length) return undefined; // (no block of the patterns)
+      const r = await place(parts.graph, hw, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds }).catch((e: unknown) => {
+        if (e instanceof RoundingFailed || (e instanceof UserError && e.code === DOES_NOT_FIT)) return undefined;
+        throw e;
+      });
+      return r && withBound(unboundPlan(parts.graph, hw, r.placement, model, optimizer, r.built), await r.lp);
+    };
     if (sharding) {
       if (ringWorkspaceProblem(plan)?.tier === 'cpu') ({ placement, plan } = await placeWithin(['gpu', 'cpu']));
       const problem = ringWorkspaceProblem(plan);
       if (problem) throw diag.doesNotFit(problem.message);
       return { ...plan, sp: spSection(plan, sharding) };
     }
-    if (opts.dpuWarmupSteps === undefined) return plan;
+    if (opts.dpuWarmupSteps === undefined) {
+      // (a probe whose state fit the GPU and whose plan offloads some all the
+      // same: compiled in full, the LP cache keeping its solves)
+      if (probe === 'step' && partsMayPay(opts, graph, plan)) {
+        solver.close();
+        second?.close();
+        return compile({ ...opts, probe: undefined }).then(withoutBound);
+      }
+      const kept = chunksMayPay(opts, graph, plan) ? inParts(plan, await placeWithinParts()) : plan;
+      return opts.probe === 'step' ? withoutBound(kept) : kept;
+    }
     const warmupSteps = opts.dpuWarmupSteps;
     // the updates the plain step runs on the CPU are delayed (ZeRO-Offload's
     // DPU); those the GPU runs beside its own work stay in place

@@ -7,7 +7,7 @@
 // an iterative topological order (no recursion: graphs reach 10^5 ops).
 
 import { inferOutputs, opFlops, ShapeError } from './ops.js';
-import type { DType, Graph, InitSpec, Op, OpAttrs, OpKind, Phase, Precision, Role, SourceLoc, Tensor } from './types.js';
+import type { DType, Graph, InitSpec, Op, OpAttrs, OpKind, ParamSlice, Phase, Precision, Role, SourceLoc, Tensor } from './types.js';
 import { dtypeBytes, formatLoc, numel } from './types.js';
 
 export class GraphError extends Error {
@@ -23,6 +23,7 @@ export interface TensorInit {
   param?: string;
   init?: InitSpec;
   frozen?: boolean;
+  slice?: ParamSlice;
 }
 
 export class GraphBuilder {
@@ -49,7 +50,7 @@ export class GraphBuilder {
     const tensor: Tensor = {
       id: this.tensors.length, name, shape: [...t.shape], dtype: t.dtype,
       sizeBytes: numel(t.shape) * dtypeBytes(t.dtype), role: t.role, persistent: t.persistent ?? false,
-      ...(t.param !== undefined ? { param: t.param } : {}), ...(t.init ? { init: t.init } : {}), ...(t.frozen ? { frozen: true } : {}),
+      ...(t.param !== undefined ? { param: t.param } : {}), ...(t.init ? { init: t.init } : {}), ...(t.frozen ? { frozen: true } : {}), ...(t.slice ? { slice: t.slice } : {}),
     };
     this.tensors.push(tensor);
     this.names.set(name, tensor.id);

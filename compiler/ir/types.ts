@@ -53,6 +53,21 @@ export interface Tensor {
   readonly init?: InitSpec;
   /** A param16 that gets no gradient and no update (a constant, or frozen by --freeze). */
   readonly frozen?: boolean;
+  /** A part of a parameter (compiler/lower/chunks.ts), and its master32, adamM, adamV: what checkpoints and initial values read and write. */
+  readonly slice?: ParamSlice;
+}
+
+/**
+ * A tensor that holds part of the parameter `of` (whole shape `whole`): the
+ * ranges [start, end) of axis `axis`, in order, side by side; every other
+ * axis whole. Checkpoints (--weights, --save) name the whole parameter, and
+ * its initial values are the whole's (under the whole's name), cut so.
+ */
+export interface ParamSlice {
+  readonly of: string;
+  readonly whole: readonly number[];
+  readonly axis: number;
+  readonly ranges: readonly (readonly [number, number])[];
 }
 
 export type OpKind =

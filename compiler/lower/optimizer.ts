@@ -64,7 +64,7 @@ export function lowerOptimizer(g: Graph, adam: AdamAttrs = ADAM_DEFAULTS): Graph
     const grad = gradOf.get(p.name);
     if (grad === undefined) continue;
     const zero = { kind: 'constant', value: 0 } as const;
-    const state = { dtype: 'f32' as const, shape: p.shape, persistent: true, param: p.name };
+    const state = { dtype: 'f32' as const, shape: p.shape, persistent: true, param: p.name, ...(p.slice ? { slice: p.slice } : {}) };
     const m = b.tensor({ ...state, name: `adam.m.${p.name}`, role: 'adamM', init: zero });
     const v = b.tensor({ ...state, name: `adam.v.${p.name}`, role: 'adamV', init: zero });
     const loc = g.ops[lastUse[grad]].loc;

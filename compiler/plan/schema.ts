@@ -58,6 +58,11 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
               role: { type: 'string', enum: ROLES }, persistent: { type: 'boolean' }, param: { type: 'string' },
               frozen: { type: 'boolean', description: 'a parameter kept fixed: no gradient, no update' },
               init: { type: 'object', required: ['kind'], description: 'how the runtime makes its first value: normal, constant, onnx or data (see PLAN-FORMAT.md)' },
+              slice: {
+                type: 'object', required: ['of', 'whole', 'axis', 'ranges'],
+                description: 'a part of the parameter `of` (whole shape `whole`): the ranges [start, end) of axis `axis`, side by side; checkpoints and initial values are the whole\'s',
+                properties: { of: { type: 'string' }, whole: { type: 'array', items: int(1) }, axis: int(0), ranges: { type: 'array', items: { type: 'array', items: int(0) } } },
+              },
             },
           },
         },

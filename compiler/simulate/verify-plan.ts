@@ -26,7 +26,7 @@
 
 import type { Tier } from '../cost/cost.js';
 import { verifyGraph } from '../ir/verify.js';
-import { dtypeBytes, numel, type Graph, type Op } from '../ir/types.js';
+import { dtypeBytes, numel, type Graph, type Op, type Tensor } from '../ir/types.js';
 import { encodeAttrs } from '../ir/ops.js';
 import type { Plan, PlanBuffer } from '../plan/types.js';
 import { LastOccupant } from '../schedule/intervals.js';
@@ -249,6 +249,7 @@ function graphProblems(g: Graph): string[] {
     if (other !== undefined) out.push(`tensors[${other}] and tensors[${i}]: two ${t.role} tensors of the parameter '${t.param ?? t.name}'`);
     named.set(key, i);
   });
+  out.push(...sliceProblems(g.tensors));
   // (the count the builder gives: 123 had been printed as the model's size)
   let params = 0;
   for (const t of g.tensors) if (t.role === 'param16' && !t.frozen) params += numel(t.shape);
@@ -319,4 +320,50 @@ function initProblem(init: Record<string, unknown>, count: number, dtype: string
     }
     default: return `kind ${JSON.stringify(init.kind)} is not one of normal, constant, onnx, data`;
   }
+}
+
+/**
+ * What is wrong with the tensors' parameter slices (compiler/lower/chunks.ts),
+ * if anything: each well formed (of a name; its whole's dims positive
+ * integers; the axis one of them; ranges in order, not overlapping, within
+ * it; the tensor's shape the whole's with that axis their total; a parameter
+ * or its state), not also a whole parameter's name, and the param16 slices of
+ * one parameter cover its axis exactly once, with one whole shape (the
+ * session cuts a part out of the whole's values and pastes it back: a range
+ * past the whole had read outside it).
+ */
+function sliceProblems(tensors: readonly Tensor[]): string[] {
+  const out: string[] = [];
+  const parts = new Map<string, { whole: string; axis: number; ranges: [number, number][] }>();
+  const plain = new Set(tensors.filter((t) => t.role === 'param16' && !t.slice).map((t) => t.param ?? t.name));
+  for (const t of tensors) {
+    const sl = t.slice as unknown;
+    if (sl === undefined) continue;
+    const at = `tensors[${t.id}] (${t.name}): slice`;
+    if (sl === null || typeof sl !== 'object' || Array.isArray(sl)) { out.push(`${at} is ${JSON.stringify(sl)}, not an object`); continue; }
+    const { of, whole, axis, ranges } = sl as Record<string, unknown>;
+    if (!['param16', 'master32', 'adamM', 'adamV'].includes(t.role)) { out.push(`${at} on a ${t.role}: only a parameter and its state are cut`); continue; }
+    if (typeof of !== 'string' || of === '') { out.push(`${at}: of must name the whole parameter`); continue; }
+    if (!Array.isArray(whole) || whole.length !== t.shape.length || !whole.every((d) => Number.isSafeInteger(d) && d > 0)) { out.push(`${at}: whole must be the dims of the whole parameter (${t.shape.length} positive integers)`); continue; }
+    if (!Number.isSafeInteger(axis) || (axis as number) < 0 || (axis as number) >= whole.length) { out.push(`${at}: axis must be one of the ${whole.length} axes`); continue; }
+    const ax = axis as number, len = whole[ax] as number;
+    if (!Array.isArray(ranges) || ranges.length === 0 || !ranges.every((r) => Array.isArray(r) && r.length === 2 && r.every((v) => Number.isSafeInteger(v)))) { out.push(`${at}: ranges must be [start, end] pairs of integers`); continue; }
+    const rs = ranges as [number, number][];
+    if (rs.some(([a, b], k) => !(a >= 0 && a < b && b <= len) || (k > 0 && a < rs[k - 1][1]))) { out.push(`${at}: ranges ${JSON.stringify(rs)} must be in order, not overlapping, within 0..${len}`); continue; }
+    const held = rs.reduce((a, [x, y]) => a + y - x, 0);
+    if (t.shape.some((d, k) => d !== (k === ax ? held : whole[k]))) { out.push(`${at}: shape ${JSON.stringify(t.shape)} is not the whole ${JSON.stringify(whole)} with axis ${ax} of ${held}`); continue; }
+    if (plain.has(of)) { out.push(`${at}: '${of}' is also a whole parameter's name`); continue; }
+    if (t.role !== 'param16') continue;
+    const key = JSON.stringify(whole), p = parts.get(of);
+    if (p && (p.whole !== key || p.axis !== ax)) { out.push(`${at}: another part of '${of}' has whole ${p.whole}, axis ${p.axis}`); continue; }
+    if (p) p.ranges.push(...rs); else parts.set(of, { whole: key, axis: ax, ranges: [...rs] });
+  }
+  for (const [of, p] of parts) {
+    const len = (JSON.parse(p.whole) as number[])[p.axis];
+    const sorted = [...p.ranges].sort((a, b) => a[0] - b[0]);
+    let at = 0;
+    for (const [a, b] of sorted) { if (a !== at) break; at = b; }
+    if (at !== len) out.push(`the parts of parameter '${of}' do not cover its axis ${p.axis} (0..${len}) exactly once: ${JSON.stringify(sorted)}`);
+  }
+  return out;
 }

@@ -96,6 +96,8 @@ describe('updates streamed to the GPU', () => {
     expect(streamsUpdates(plan.graph, plan.placement)).toBe(true);
     console.log(`gpt3-13b/h200: step ${(plan.predicted.stepSeconds * 1e3).toFixed(1)} ms, bound ${(plan.bound!.lowerBoundSeconds * 1e3).toFixed(1)} ms`);
     expect(plan.predicted.stepSeconds).toBeLessThan(0.330);
+    // kept whole: its GPU is busy ~94 % of the step, where parts only add work (chunksMayPay)
+    expect(plan.graph.tensors.some((t) => t.slice)).toBe(false);
     const hw = loadProfile('h200-141g');
     const solver = new LpWorker();
     const run = startLp(plan.graph, hw, { solver });
@@ -122,6 +124,10 @@ describe('updates streamed to the GPU', () => {
     expect(plan.predicted.stepSeconds).toBeLessThan(1.11);
     expect(plan.bound!.widenedBy).toContain('stream');
     expect(plan.bound!.lowerBoundSeconds).toBeLessThanOrEqual(plan.predicted.stepSeconds);
+    // its blocks in two parts (compile's second try, chunksMayPay: 1.0785 s
+    // whole, 2.42 % above its bound), within issue 5's 2 % of the lower bound
+    expect(plan.graph.tensors.some((t) => t.slice)).toBe(true);
+    expect(plan.bound!.gapPercent).toBeLessThanOrEqual(2);
   }, 240_000);
 
   it('gpt3-13b on a V100: more streamed updates once the offloads are recomputed one level, under 5.8 s (5.934 s streamed from the best as it was), its bound widened by streaming alone', async () => {
