@@ -39,6 +39,8 @@ export interface PlanStats {
   anyPlacementLowerBoundSeconds?: number;
   /** The plan computes on the CPU, outside the LP's family: the bound above is the op-cost floor over every placement, not the LP's. */
   opCostFloor?: boolean;
+  /** Parameters the plan holds in parts (compile's second try, compiler/lower/chunks.ts): how many, and in how many parts in all. */
+  paramsInParts?: { parameters: number; parts: number };
   /** An LP the compile needed ended without an optimum (plan.lpStatus). */
   lpStatus?: string;
   /** The plan leaves the LP's family these ways: the bound above is the LP's widened by them (plan.bound.widenedBy). */
@@ -155,6 +157,14 @@ export function planTflops(plan: Plan): number {
   return plan.graph.ops.reduce((f, op) => f + op.flops, 0) / plan.predicted.stepSeconds / 1e12;
 }
 
+/** The whole parameters the graph's param16 parts are cut from, and how many parts (none: {}). */
+function paramsInParts(g: Plan['graph']): { paramsInParts?: PlanStats['paramsInParts'] } {
+  const wholes = new Set<string>();
+  let parts = 0;
+  for (const t of g.tensors) if (t.role === 'param16' && t.slice) { wholes.add(t.slice.of); parts++; }
+  return parts ? { paramsInParts: { parameters: wholes.size, parts } } : {};
+}
+
 export function planStats(plan: Plan, whatIf?: WhatIf): PlanStats {
   const g = plan.graph, p = plan.placement;
   const sim = simulate(plan.graph, plan.placement, plan.buffers, plan.instructions, plan.hardware);
@@ -188,6 +198,7 @@ export function planStats(plan: Plan, whatIf?: WhatIf): PlanStats {
     ...(plan.bound?.anyPlacementLowerBoundSeconds !== undefined ? { anyPlacementLowerBoundSeconds: plan.bound.anyPlacementLowerBoundSeconds } : {}),
     ...(plan.bound?.opCostFloor ? { opCostFloor: true } : {}),
     ...(plan.lpStatus !== undefined ? { lpStatus: plan.lpStatus } : {}),
+    ...paramsInParts(g),
     ...(plan.bound?.widenedBy ? { widenedBy: plan.bound.widenedBy } : {}),
     atPeak: occupancyAtPeak(plan, sim),
     criticalPath: pathOf(plan, sim),

@@ -105,6 +105,7 @@ export function textReport(s: PlanStats): string {
   const L: string[] = [];
   L.push(`tiercut plan: ${s.model}`);
   L.push(`  hardware ${s.hardware}, precision ${s.precision}, ${s.params.toLocaleString('en-US')} parameters, placement by ${s.method}`);
+  if (s.paramsInParts) L.push(`  ${s.paramsInParts.parameters} parameters in ${s.paramsInParts.parts} parts (blocks' MLP and attention as parallel parts, placed apart; checkpoints and initial values as the whole parameters)`);
   L.push('');
   L.push('tier        peak         capacity     used');
   for (const t of ['gpu', 'cpu', 'nvme'] as Tier[]) {

@@ -52,6 +52,11 @@ describe('chunkBlocks', () => {
     expect([...tb.keys()].sort()).toEqual([...ta.keys()].sort());
     for (const [name, t] of ta) expect(tb.get(name)!.shape, name).toEqual(t.shape);
     for (const [name, t] of ta) { const x = f32(t), y = f32(tb.get(name)!); let d = 0; for (let i = 0; i < x.length; i++) d = Math.max(d, Math.abs(x[i] - y[i])); expect(d, name).toBeLessThanOrEqual(PARAM_TOL); }
+    // report says which parameters are in parts (gpt tiny: 2 blocks x 4 matmul weights and 2 biases)
+    const report = JSON.parse(cli('report', chunked, '--json').stdout) as { paramsInParts?: { parameters: number; parts: number } };
+    expect(report.paramsInParts).toEqual({ parameters: 12, parts: 24 });
+    expect(cli('report', chunked).stdout).toContain('12 parameters in 24 parts');
+    expect(JSON.parse(cli('report', plain, '--json').stdout)).not.toHaveProperty('paramsInParts');
     // and either plan trains on from the other's checkpoint alike
     const c = losses(run(plain, '--steps', '3', '--weights', wc).stdout), e = losses(run(chunked, '--steps', '3', '--weights', w).stdout);
     for (let s = 0; s < 3; s++) expect(Math.abs(c[s] - e[s]), `step ${s + 1}: ${c[s]} vs ${e[s]}`).toBeLessThanOrEqual(LOSS_TOL);
