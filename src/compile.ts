@@ -217,38 +217,26 @@ const CHUNKS_ABOVE_GAP_PERCENT = 2;
 const CHUNKS_GPU_BUSY_SHARE = 0.9;
 
 /**
- * Whether the model in parts may pay, as far as a plan without its bound
- * shows: a plan that offloads (its state does not fit the GPU), keeps no
- * state on NVMe (a second compile of gpt3-175b would take it past 10 s;
- * moves.ts leaves such plans out alike), its GPU not busy most of the step;
- * not fit's probe of whether a model fits, nor --sp or --dpu plans.
+ * Whether compile also places the model with its blocks in parts: a plan
+ * that offloads (its state does not fit the GPU), keeps no state on NVMe (a
+ * second compile of gpt3-175b would take it past 10 s; moves.ts leaves such
+ * plans out alike), has a bound and is more than CHUNKS_ABOVE_GAP_PERCENT
+ * above it, its GPU not busy most of the step; not fit's probes (fit judges
+ * the whole model: the bound this needs cost a 97-layer BERT tiny's answer
+ * ~25 s more), nor --sp or --dpu plans. Where it was tried on the gap grid:
+ * gpt3-13b/h100 1.0785 -> 1.0704 s (gap 2.42 -> 1.85 %), gpt3-6.7b/v100
+ * 2.3119 -> 2.2886 s (3.03 -> 2.11 %), gpt3-13b/h200 slower in parts
+ * (0.3003 s against 0.2945; left out by its GPU's 94 % busy share); each at
+ * the cost of a second compile, ~2x the first (docs/BENCHMARKS.md,
+ * forty-ninth and fiftieth sessions).
  */
-function partsMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
-  if (opts.probe === 'fits' || (opts.sp ?? 1) > 1 || opts.chunks !== undefined || opts.dpuWarmupSteps !== undefined) return false;
-  if (plan.bound?.keptOnGpu || plan.bound?.opCostFloor || plan.lpStatus === 'smallerGpu') return false;
+export function chunksMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
+  if (opts.probe !== undefined || (opts.sp ?? 1) > 1 || opts.chunks !== undefined || opts.dpuWarmupSteps !== undefined) return false;
+  if (!plan.bound || plan.bound.gapPercent <= CHUNKS_ABOVE_GAP_PERCENT || plan.bound.keptOnGpu || plan.bound.opCostFloor) return false;
   // (parts add GPU work, a sum per block, for room to place: not where the GPU is busy most of the step already)
   if (plan.predicted.streamBusySeconds.gpu > CHUNKS_GPU_BUSY_SHARE * plan.predicted.stepSeconds) return false;
   if (plan.placement.home.includes('nvme')) return false;
   return g.tensors.some((t) => t.persistent && plan.placement.home[t.id] !== 'gpu');
-}
-
-/**
- * Whether compile also places the model with its blocks in parts: where they
- * may pay (partsMayPay) and the plan is more than CHUNKS_ABOVE_GAP_PERCENT
- * above its bound. Where it was tried on the gap grid: gpt3-13b/h100
- * 1.0785 -> 1.0704 s (gap 2.42 -> 1.85 %), gpt3-6.7b/v100 2.3119 -> 2.2886 s
- * (3.03 -> 2.11 %), gpt3-13b/h200 slower in parts (0.3003 s against 0.2945;
- * now left out by its GPU's 94 % busy share); each at the cost of a second
- * compile, ~2x the first (docs/BENCHMARKS.md, forty-ninth session).
- */
-export function chunksMayPay(opts: CompileOptions, g: Graph, plan: Plan): boolean {
-  return partsMayPay(opts, g, plan) && plan.bound !== undefined && plan.bound.gapPercent > CHUNKS_ABOVE_GAP_PERCENT;
-}
-
-/** The plan as fit's probe of the step gives it: without its bound. */
-function withoutBound(plan: Plan): Plan {
-  const { bound: _, ...rest } = plan;
-  return rest;
 }
 
 /**
@@ -316,14 +304,9 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
   const solver = new LpWorker({ deferLoad: true });
   let second: LpWorker | undefined;
   mark('compile start');
-  // fit's probe of the step answers with compile's own plan, its bound left
-  // out; but whether the model in parts pays is judged by the bound
-  // (chunksMayPay), so where the state leaves the GPU it is placed in full
-  let probe = opts.probe;
   try {
     const { graph, preset, config, sharding } = await trainingGraph(opts, (forward) => {
       const offGpu = stateBytes(forward) > hw.gpu.capacityBytes;
-      if (probe === 'step' && offGpu && opts.dpuWarmupSteps === undefined && (opts.sp ?? 1) <= 1) probe = undefined;
       const optimised = forward.ops.length > OPTIMISED_SOLVER_MIN_FORWARD_OPS && offGpu;
       solver.load(optimised);
       // (a model that stays on the GPU solves one LP, on the first thread: no
@@ -341,7 +324,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
     const model = { source: opts.model, preset, config };
     const placeWithin = async (reserve: readonly ('gpu' | 'cpu')[]) => {
       const placeHw = sharding ? withoutRingBuffers(graph, hw, reserve) : hw;
-      const placeOn = (on: HardwareProfile) => place(graph, on, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe });
+      const placeOn = (on: HardwareProfile) => place(graph, on, { keepParamsOnGpu: opts.keepParamsOnGpu, solver, second, lpTimeLimitSeconds: opts.lpTimeLimitSeconds, probe: opts.probe });
       const { placement, lp, built, smallerGpu } = await placeOn(placeHw).then((r) => ({ ...r, smallerGpu: false })).catch(async (e: unknown) => {
         // where the LP's placement, rounded, could not be repaired to fit: placed
         // for a GPU of 3/4, 1/2 and 1/4 of it, the first that fits (what fits
@@ -382,17 +365,7 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       if (problem) throw diag.doesNotFit(problem.message);
       return { ...plan, sp: spSection(plan, sharding) };
     }
-    if (opts.dpuWarmupSteps === undefined) {
-      // (a probe whose state fit the GPU and whose plan offloads some all the
-      // same: compiled in full, the LP cache keeping its solves)
-      if (probe === 'step' && partsMayPay(opts, graph, plan)) {
-        solver.close();
-        second?.close();
-        return compile({ ...opts, probe: undefined }).then(withoutBound);
-      }
-      const kept = chunksMayPay(opts, graph, plan) ? inParts(plan, await placeWithinParts()) : plan;
-      return opts.probe === 'step' ? withoutBound(kept) : kept;
-    }
+    if (opts.dpuWarmupSteps === undefined) return chunksMayPay(opts, graph, plan) ? inParts(plan, await placeWithinParts()) : plan;
     const warmupSteps = opts.dpuWarmupSteps;
     // the updates the plain step runs on the CPU are delayed (ZeRO-Offload's
     // DPU); those the GPU runs beside its own work stay in place

@@ -8,7 +8,9 @@
 // the search gallops outwards and bisects, so a fit compiles a handful of models,
 // each as a probe (compile's first plan that fits: whether it fits, for less
 // time), and the answer once more with every candidate for its predicted step
-// (compile's plan, without the bound: fit does not report it).
+// (compile's plan, without the bound: fit does not report it; and of the
+// whole model: compile's second try, the blocks in parts, needs that bound,
+// so compile may place fit's answer faster than fit says).
 // The deepening stops at FIT_MAX_OPS_FACTOR times the ops of the family's
 // largest preset: the compiler's tested scale. A narrow preset would otherwise
 // be deepened to thousands of layers (gpt tiny, the largest preset fitting 50 MB

@@ -93,6 +93,7 @@ describe('chunksMayPay: where compile also tries the model in parts', () => {
     expect(chunksMayPay(opts, g, gap(2))).toBe(false);
     expect(chunksMayPay(opts, g, { ...gap(5), bound: undefined })).toBe(false);
     expect(chunksMayPay({ ...opts, probe: 'fits' }, g, gap(5))).toBe(false);
+    expect(chunksMayPay({ ...opts, probe: 'step' }, g, gap(5))).toBe(false);
     expect(chunksMayPay({ ...opts, chunks: 1 }, g, gap(5))).toBe(false);
     expect(chunksMayPay({ ...opts, sp: 2 }, g, gap(5))).toBe(false);
     expect(chunksMayPay({ ...opts, dpuWarmupSteps: 40 }, g, gap(5))).toBe(false);

@@ -29,7 +29,8 @@ describe('capacity bound: fit holds >= 95 % of (capacities - working set) / 12 B
       const opts = { model: 'models/gpt.ts', precision: 'fp16' as const, ...machine };
       const found = await fit(opts);
       expect(found.model).not.toBeNull();
-      const plan = await compile({ ...opts, preset: found.model!.preset, config: found.model!.overrides });
+      // (fit judges the whole model; compile may then place it faster in parts, chunks.test.ts)
+      const plan = await compile({ ...opts, preset: found.model!.preset, config: found.model!.overrides, chunks: 1 });
       expect(plan.graph.paramCount).toBe(found.params);
       // (fit's trials are probes; its answer is compile's own plan)
       expect(found.tried.some((t) => t.probe)).toBe(true);
@@ -56,7 +57,8 @@ describe('fit --min-tflops', () => {
   it('judges a model by its full compile\'s TFLOPS, not its probe\'s', async () => {
     const opts = { model: 'models/gpt.ts', hw: 'v100-32g', gpuMemBytes: 2e9, cpuMemBytes: 4e9, nvmeBytes: 0, precision: 'fp16' as const };
     const probe = planTflops(await compile({ ...opts, preset: 'gpt3-medium', probe: 'fits' }));
-    const full = planTflops(await compile({ ...opts, preset: 'gpt3-medium' }));
+    // (the whole model, as fit judges it: in parts, compile's second try, 29.6)
+    const full = planTflops(await compile({ ...opts, preset: 'gpt3-medium', chunks: 1 }));
     const min = 25;
     expect(probe).toBeLessThan(min);
     expect(full).toBeGreaterThanOrEqual(min);
