@@ -123,7 +123,7 @@ export async function trainingGraph(opts: CompileOptions, onForward?: (forward: 
     assertGraph(forward, 'sequence-parallel lowering');
   }
   if (opts.chunks !== undefined && opts.chunks > 1) {
-    forward = chunkBlocks(forward, opts.chunks).graph;
+    forward = chunkBlocks(forward, opts.chunks);
     assertGraph(forward, 'chunks');
   }
   let withGrad = autodiff(forward);

@@ -19,8 +19,8 @@
 // named `${name}#${k}` (param the same), their init the whole one's spec and
 // their `slice` the ranges of the whole parameter they hold, which the
 // optimizer's lowering gives their state too and by which the runtime makes
-// their first values and reads and writes checkpoints as the whole's; and
-// the same ranges as a list (ParamChunk). src/compile.ts tries it
+// their first values and reads and writes checkpoints as the whole's.
+// src/compile.ts tries it
 // (chunksMayPay) and keeps the faster plan.
 // Keeps true: the function (the sum of the parts is the whole's output, up to
 // the order of floating-point sums); every other op and tensor as it was, in
@@ -29,15 +29,6 @@
 import { consumers, GraphBuilder, producers } from '../ir/graph.js';
 import type { Graph, Op, Tensor } from '../ir/types.js';
 
-/** A part of a parameter: the whole's name and shape, the axis it is cut along, and the ranges of that axis it holds, in order. */
-export interface ParamChunk {
-  readonly tensor: number;
-  readonly param: string;
-  readonly wholeShape: readonly number[];
-  readonly axis: number;
-  readonly ranges: readonly (readonly [number, number])[];
-}
-
 interface Pattern {
   kind: 'mlp' | 'attention';
   /** first matmul, bias add, the function or attention, second matmul */
@@ -45,7 +36,7 @@ interface Pattern {
   w1: Tensor; b1: Tensor; w2: Tensor;
 }
 
-export function chunkBlocks(g: Graph, K: number): { graph: Graph; chunks: ParamChunk[] } {
+export function chunkBlocks(g: Graph, K: number): Graph {
   if (!(Number.isInteger(K) && K >= 2)) throw new Error(`chunkBlocks: K must be an integer >= 2, got ${K}`);
   const cons = consumers(g), prod = producers(g);
   const trained = (t: number, by: number) => { const x = g.tensors[t]; return x.role === 'param16' && !x.frozen && prod[t] < 0 && cons[t].length === 1 && cons[t][0] === by; };
@@ -78,7 +69,6 @@ export function chunkBlocks(g: Graph, K: number): { graph: Graph; chunks: ParamC
 
   const b = new GraphBuilder(g.name);
   const map = new Int32Array(g.tensors.length).fill(-1); // old tensor -> new
-  const chunks: ParamChunk[] = [];
   const inPattern = new Set<number>();
   for (const p of patterns.values()) for (const o of p.ops.slice(1)) inPattern.add(o.id);
   const copy = (t: number): number => {
@@ -93,7 +83,6 @@ export function chunkBlocks(g: Graph, K: number): { graph: Graph; chunks: ParamC
     const shape = [...x.shape];
     shape[axis] = ranges.reduce((a, [s, e]) => a + e - s, 0);
     const t = b.tensor({ name: `${x.name}#${k}`, shape, dtype: x.dtype, role: x.role, persistent: x.persistent, param: `${x.param ?? x.name}#${k}`, init: x.init, slice: { of: x.param ?? x.name, whole: x.shape, axis, ranges } });
-    chunks.push({ tensor: t.id, param: x.param ?? x.name, wholeShape: x.shape, axis, ranges });
     return t.id;
   };
   // inputs and persistent tensors keep their ids' order as far as they are copied first
@@ -128,5 +117,5 @@ export function chunkBlocks(g: Graph, K: number): { graph: Graph; chunks: ParamC
       else sum = b.op('add', [sum, t4.id], {}, { names: [`${g.tensors[m2.outputs[0]].name}#sum${k}`], role: 'activation' }, m2.phase, m2.loc)[0].id;
     }
   }
-  return { graph: b.build(copy(g.loss), g.precision), chunks };
+  return b.build(copy(g.loss), g.precision);
 }
