@@ -42,7 +42,8 @@ import type { Tier } from '../../compiler/cost/cost.js';
 import { assignOffsets } from '../../compiler/schedule/arena.js';
 import { buildProgram } from '../../compiler/schedule/program.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
-import { compile, trainingGraph, placeMinCut, placeLp, planFor } from '../../src/compile.js';
+import { trainingGraph, placeMinCut, placeLp, planFor } from '../../src/compile.js';
+import { compiledOnce } from '../compiled-once.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 import type { LpSolution } from '../../compiler/partition/lp.js';
 import type { Placement } from '../../compiler/partition/placement.js';
@@ -198,7 +199,7 @@ describe('fetch-then-update rows', () => {
     // the bound LP's family does not hold: checked here with those updates
     // back on the CPU, the placement it streams from)
     const opts = { model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'h200-141g', precision: 'fp16' as const };
-    const plan = await compile(opts);
+    const plan = await compiledOnce(opts);
     const hw = loadProfile(opts.hw), g = plan.graph;
     const home = [...plan.placement.home], opTier = [...plan.placement.opTier];
     for (const q of paramGroups(g)) if (opTier[q.adam] === 'gpu' && home[q.state[0]] !== 'gpu') { opTier[q.adam] = 'cpu'; home[q.grad] = 'cpu'; }

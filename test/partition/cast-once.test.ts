@@ -8,6 +8,7 @@ import { paramGroups, type LpSolution } from '../../compiler/partition/lp.js';
 import { castOnce, roundSolution, type Rounded } from '../../compiler/partition/lp-round.js';
 import type { Tier } from '../../compiler/cost/cost.js';
 import { trainingGraph, compile } from '../../src/compile.js';
+import { compiledOnce } from '../compiled-once.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 
 describe('castOnce', () => {
@@ -47,7 +48,7 @@ describe('compile with both LPs rounded', () => {
   }, 120_000);
 
   it('gpt3-13b on an H200: no remade p16 is cast on the CPU where its state is (the CPU has room)', async () => {
-    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'h200-141g', precision: 'fp16' });
+    const plan = await compiledOnce({ model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'h200-141g', precision: 'fp16' });
     const groups = paramGroups(plan.graph);
     expect(groups.some((q) => plan.placement.home[q.state[0]] === 'cpu')).toBe(true);
     for (const q of groups) if (plan.placement.home[q.state[0]] === 'cpu') expect(plan.placement.remat?.[q.p16] ?? false, plan.graph.tensors[q.p16].name).toBe(false);

@@ -22,7 +22,8 @@ import { placementBound, startLp } from '../../compiler/partition/lp.js';
 import type { Placement } from '../../compiler/partition/placement.js';
 import { place } from '../../compiler/partition/search.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
-import { compile, trainingGraph } from '../../src/compile.js';
+import { trainingGraph } from '../../src/compile.js';
+import { compiledOnce } from '../compiled-once.js';
 
 /** Per kind (as offloadsMadeFirst groups them), the saved activations offloaded and kept, each in the order they are made. */
 function byKind(g: Graph, p: Placement, saved: readonly number[]): Map<string, { off: number[]; kept: number[] }> {
@@ -95,7 +96,7 @@ describe('offloads moved to the activations of their kind made first', () => {
 
   it('gpt3-13b on an H200: compile offloads the activations of each kind made first, under 0.3 s (0.3083 s before the family), and its plan verifies', async () => {
     const opts = { model: 'models/gpt.ts', preset: 'gpt3-13b', precision: 'fp16' as const, hw: 'h200-141g' };
-    const plan = await compile(opts);
+    const plan = await compiledOnce(opts);
     expect(verifyPlan(plan)).toEqual([]);
     const { graph: g } = await trainingGraph(opts);
     // (the LPs' saved activations: the bound LP's, as compile's search has them)

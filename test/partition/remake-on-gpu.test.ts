@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { paramGroups } from '../../compiler/partition/lp.js';
 import { remakeOnGpu, type Rounded } from '../../compiler/partition/lp-round.js';
 import type { Tier } from '../../compiler/cost/cost.js';
-import { compile, trainingGraph } from '../../src/compile.js';
+import { trainingGraph } from '../../src/compile.js';
+import { compiledOnce } from '../compiled-once.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
 
 describe('remakeOnGpu', () => {
@@ -30,7 +31,7 @@ describe('remakeOnGpu', () => {
   });
 
   it('gpt3-6.7b on an A100: no p16 is homed on the CPU with its state on the GPU, and the step is faster', async () => {
-    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'a100-80g', precision: 'fp16' });
+    const plan = await compiledOnce({ model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'a100-80g', precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     const { home, remat } = plan.placement;
     const groups = paramGroups(plan.graph);

@@ -7,11 +7,11 @@ import { describe, expect, it } from 'vitest';
 import { paramGroups } from '../../compiler/partition/lp.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
-import { compile } from '../../src/compile.js';
+import { compiledOnce } from '../compiled-once.js';
 
 describe('the step start', () => {
   it('gpt3-13b on an H200: the embedding does not wait for a CPU cast of wte (its state on the GPU), the plan verifies', async () => {
-    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'h200-141g', precision: 'fp16' });
+    const plan = await compiledOnce({ model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'h200-141g', precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     const g = plan.graph;
     const groups = paramGroups(g);
