@@ -7,8 +7,9 @@
 // group exchanging its configuration with one of the MOVE_PARTNERS nearest
 // GPU-state groups of its size (candidates.ts exchanged) — simulated without
 // the arena's waits (a floor no placement of its arenas beats); the
-// MOVE_RETIMES moves with the lowest floors under the best are built and
-// retimed, and the fastest that fits is kept where it gains MOVE_MIN_GAIN.
+// MOVE_RETIMES moves with the lowest floors under the best, and
+// MOVE_RETIMES_IN_TURN more one floor at a time, are built and retimed, and
+// the fastest that fits is kept where it gains MOVE_MIN_GAIN.
 // The families move groups by rules (the last gradients streamed first, the
 // ends of the CPU's chain exchanged); these take any one group, which the
 // rules pass over: gpt3-13b on an H100 streams h.22.attn.qkv.w too (1.0915
@@ -19,7 +20,8 @@
 // Keeps true: acc.best only gets faster and every plan kept fits its
 // capacities; deterministic (moves in group order, ties by that order).
 // Cost: one program build and simulation per move (~30 ms on gpt3-13b, ~250
-// moves) and MOVE_RETIMES builds and retimings; not tried where state rests
+// moves) and up to MOVE_RETIMES + MOVE_RETIMES_IN_TURN builds and
+// retimings; not tried where state rests
 // on NVMe (there the floor needs the arenas' offsets, so every move would be
 // built whole) or past MOVE_MAX_INSTRUCTIONS.
 
@@ -35,10 +37,14 @@ import { exchangeable, exchanged } from './candidates.js';
 
 /** The moves with the lowest floors that are built and retimed. */
 const MOVE_RETIMES = 12;
+/** And the moves after them built and retimed one floor at a time in turn (inTurns). */
+const MOVE_RETIMES_IN_TURN = 12;
 /** GPU-state partners per off-GPU group (the nearest in program order). */
 const MOVE_PARTNERS = 2;
 /** A move is kept only where it shortens the step by this share. */
 const MOVE_MIN_GAIN = 1e-3;
+/** Floors within this share of each other tie (inTurns). */
+const FLOOR_TIE = 1e-6;
 /** Groups smaller than the largest by more than this factor are not moved (biases, norms). */
 const MOVE_SMALLEST = 64;
 /** Not tried on longer programs (gpt3-175b's ~19 000 instructions: its NVMe state rules it out anyway). */
@@ -60,11 +66,36 @@ export function lpTryMoves(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   }
   // (a stable sort: ties in the moves' order)
   moves.sort((a, b) => a.floor - b.floor);
-  for (const m of moves.slice(0, MOVE_RETIMES)) {
+  // the lowest floors, then as many more in turn over the floors left: the
+  // lowest can all be one kind of change (gpt3-6.7b/v100 in parts: 59 MLP
+  // parts' streams at 2.2740 s, the twelve retimed 2.2886-2.3247 s, none
+  // kept; then the qkv parts' at 2.2777 s, one retimed 2.2827 s, kept), and
+  // within one floor the retimes differ (gpt3-13b/h200: 40 exchanges of qkv
+  // groups at 0.2945 s, retimed 0.2945-0.3063 s, the sixth the one kept)
+  const order = [...moves.slice(0, MOVE_RETIMES), ...inTurns(moves.slice(MOVE_RETIMES)).slice(0, MOVE_RETIMES_IN_TURN)];
+  for (const m of order) {
     const c = retimed(g, hw, build(g, hw, m.placement), beat);
     if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < Math.min(beat, simulated(g, hw, acc.best!).stepSeconds)) acc.best = c;
   }
   mark('LP single-group moves');
+}
+
+/**
+ * The moves (sorted by floor) one per floor in turn, lowest first, round
+ * after round; floors within FLOOR_TIE of each other are one. Moves whose
+ * floors tie are most often one change to alike groups (any of many layers'
+ * MLP weights streamed): the streams' totals are the same, so are the
+ * floors, and only the arenas' waits tell them apart.
+ */
+function inTurns(moves: readonly Move[]): Move[] {
+  const ties: Move[][] = [];
+  for (const m of moves) {
+    const last = ties[ties.length - 1];
+    if (last && m.floor - last[0].floor <= FLOOR_TIE * last[0].floor) last.push(m); else ties.push([m]);
+  }
+  const out: Move[] = [];
+  for (let k = 0; out.length < moves.length; k++) for (const t of ties) if (k < t.length) out.push(t[k]);
+  return out;
 }
 
 /** Every one-group change of p (group order): stream, unstream, or exchange with a near GPU-state group of its size. */

@@ -5,7 +5,10 @@
 // gpt3-13b on an H200, where the kept plan has h.39.attn.qkv.w's state on the
 // GPU and h.35.attn.qkv.w's on the CPU (298.7 ms before the moves): the plan
 // verifies and runs under 296 ms above its bound; exchanged back it is slower,
-// and the moves find it again from there.
+// and the moves find it again from there. And on gpt3-6.7b on a V100, whose
+// plan is in parts, where the moves' retimes go round their floors: the plan
+// within issue 5's 2 % of its bound (2.11 % when the retimes went to the
+// twelve lowest floors, each an MLP part streamed; 1.85 % with a qkv part).
 import { describe, expect, it } from 'vitest';
 import { paramGroups } from '../../compiler/partition/lp.js';
 import { exchanged } from '../../compiler/partition/candidates.js';
@@ -36,5 +39,13 @@ describe('one group moved at a time', () => {
     lpTryMoves(g, hw, acc);
     expect(fitsTiers(acc.best!.arenas.arenaBytes, hw)).toBe(true);
     expect(simulated(g, hw, acc.best!).stepSeconds).toBeLessThanOrEqual(step * (1 + 1e-9));
+  }, 300_000);
+
+  it('gpt3-6.7b on a V100: with the moves retimed in turn over their floors, the plan (in parts) is within 2 % of its bound', async () => {
+    const plan = await compiledOnce({ model: 'models/gpt.ts', preset: 'gpt3-6.7b', hw: 'v100-32g', precision: 'fp16' });
+    expect(verifyPlan(plan)).toEqual([]);
+    console.log(`gpt3-6.7b/v100: step ${plan.predicted.stepSeconds.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s, gap ${plan.bound!.gapPercent.toFixed(2)} %`);
+    expect(plan.graph.tensors.some((t) => t.slice)).toBe(true);
+    expect(plan.bound!.gapPercent).toBeLessThanOrEqual(2);
   }, 300_000);
 });
