@@ -68,10 +68,10 @@ export function lpTryMoves(g: Graph, hw: HardwareProfile, acc: LpCandidates): vo
   moves.sort((a, b) => a.floor - b.floor);
   // the lowest floors, then as many more in turn over the floors left: the
   // lowest can all be one kind of change (gpt3-6.7b/v100 in parts: 59 MLP
-  // parts' streams at 2.2740 s, the twelve retimed 2.2886-2.3247 s, none
+  // parts' streams at 2.2740 s, the twelve retimed 2.2879-2.3669 s, none
   // kept; then the qkv parts' at 2.2777 s, one retimed 2.2827 s, kept), and
-  // within one floor the retimes differ (gpt3-13b/h200: 40 exchanges of qkv
-  // groups at 0.2945 s, retimed 0.2945-0.3063 s, the sixth the one kept)
+  // within one floor the retimes differ (gpt3-13b/h200: 40 moves at 0.2945
+  // s, the first eight retimed 0.2945-0.3063 s, the sixth the one kept)
   const order = [...moves.slice(0, MOVE_RETIMES), ...inTurns(moves.slice(MOVE_RETIMES)).slice(0, MOVE_RETIMES_IN_TURN)];
   for (const m of order) {
     const c = retimed(g, hw, build(g, hw, m.placement), beat);
