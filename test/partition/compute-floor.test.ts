@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, it, expect } from 'vitest';
 import { compile, placeLp, placeMinCut, trainingGraph } from '../../src/compile.js';
+import { compiledOnce } from '../compiled-once.js';
 import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import type { Graph } from '../../compiler/ir/types.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
@@ -148,7 +149,7 @@ describe('compute floor and compact arena', () => {
     const hw = loadProfile(opts.hw, opts);
     const { graph: g } = await trainingGraph(opts);
     const cut = placeMinCut(g, hw)!;
-    const plan = await compile(opts);
+    const plan = await compiledOnce(opts);
     const floor = computeFloorSeconds(g, cut, hw);
     const prog = buildProgram(g, cut);
     const a = assignOffsets(prog, caps(hw), stateOrder(g, prog));

@@ -10,7 +10,7 @@ import { buildProgram, type Program } from '../../compiler/schedule/program.js';
 import { stateOrder } from '../../compiler/schedule/state-order.js';
 import { simulate } from '../../compiler/simulate/simulate.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
-import { compile } from '../../src/compile.js';
+import { compiledOnce } from '../compiled-once.js';
 
 /**
  * GPU buffers X, Z, W of 128 bytes (and S between X and Z, so their free
@@ -227,7 +227,7 @@ describe('placement in the order of a schedule gated by memory', () => {
 
 describe('compile keeps the faster arena placement', () => {
   it('gpt2-1.5b on 16 GB: faster than its placement placed by program position, never under its floor; verifies', async () => {
-    const plan = await compile({ model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'v100-32g', gpuMemBytes: 16e9, precision: 'fp16', batch: 1, seq: 1024 });
+    const plan = await compiledOnce({ model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'v100-32g', gpuMemBytes: 16e9, precision: 'fp16', batch: 1, seq: 1024 });
     expect(verifyPlan(plan)).toEqual([]);
     const g = plan.graph, p = plan.placement, hw = plan.hardware;
     const prog = buildProgram(g, p);
