@@ -20,10 +20,9 @@
 // Keeps true: acc.best only gets faster and every plan kept fits its
 // capacities; deterministic (moves in group order, ties by that order).
 // Cost: one program build and simulation per move (~30 ms on gpt3-13b, ~250
-// moves) and up to MOVE_RETIMES + MOVE_RETIMES_IN_TURN builds and
-// retimings; not tried where state rests
-// on NVMe (there the floor needs the arenas' offsets, so every move would be
-// built whole) or past MOVE_MAX_INSTRUCTIONS.
+// moves) and up to MOVE_RETIMES + MOVE_RETIMES_IN_TURN builds and retimings;
+// not tried where state rests on NVMe (there the floor needs the arenas'
+// offsets, so every move would be built whole) or past MOVE_MAX_INSTRUCTIONS.
 
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
