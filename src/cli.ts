@@ -148,6 +148,12 @@ function capacityFlags(args: Args): ProfileOverrides {
 
 const MACHINE_FLAGS = ['--hw', ...CAPACITY_FLAGS, '--precision', '--batch', '--seq', '--keep-params-on-gpu'];
 
+/** A parameter count in the unit that keeps it readable: 124.44 M, 13.00 B, 1.01 T (a tiny model's had read "0.00 B"). */
+function fmtParams(n: number): string {
+  const [unit, scale] = n >= 1e12 ? ['T', 1e12] : n >= 1e9 ? ['B', 1e9] : n >= 1e6 ? ['M', 1e6] : n >= 1e3 ? ['K', 1e3] : ['', 1];
+  return scale === 1 ? String(n) : `${(n / scale).toFixed(2)} ${unit}`;
+}
+
 async function cmdFit(args: Args): Promise<void> {
   takeFlags(args, [...MACHINE_FLAGS, '--min-tflops', '--json', ...OPT_FLAGS]);
   const model = args.positional[0];
@@ -157,9 +163,9 @@ async function cmdFit(args: Args): Promise<void> {
   // nothing fits: the table (or the JSON, model null) on stdout, then one line saying why and exit 2
   const nothing = () => { if (!r.model) throw diag.doesNotFit(noFitMessage(fitOpts, r)); };
   if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); nothing(); return; }
-  for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${(t.params / 1e9).toFixed(2).padStart(8)} B params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
+  for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${fmtParams(t.params).padStart(9)} params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
   nothing();
-  process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${(r.params / 1e9).toFixed(2)} B parameters, ${fitOpts.precision}), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);
+  process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${fmtParams(r.params)} parameters, ${fitOpts.precision}), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);
   if (r.layerLimit !== undefined) process.stdout.write(`(fit deepens a preset to at most ${r.layerLimit} layers here: ${FIT_MAX_OPS_FACTOR}x the ops of this family's largest preset; a deeper model may fit too)\n`);
   if (r.layersIdle) process.stdout.write(`(this family's 'layers' field does not change the model: one more layer builds the same graph, so fit did not deepen the largest preset that fits)\n`);
   // (a family whose presets name no layer count is not deepened: it had gone unsaid)

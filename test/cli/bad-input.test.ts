@@ -141,6 +141,9 @@ describe('bad input', () => {
     const r = cli('fit', 'models/gpt.ts', ...machine);
     expectUserError(r, /^tiercut: models\/gpt\.ts: no preset fits, not even the smallest, tiny \(\d+ parameters\): does not fit: .*capacity is 1000 B \(short by [\d.]+ KiB\).*\[TC301\]$/);
     expect(r.stdout).toMatch(/^no fit +tiny /m);
+    // (each trial's parameters in a unit that shows them: tiny's had read "0.00 B params")
+    expect(r.stdout).toMatch(/^no fit +tiny +[\d.]+ K params/m);
+    expect(r.stdout).toMatch(/^no fit +gpt3-175b +174\.60 B params/m);
     const j = cli('fit', 'models/gpt.ts', ...machine, '--json');
     expectUserError(j, /no preset fits, not even the smallest, tiny/);
     const found = JSON.parse(j.stdout);
