@@ -26,7 +26,8 @@ const USAGE = `usage:
   tiercut compile MODEL [--preset P] [--hw NAME|FILE] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
                   [--precision fp32|fp16|bf16] [--batch N] [--seq N] [--keep-params-on-gpu] [--dpu [--dpu-warmup N]]
                   [--freeze REGEX (ONNX initializers kept fixed)] [--optimizer adam|adamw] [--lr X] [--betas B1,B2]
-                  [--eps X] [--weight-decay X] [--sp P] [--lp-time-limit SECONDS] -o PLAN [--trace FILE.json]
+                  [--eps X] [--weight-decay X] [--sp P] [--lp-time-limit SECONDS] [--config KEY=VALUE,...]
+                  -o PLAN [--trace FILE.json]
   tiercut report PLAN [--json] [--gpu-mem SIZE] [--cpu-mem SIZE] [--nvme SIZE]
   tiercut run PLAN [--steps N] [--seed N] [--lr X] [--optimizer adam|adamw] [--betas B1,B2] [--eps X]
                   [--weight-decay X] [--data FILE.safetensors] [--weights FILE.safetensors]
@@ -166,10 +167,50 @@ async function cmdFit(args: Args): Promise<void> {
   for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${fmtParams(t.params).padStart(9)} params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
   nothing();
   process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${fmtParams(r.params)} parameters, ${fitOpts.precision}), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);
+  process.stdout.write(`compile it: ${compileCommand(args, r.model!.source, r.model!.preset, r.model!.overrides)}\n`);
   if (r.layerLimit !== undefined) process.stdout.write(`(fit deepens a preset to at most ${r.layerLimit} layers here: ${FIT_MAX_OPS_FACTOR}x the ops of this family's largest preset; a deeper model may fit too)\n`);
   if (r.layersIdle) process.stdout.write(`(this family's 'layers' field does not change the model: one more layer builds the same graph, so fit did not deepen the largest preset that fits)\n`);
   // (a family whose presets name no layer count is not deepened: it had gone unsaid)
   if (typeof r.model!.config.layers !== 'number') process.stdout.write(`(this family's presets have no numeric 'layers' field: fit compared its presets and did not deepen the largest that fits)\n`);
+}
+
+/**
+ * --config KEY=VALUE[,KEY=VALUE...]: numeric fields of the preset overridden
+ * (fit's answer deepened, e.g. layers=46: it had no way to be compiled from
+ * the command line). Each value a finite number; the model checks the keys
+ * (a preset without that numeric field is refused, naming it).
+ */
+function configFlag(args: Args): Record<string, number> | undefined {
+  const v = args.flags.get('--config');
+  if (v === undefined) return undefined;
+  const config: Record<string, number> = {};
+  for (const item of v.split(',')) {
+    const eq = item.indexOf('=');
+    const key = item.slice(0, eq).trim(), text = item.slice(eq + 1).trim();
+    if (eq < 0 || key === '' || text === '') throw diag.usage(`--config: expected KEY=VALUE[,KEY=VALUE...] (e.g. layers=46), got '${item}'`);
+    const n = Number(text);
+    if (!Number.isFinite(n)) throw diag.usage(`--config: ${key}: '${text}' is not a finite number`);
+    if (Object.prototype.hasOwnProperty.call(config, key)) throw diag.usage(`--config: ${key} is given twice`);
+    config[key] = n;
+  }
+  return config;
+}
+
+/** The `tiercut compile` line for fit's answer: its preset and overrides, and the machine and optimizer flags fit was given (fit's own dropped). */
+function compileCommand(args: Args, model: string, preset: string, overrides: Record<string, number>): string {
+  const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
+  const words = ['tiercut', 'compile', model, '--preset', preset];
+  const config = Object.entries(overrides).map(([k, v]) => `${k}=${v}`).join(',');
+  if (config) words.push('--config', config);
+  // (fit's default precision is fp16, compile's fp32: always said)
+  if (!args.flags.has('--precision')) words.push('--precision', 'fp16');
+  for (const [k, v] of args.flags) {
+    if (k === '--min-tflops' || k === '--json') continue;
+    words.push(k);
+    if (!BOOLEAN_FLAGS.has(k)) words.push(v);
+  }
+  words.push('-o', 'plan.json');
+  return words.map(quote).join(' ');
 }
 
 /** --freeze REGEX: ONNX initializers whose name matches get no gradient and no update. */
@@ -190,7 +231,7 @@ function spFlag(args: Args): number | undefined {
 }
 
 async function cmdCompile(args: Args): Promise<void> {
-  takeFlags(args, ['--preset', '-o', '--freeze', '--dpu', '--dpu-warmup', '--trace', '--sp', '--lp-time-limit', ...MACHINE_FLAGS, ...OPT_FLAGS]);
+  takeFlags(args, ['--preset', '--config', '-o', '--freeze', '--dpu', '--dpu-warmup', '--trace', '--sp', '--lp-time-limit', ...MACHINE_FLAGS, ...OPT_FLAGS]);
   const model = args.positional[0];
   const out = args.flags.get('-o');
   const sp = spFlag(args);
@@ -203,7 +244,8 @@ async function cmdCompile(args: Args): Promise<void> {
   if (args.flags.has('--trace')) checkWritable(args.flags.get('--trace')!, 'the trace');
   const lpTimeLimitSeconds = num(args, '--lp-time-limit');
   if (lpTimeLimitSeconds !== undefined && lpTimeLimitSeconds <= 0) throw diag.usage(`--lp-time-limit: expected a number of seconds > 0, got ${args.flags.get('--lp-time-limit')}`);
-  const compiled = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}), note });
+  const config = configFlag(args);
+  const compiled = await compile({ ...compileOptions(args, model, 'fp32'), freeze: freezeFlag(args), ...(config ? { config } : {}), ...(sp !== undefined ? { sp } : {}), ...(lpTimeLimitSeconds !== undefined ? { lpTimeLimitSeconds } : {}), note });
   // (an ONNX model is read again at run time, from wherever `run` is: its path absolute, as `run` looks beside the plan too)
   const plan = isOnnx(model) ? { ...compiled, model: { ...compiled.model, source: resolve(model) } } : compiled;
   writePlan(out, plan);

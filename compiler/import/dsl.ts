@@ -263,7 +263,11 @@ export async function importDsl(modelPath: string, opts: DslOptions = {}): Promi
   let cfg: PresetBase;
   try { cfg = { ...presets[preset] }; } catch (e) { throw diag.modelExport(display, `reading preset '${preset}': ${e instanceof Error ? e.message : String(e)}`); }
   for (const [k, v] of Object.entries(opts.config ?? {})) {
-    if (typeof (cfg as unknown as Record<string, unknown>)[k] !== 'number') throw diag.modelExport(display, `preset '${preset}' has no numeric field '${k}' to override`);
+    const was = (cfg as unknown as Record<string, unknown>)[k];
+    if (typeof was !== 'number') throw diag.modelExport(display, `preset '${preset}' has no numeric field '${k}' to override`);
+    // (an override keeps the field's kind: layers=2.5 or layers=-1 had built a model all the same, the loop rounding or skipping)
+    if (!Number.isFinite(v) || (Number.isInteger(was) && !Number.isInteger(v)) || (was > 0 && v <= 0))
+      throw diag.modelExport(display, `preset '${preset}': '${k}' is ${Number.isInteger(was) ? 'a whole number' : 'a number'}${was > 0 ? ' above 0' : ''} (${was}), got ${v}`);
     (cfg as unknown as Record<string, number>)[k] = v;
   }
   if (opts.batch !== undefined) cfg.batch = opts.batch;

@@ -205,6 +205,31 @@ describe('arguments', () => {
     expect(cli('run', tiny, '--steps', '2', '--data', data).stderr).not.toMatch(/holds 2 steps/);
   });
 
+  it('fit prints the compile line of its answer, and that line plans it (a deepened preset had no way onto the command line); --config refuses what is not a field of the preset\'s kind', () => {
+    const machine = ['--hw', 'v100-32g', '--gpu-mem', '64MB', '--lr', '0.01'];
+    const r = cli('fit', 'models/mlp.ts', ...machine);
+    expect(r.status, r.stderr).toBe(0);
+    const line = /^compile it: tiercut (compile .*)$/m.exec(r.stdout);
+    expect(line).not.toBeNull();
+    const answer = /^largest feasible: wide layers=(\d+) /m.exec(r.stdout);
+    expect(answer).not.toBeNull();
+    const words = line![1].split(' ');
+    expect(words).toEqual(['compile', 'models/mlp.ts', '--preset', 'wide', '--config', `layers=${answer![1]}`, '--precision', 'fp16', ...machine, '-o', 'plan.json']);
+    const plan = join(dir, 'fit-answer.plan.json');
+    const c = cli(...words.slice(0, -1), plan);
+    expect(c.status, c.stderr).toBe(0);
+    const p = JSON.parse(readFileSync(plan, 'utf8'));
+    expect(p.model.config.layers).toBe(Number(answer![1]));
+    expect(p.optimizer.lr).toBe(0.01);
+    const bad = (config: string, message: RegExp) => expectUserError(cli('compile', 'models/mlp.ts', '--preset', 'wide', '--config', config, '-o', join(dir, 'x.json')), message);
+    bad('layers=x', /--config: layers: 'x' is not a finite number/);
+    bad('layers', /--config: expected KEY=VALUE\[,KEY=VALUE\.\.\.\] \(e\.g\. layers=46\), got 'layers'/);
+    bad('layers=3,layers=4', /--config: layers is given twice/);
+    bad('depth=3', /preset 'wide' has no numeric field 'depth' to override/);
+    bad('layers=2.5', /preset 'wide': 'layers' is a whole number above 0 \(4\), got 2\.5/);
+    bad('layers=0', /'layers' is a whole number above 0 \(4\), got 0/);
+  });
+
   it('fit deepens the mlp family too (its layer count had been named depth, which fit does not read)', () => {
     const r = cli('fit', 'models/mlp.ts', '--hw', 'local', '--json');
     expect(r.status, r.stderr).toBe(0);
