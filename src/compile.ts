@@ -108,6 +108,7 @@ export async function trainingGraph(opts: CompileOptions, onForward?: (forward: 
   // (each was taken and ignored: --freeze on a DSL model, --preset on an ONNX one)
   const onnx = isOnnx(opts.model);
   if (onnx && opts.preset !== undefined) throw diag.usage(`--preset: ${opts.model} is an ONNX model, of one fixed size (its symbolic dims take --batch and --seq); presets are a DSL model's`);
+  if (onnx && opts.config !== undefined) throw diag.usage(`--config: ${opts.model} is an ONNX model, of one fixed size; presets and their fields are a DSL model's`);
   if (!onnx && opts.freeze !== undefined) throw diag.usage(`--freeze: applies to an ONNX model's initializers; ${opts.model} is a DSL model, whose parameters all train`);
   // the ONNX importer (and its protobuf decoder, ~0.1 s to load) only for ONNX models
   const imported = onnx

@@ -222,7 +222,9 @@ describe('arguments', () => {
     expect(p.model.config.layers).toBe(Number(answer![1]));
     expect(p.optimizer.lr).toBe(0.01);
     const bad = (config: string, message: RegExp) => expectUserError(cli('compile', 'models/mlp.ts', '--preset', 'wide', '--config', config, '-o', join(dir, 'x.json')), message);
-    bad('layers=x', /--config: layers: 'x' is not a finite number/);
+    bad('layers=x', /--config: layers: 'x' is not a finite decimal number/);
+    bad('layers=0x10', /--config: layers: '0x10' is not a finite decimal number/);
+    expectUserError(cli('compile', ONNX, '--config', 'layers=2', '-o', join(dir, 'x.json')), /--config: .*gpt-tiny\.onnx is an ONNX model/);
     bad('layers', /--config: expected KEY=VALUE\[,KEY=VALUE\.\.\.\] \(e\.g\. layers=46\), got 'layers'/);
     bad('layers=3,layers=4', /--config: layers is given twice/);
     bad('depth=3', /preset 'wide' has no numeric field 'depth' to override/);
