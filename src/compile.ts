@@ -350,6 +350,12 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       return { placement, plan: smallerGpu ? { ...plan, lpStatus: 'smallerGpu' } : plan };
     };
     let { placement, plan } = await placeWithin(['gpu']);
+    if (sharding) {
+      if (ringWorkspaceProblem(plan)?.tier === 'cpu') ({ placement, plan } = await placeWithin(['gpu', 'cpu']));
+      const problem = ringWorkspaceProblem(plan);
+      if (problem) throw diag.doesNotFit(problem.message);
+      return { ...plan, sp: spSection(plan, sharding) };
+    }
     // the same model with its blocks' parameters in parts (compiler/lower/chunks.ts), placed and planned alike
     const placeWithinParts = async (): Promise<Plan | undefined> => {
       const parts = await trainingGraph({ ...opts, chunks: CHUNKS });
@@ -360,12 +366,6 @@ export async function compile(opts: CompileOptions): Promise<Plan> {
       });
       return r && withBound(unboundPlan(parts.graph, hw, r.placement, model, optimizer, r.built), await r.lp);
     };
-    if (sharding) {
-      if (ringWorkspaceProblem(plan)?.tier === 'cpu') ({ placement, plan } = await placeWithin(['gpu', 'cpu']));
-      const problem = ringWorkspaceProblem(plan);
-      if (problem) throw diag.doesNotFit(problem.message);
-      return { ...plan, sp: spSection(plan, sharding) };
-    }
     if (opts.dpuWarmupSteps === undefined) return chunksMayPay(opts, graph, plan) ? inParts(plan, await placeWithinParts()) : plan;
     const warmupSteps = opts.dpuWarmupSteps;
     // the updates the plain step runs on the CPU are delayed (ZeRO-Offload's

@@ -20,8 +20,7 @@
 // their `slice` the ranges of the whole parameter they hold, which the
 // optimizer's lowering gives their state too and by which the runtime makes
 // their first values and reads and writes checkpoints as the whole's.
-// src/compile.ts tries it
-// (chunksMayPay) and keeps the faster plan.
+// src/compile.ts tries it (chunksMayPay) and keeps the faster plan.
 // Keeps true: the function (the sum of the parts is the whole's output, up to
 // the order of floating-point sums); every other op and tensor as it was, in
 // program order; op locations. Cost: O(ops + tensors).
