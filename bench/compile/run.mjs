@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // npm run bench:compile — compile time of large plans on this machine, and what
-// the partitioner finds. Models built symbolically (no weights). Prints three
+// the partitioner finds. Models built symbolically (no weights). Prints four
 // tables (the large cases, each compiled in a fresh process of its own, as
 // `tiercut compile` runs: one.mjs --row; then, in this one process, the gap
-// grid of presets x profiles and the cases whose host memory binds);
+// grid of GPT presets x profiles, the other presets on those profiles, and
+// the cases whose host memory binds);
 // paste them into docs/BENCHMARKS.md with the command.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { compile } from '../../dist/src/compile.js';
-import { grid, hostBound, large } from './cases.mjs';
+import { grid, hostBound, large, otherPresets } from './cases.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 console.log('| case | compile s | ops | method | gpu peak | cpu peak | nvme peak | predicted step s | LP bound s | gap % |');
@@ -23,6 +24,16 @@ for (const c of grid) {
   const plan = await compile(c.opts);
   const seconds = (performance.now() - t0) / 1e3;
   console.log(`| ${c.preset} | ${c.hw} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${seconds.toFixed(1)} |`);
+}
+
+// the issue's other presets (LLaMA-2, BERT-large) on the same profiles
+console.log('\n| preset | profile | method | predicted step s | LP bound s | gap % | widened by | compile s |');
+console.log('|---|---|---|---|---|---|---|---|');
+for (const c of otherPresets) {
+  const t0 = performance.now();
+  const plan = await compile(c.opts);
+  const seconds = (performance.now() - t0) / 1e3;
+  console.log(`| ${c.preset} | ${c.hw} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${plan.bound?.widenedBy?.join(', ') || '-'} | ${seconds.toFixed(1)} |`);
 }
 
 // host memory that binds: the state does not fit GPU + CPU, part of it on
