@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// node bench/compile/gaps.mjs [--mip SECONDS] [--all] [PRESET HW ...] — where
-// each grid cell's gap to its bound lies (after `npm run build`). Per cell (the
-// gap grid of cases.mjs; with --all its large and host-bound cases too; or the
-// PRESET HW pairs given), four numbers, each at least the one before:
+// node bench/compile/gaps.mjs [--mip SECONDS] [--all] [--model PATH] [PRESET HW ...]
+// — where each grid cell's gap to its bound lies (after `npm run build`). Per
+// cell (the gap grid of cases.mjs; with --all its large and host-bound cases
+// too; or the PRESET HW pairs given, of models/gpt.ts or the --model given),
+// four numbers, each at least the one before:
 //   bound      the plan's lower bound (the bound LP, widened as the plan leaves its family)
 //   own        the same LP with its choices fixed to the plan's (lp.ts placementBound):
 //              own - bound is the gap of the plan's choices (where state rests,
@@ -34,8 +35,10 @@ const mipAt = args.indexOf('--mip');
 const mipSeconds = mipAt >= 0 ? Number(args.splice(mipAt, 2)[1]) : 0;
 const allAt = args.indexOf('--all');
 if (allAt >= 0) args.splice(allAt, 1);
+const modelAt = args.indexOf('--model');
+const model = modelAt >= 0 ? args.splice(modelAt, 2)[1] : 'models/gpt.ts';
 const pairs = [];
-for (let i = 0; i + 1 < args.length; i += 2) pairs.push({ name: `${args[i]} ${args[i + 1]}`, opts: { model: 'models/gpt.ts', precision: 'fp16', preset: args[i], hw: args[i + 1] } });
+for (let i = 0; i + 1 < args.length; i += 2) pairs.push({ name: `${args[i]} ${args[i + 1]}`, opts: { model, precision: 'fp16', preset: args[i], hw: args[i + 1] } });
 const cells = pairs.length ? pairs : [...grid, ...(allAt >= 0 ? [...large, ...hostBound] : [])];
 const highs = mipSeconds > 0 ? await createRequire(import.meta.url)('highs')() : undefined;
 
