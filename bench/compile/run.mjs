@@ -16,24 +16,29 @@ console.log('| case | compile s | ops | method | gpu peak | cpu peak | nvme peak
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const c of large) process.stdout.write(execFileSync(process.execPath, [fileURLToPath(new URL('./one.mjs', import.meta.url)), root, c.key, '--row'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }));
 
+/** Compiles opts in this process; gives the plan and its compile seconds. */
+async function timed(opts) {
+  const t0 = performance.now();
+  const plan = await compile(opts);
+  return { plan, seconds: (performance.now() - t0) / 1e3 };
+}
+/** A plan's step, bound and gap, as the tables print them. */
+const stepBoundGap = (plan) => `${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)}`;
+
 // the gap grid: presets x profiles at their default capacities (fp16, batch 1)
 console.log('\n| preset | profile | method | predicted step s | LP bound s | gap % | compile s |');
 console.log('|---|---|---|---|---|---|---|');
 for (const c of grid) {
-  const t0 = performance.now();
-  const plan = await compile(c.opts);
-  const seconds = (performance.now() - t0) / 1e3;
-  console.log(`| ${c.preset} | ${c.hw} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${seconds.toFixed(1)} |`);
+  const { plan, seconds } = await timed(c.opts);
+  console.log(`| ${c.preset} | ${c.hw} | ${plan.placement.method} | ${stepBoundGap(plan)} | ${seconds.toFixed(1)} |`);
 }
 
 // the issue's other presets (LLaMA-2, BERT-large) on the same profiles
 console.log('\n| preset | profile | method | predicted step s | LP bound s | gap % | widened by | compile s |');
 console.log('|---|---|---|---|---|---|---|---|');
 for (const c of otherPresets) {
-  const t0 = performance.now();
-  const plan = await compile(c.opts);
-  const seconds = (performance.now() - t0) / 1e3;
-  console.log(`| ${c.preset} | ${c.hw} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${plan.bound?.widenedBy?.join(', ') || '-'} | ${seconds.toFixed(1)} |`);
+  const { plan, seconds } = await timed(c.opts);
+  console.log(`| ${c.preset} | ${c.hw} | ${plan.placement.method} | ${stepBoundGap(plan)} | ${plan.bound?.widenedBy?.join(', ') || '-'} | ${seconds.toFixed(1)} |`);
 }
 
 // host memory that binds: the state does not fit GPU + CPU, part of it on
@@ -41,8 +46,6 @@ for (const c of otherPresets) {
 console.log('\n| case | method | predicted step s | LP bound s | gap % | compile s |');
 console.log('|---|---|---|---|---|---|');
 for (const { name, opts } of hostBound) {
-  const t0 = performance.now();
-  const plan = await compile(opts);
-  const seconds = (performance.now() - t0) / 1e3;
-  console.log(`| ${name} | ${plan.placement.method} | ${plan.predicted.stepSeconds.toFixed(3)} | ${plan.bound?.lowerBoundSeconds.toFixed(3)} | ${plan.bound?.gapPercent.toFixed(1)} | ${seconds.toFixed(1)} |`);
+  const { plan, seconds } = await timed(opts);
+  console.log(`| ${name} | ${plan.placement.method} | ${stepBoundGap(plan)} | ${seconds.toFixed(1)} |`);
 }
