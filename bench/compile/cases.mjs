@@ -14,9 +14,11 @@ export const large = [
   { key: 'gpt2-1.5b-gpu', name: 'gpt2-1.5b, a100-80g (fits the GPU)', opts: { model: 'models/gpt.ts', preset: 'gpt2-1.5b', hw: 'a100-80g', precision: 'fp16' } },
 ];
 
+/** A preset on each profile of the grid, at the profile's default capacities (fp16, batch 1). */
+const onProfiles = (model, preset) => ['v100-32g', 'a100-80g', 'h100-80g', 'h200-141g'].map((hw) => ({ name: `${preset} ${hw}`, preset, hw, opts: { model, preset, hw, precision: 'fp16' } }));
+
 /** The gap grid: presets x profiles at their default capacities (fp16, batch 1). */
-export const grid = ['gpt2-124m', 'gpt2-1.5b', 'gpt3-6.7b', 'gpt3-13b'].flatMap((preset) =>
-  ['v100-32g', 'a100-80g', 'h100-80g', 'h200-141g'].map((hw) => ({ name: `${preset} ${hw}`, preset, hw, opts: { model: 'models/gpt.ts', preset, hw, precision: 'fp16' } })));
+export const grid = ['gpt2-124m', 'gpt2-1.5b', 'gpt3-6.7b', 'gpt3-13b'].flatMap((preset) => onProfiles('models/gpt.ts', preset));
 
 /**
  * The issue's other presets on the same profiles (default capacities, fp16,
@@ -24,8 +26,7 @@ export const grid = ['gpt2-124m', 'gpt2-1.5b', 'gpt3-6.7b', 'gpt3-13b'].flatMap(
  * gap grid above, whose 2 % target the GPT presets measure; printed so that
  * their gaps are on record (docs/BENCHMARKS.md, fifty-second session).
  */
-export const otherPresets = [['models/llama.ts', 'llama2-7b'], ['models/llama.ts', 'llama2-13b'], ['models/llama.ts', 'llama2-70b'], ['models/bert.ts', 'bert-large']].flatMap(([model, preset]) =>
-  ['v100-32g', 'a100-80g', 'h100-80g', 'h200-141g'].map((hw) => ({ name: `${preset} ${hw}`, preset, hw, opts: { model, preset, hw, precision: 'fp16' } })));
+export const otherPresets = [['models/llama.ts', 'llama2-7b'], ['models/llama.ts', 'llama2-13b'], ['models/llama.ts', 'llama2-70b'], ['models/bert.ts', 'bert-large']].flatMap(([model, preset]) => onProfiles(model, preset));
 
 /** Host memory that binds: the state does not fit GPU + CPU, part of it on NVMe (default NVMe). */
 export const hostBound = [
