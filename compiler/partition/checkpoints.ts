@@ -22,9 +22,14 @@
 // taken in producer order, so a chain never goes through one decided later;
 // one that would exceed `maxDepth` stays offloaded and ends the chains after
 // it (a checkpoint, as in layer-wise activation checkpointing, found rather
-// than declared).
+// than declared). An activation the rounding already recomputes lengthens
+// the chains of those that read it: one whose readers would then pass
+// maxDepth stays offloaded (at depth 1 this keeps a plan in the LPs'
+// one-level family, whose bound is far above the one over chains: llama2-7b
+// on a V100 had left it by its embedding and first norm alone).
 // Keeps true: every recomputed tensor's producer reads only tensors that are
-// persistent, inputs, parameters, kept or offloaded, or recomputed; the
+// persistent, inputs, parameters, kept or offloaded, or recomputed; a chain
+// through an activation this call recomputes stays within maxDepth; the
 // rounding given is not changed. Cost: O(saved x maxDepth x op inputs).
 
 import { producers } from '../ir/graph.js';
@@ -53,13 +58,20 @@ export function checkpointed(g: Graph, saved: readonly number[], r: Rounded, max
     via.set(x, d + 1);
     return d + 1;
   };
+  // the recomputed activations that read x through their producer: an
+  // activation recomputed before this call (the rounding's) whose input is
+  // made again now is one link deeper, which must stay within maxDepth too
+  const before = new Set(recompute), readers = new Map<number, number[]>();
+  for (const c of before) for (const u of g.ops[prod[c]]?.inputs ?? []) readers.set(u, [...(readers.get(u) ?? []), c]);
+  const deeper = (x: number, d: number): boolean => d > maxDepth || (readers.get(x) ?? []).some((c) => deeper(c, d + 1));
   let freedBytes = 0;
   for (const t of [...saved].sort((a, b) => prod[a] - prod[b])) {
     if (!offload.has(t) && !recompute.has(t)) continue;
     const was = recompute.has(t);
     recompute.add(t); // (so that chain goes through its producer)
     const via = new Map<number, number>();
-    if (chain(t, via) === Infinity) {
+    const lengthens = () => [...via].some(([u, du]) => !before.has(u) && (readers.get(u) ?? []).some((c) => deeper(c, du + 1)));
+    if (chain(t, via) === Infinity || lengthens()) {
       if (!was) recompute.delete(t);
       continue;
     }

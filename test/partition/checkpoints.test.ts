@@ -81,6 +81,26 @@ describe('checkpointed', () => {
     expect(r.recompute.size).toBe(0);
   });
 
+  it("an activation the rounding recomputes already: its input stays offloaded where making it again would take that chain past the depth", async () => {
+    const { g, prod, saved } = await tiny('models/llama.ts');
+    const savedSet = new Set(saved);
+    // one level deep: a producer reading only parameters, data and saved activations
+    const oneLevel = (t: number) => g.ops[prod.get(t)!].inputs.every((u) => { const x = g.tensors[u]; return x.persistent || x.role === 'input' || x.role === 'param16' || savedSet.has(u); });
+    // a saved activation one level deep whose input is another such (LLaMA's
+    // first norm reads the embedding's output, made from the table and the ids)
+    const c = saved.find((t) => oneLevel(t) && g.ops[prod.get(t)!].inputs.some((u) => savedSet.has(u) && oneLevel(u)))!;
+    expect(c).toBeDefined();
+    const input = g.ops[prod.get(c)!].inputs.find((u) => savedSet.has(u) && oneLevel(u))!;
+    for (const maxDepth of [1, 2, 8]) {
+      const r: Rounded = { stateTier: [], p16Tier: [], offload: new Set(saved.filter((t) => t !== c)), recompute: new Set([c]) };
+      const out = checkpointed(g, saved, r, maxDepth, false);
+      for (const [x, d] of depths(g, prod, out.recompute, out.offload, savedSet)) expect(d, `${g.tensors[x].name} at depth ${maxDepth}`).toBeLessThanOrEqual(maxDepth);
+      // (at depth 1 the plan stays in the LPs' one-level family: no recomputed activation reads another)
+      if (maxDepth === 1) expect(out.offload.has(input), g.tensors[input].name).toBe(true);
+      expect(out.recompute.has(c)).toBe(true);
+    }
+  });
+
   it('the runtime trains plans that recompute through those chains bit-identically to the all-GPU plan (gpt and llama fp16, bert fp32)', async () => {
     const hw = loadProfile('v100-32g');
     const dir = scratchDir('tiercut-checkpoints-');
