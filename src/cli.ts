@@ -85,13 +85,15 @@ function takeFlags(args: Args, allowed: string[], positionals = 1): void {
 
 /** A decimal number as a flag's value may be written (no hex, no binary, no 'Infinity'). */
 const DECIMAL = /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i;
+/** text's value where it is a finite decimal number (DECIMAL), else undefined. */
+const decimal = (text: string): number | undefined => (DECIMAL.test(text) && Number.isFinite(Number(text)) ? Number(text) : undefined);
 
 function num(args: Args, flag: string, opts: { integer?: boolean; min?: number } = {}): number | undefined {
   const v = args.flags.get(flag);
   if (v === undefined) return undefined;
-  const n = Number(v);
+  const n = decimal(v);
   // (a decimal number only: '0x10' had been 16; a whole number exactly: 1e30 warm-up steps and 2^53 + 1 had been taken)
-  if (!Number.isFinite(n) || !DECIMAL.test(v)) throw diag.badNumber(flag, v);
+  if (n === undefined) throw diag.badNumber(flag, v);
   if ((opts.integer && !Number.isSafeInteger(n)) || (opts.min !== undefined && n < opts.min)) throw diag.badNumber(flag, v, `${opts.integer ? 'an integer' : 'a number'}${opts.min !== undefined ? ` >= ${opts.min}` : ''}`);
   return n;
 }
@@ -191,9 +193,9 @@ function configFlag(args: Args): Record<string, number> | undefined {
     const eq = item.indexOf('=');
     const key = item.slice(0, eq).trim(), text = item.slice(eq + 1).trim();
     if (eq < 0 || key === '' || text === '') throw diag.usage(`--config: expected KEY=VALUE[,KEY=VALUE...] (e.g. layers=46), got '${item}'`);
-    const n = Number(text);
+    const n = decimal(text);
     // (a decimal number, as every number flag: '0x10' is not 16; whole numbers exactly)
-    if (!Number.isFinite(n) || !DECIMAL.test(text) || (Number.isInteger(n) && !Number.isSafeInteger(n))) throw diag.usage(`--config: ${key}: '${text}' is not a finite decimal number`);
+    if (n === undefined || (Number.isInteger(n) && !Number.isSafeInteger(n))) throw diag.usage(`--config: ${key}: '${text}' is not a finite decimal number`);
     if (Object.prototype.hasOwnProperty.call(config, key)) throw diag.usage(`--config: ${key} is given twice`);
     config[key] = n;
   }

@@ -159,10 +159,11 @@ describe('updates streamed to the GPU', () => {
     // (its families' best streams one group; updated on the CPU again, the
     // plan is as fast, 5.1165 s: 5.0803 s until checkpointed kept the chains
     // through the rounding's recomputed activations within their depth, which
-    // took 13b/v100 on 128 GB 7.589 -> 7.081 s and 6.7b/v100 on 48 GB 3.298 ->
-    // 3.238 s; docs/BENCHMARKS.md, fifty-second session. gpt3-6.7b on 24 + 64 GB had been this case
-    // until the forty-second session: since lpTrySwaps' NVMe tail its
-    // streamed updates pay, 1.3383 s against 1.3881 without them)
+    // took 13b/v100 on 128 GB 7.589 -> 7.081 s and 6.7b/v100 on 48 GB 3.298
+    // -> 3.238 s; docs/BENCHMARKS.md, fifty-second session. gpt3-6.7b on 24 +
+    // 64 GB had been this case until the forty-second session: since
+    // lpTrySwaps' NVMe tail its streamed updates pay, 1.3383 s against 1.3881
+    // without them)
     const opts = { model: 'models/gpt.ts', preset: 'gpt3-13b', hw: 'a100-80g', precision: 'fp16' as const, cpuMemBytes: 64e9 };
     const plan = await compile(opts);
     expect(verifyPlan(plan)).toEqual([]);
