@@ -300,7 +300,7 @@ const UNSTREAM_HEAD_MAX = 4;
  * p16 is made again there for each use where `remade` (as placementFrom
  * does), else resident there.
  */
-function updatedOnGpu(q: ParamGroup, home: Tier[], opTier: Tier[], remat: boolean[], remade: boolean): void {
+export function updatedOnGpu(q: ParamGroup, home: Tier[], opTier: Tier[], remat: boolean[], remade: boolean): void {
   for (const t of q.state) home[t] = 'gpu';
   home[q.grad] = 'gpu'; opTier[q.adam] = 'gpu';
   if (q.cast >= 0) opTier[q.cast] = 'gpu';

@@ -1,0 +1,138 @@
+// GPU room for optimizer state: the kept plan's cheap activations made again,
+// and its streamed updates moved to gradients that come sooner.
+//
+// Takes the best plan so far (LpCandidates) after the families and the
+// single-group moves, and the bound LP's saved activations. Gives, where one
+// wins, a faster plan, in three steps, each kept only where it wins:
+//  - streams sooner (lpTryStreamsSooner): in each set of groups of one size
+//    and shape (exchangeable), ordered by when their gradients are made, every
+//    streamed group exchanged with the group STREAM_SHIFT of the set's length
+//    sooner where that one's state rests on the GPU. A streamed update copies
+//    its state home after its gradient; where those gradients come last (the
+//    first layers') the copies are the step's tail: llama2-13b on an H200,
+//    9.8 GB of the first eleven layers' attention state going home on d2h in
+//    the step's last 195 ms;
+//  - cheap recompute (lpTryCheapRecompute): every activation the plan keeps
+//    on the GPU or offloads whose producer runs there in at most CHEAP_SHARE of the time
+//    its bytes take to copy (an elementwise op: LLaMA's SiLU, 13824 x 4096
+//    halves a layer in ~50 us against ~2.3 ms on PCIe 5) and reads only what
+//    is there to read again (parameters, inputs, activations kept or
+//    offloaded: one level, so a plan in the LPs' family stays there and its
+//    bound is not widened) made again in the backward pass (an offloaded
+//    one's copies down and up saved: llama2-7b on a V100 2.740 -> 2.664 s),
+//    and the GPU bytes so freed (ROOM_SHARES of them) given to the state of CPU-updated groups,
+//    those whose gradients come last first (their updates end the CPU's
+//    chain, and their p16 is the forward pass's first fetch);
+//  - then streams sooner again, from that plan.
+// The families round activations and state apart and keep what their LP
+// keeps; these take bytes the LP's rounding left kept (llama2-13b/h200: 4.5
+// GB of SiLU outputs, while 30 GB of state is updated on the CPU and its p16
+// fetched twice a step; docs/BENCHMARKS.md, fifty-fourth session).
+// Keeps true: acc.best only gets faster and every plan kept fits its
+// capacities; a plan's widening (lp.ts wideningOf) is never extended (the
+// recompute is one level; exchanges keep the set of configurations);
+// deterministic (groups and activations in program order). Cost: at most
+// 2 + ROOM_SHARES.length builds, each retimed where it fits and does not win
+// as built; not tried past ROOM_MAX_INSTRUCTIONS or where state rests on
+// NVMe (lpTryKeptCheckpoints gives such room to NVMe groups).
+
+import { copySeconds, opSeconds } from '../cost/cost.js';
+import type { HardwareProfile } from '../cost/profiles.js';
+import type { Graph } from '../ir/types.js';
+import { producers } from '../ir/graph.js';
+import { paramGroups, streamedUpdate, type ParamGroup } from './lp.js';
+import type { Placement } from './placement.js';
+import { exchangeable, exchanged, updatedOnGpu } from './candidates.js';
+import { mark } from '../../src/timing.js';
+import { build, fitsTiers, retimed, simulated, type Built, type LpCandidates } from './built.js';
+
+/** A streamed group moves this share of its set's length toward sooner gradients (llama2-13b/h200: 10 layers of 40). */
+const STREAM_SHIFT = 0.25;
+/** An activation is cheap to make again where its producer's GPU time is at most this share of its copy down. */
+const CHEAP_SHARE = 0.05;
+/** Shares of the GPU bytes freed given to state (0: the recompute alone). */
+const ROOM_SHARES = [1, 0.6, 0];
+/** A plan is kept only where it shortens the step by this share. */
+const ROOM_MIN_GAIN = 1e-3;
+/** Not tried on longer programs (as moves.ts). */
+const ROOM_MAX_INSTRUCTIONS = 12_000;
+
+export function lpTryRoom(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean): void {
+  const b = acc.best;
+  if (!b || b.prog.instructions.length > ROOM_MAX_INSTRUCTIONS || b.placement.home.includes('nvme')) return;
+  lpTryStreamsSooner(g, hw, acc);
+  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu)) lpTryStreamsSooner(g, hw, acc);
+  mark('LP room candidates');
+}
+
+/** Whether c beats the best by ROOM_MIN_GAIN, built as it is or retimed (then kept). */
+function keepIfFaster(g: Graph, hw: HardwareProfile, acc: LpCandidates, p: Placement): boolean {
+  const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - ROOM_MIN_GAIN);
+  let c: Built = build(g, hw, p);
+  if (!fitsTiers(c.arenas.arenaBytes, hw)) return false;
+  if (simulated(g, hw, c).stepSeconds >= beat) c = retimed(g, hw, c, beat);
+  if (!fitsTiers(c.arenas.arenaBytes, hw) || simulated(g, hw, c).stepSeconds >= beat) return false;
+  acc.best = c;
+  return true;
+}
+
+function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates): boolean {
+  let p = acc.best!.placement;
+  const made = producers(g);
+  const groups = paramGroups(g);
+  const onGpu = (q: ParamGroup) => q.state.every((t) => p.home[t] === 'gpu');
+  const sets: ParamGroup[][] = [];
+  for (const q of groups) {
+    const set = sets.find((s) => exchangeable(s[0], q));
+    if (set) set.push(q); else sets.push([q]);
+  }
+  let moved = 0;
+  for (const set of sets) {
+    if (!set.some((q) => streamedUpdate(p, q))) continue;
+    set.sort((a, b) => made[a.grad] - made[b.grad] || a.adam - b.adam);
+    const shift = Math.round(set.length * STREAM_SHIFT);
+    if (shift === 0) continue;
+    // the sooner ones first, so that each lands on a group not yet moved
+    for (let i = shift; i < set.length; i++) {
+      const q = set[i], r = set[i - shift];
+      if (streamedUpdate(p, q) && onGpu(r)) { p = exchanged(p, q, r); moved++; }
+    }
+  }
+  return moved > 0 && keepIfFaster(g, hw, acc, p);
+}
+
+function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean): boolean {
+  const p = acc.best!.placement, made = producers(g);
+  const remat = p.remat ? [...p.remat] : g.tensors.map(() => false);
+  const again = (u: number) => remat[u] && g.tensors[u].role === 'activation';
+  // (a tensor read by an activation the plan makes again must stay: that one's chain would lengthen)
+  const readByAgain = new Uint8Array(g.tensors.length);
+  g.tensors.forEach((t) => { if (again(t.id) && made[t.id] >= 0) for (const u of g.ops[made[t.id]].inputs) readByAgain[u] = 1; });
+  const home0 = [...p.home];
+  let freed = 0, offloads = 0;
+  for (const t of [...saved].sort((a, b) => made[a] - made[b])) {
+    const op = g.ops[made[t]], bytes = g.tensors[t].sizeBytes;
+    if (remat[t] || readByAgain[t] || op.inputs.some(again)) continue;
+    if (opSeconds(g, op, 'gpu', hw) > CHEAP_SHARE * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
+    remat[t] = true;
+    for (const u of op.inputs) readByAgain[u] = 1;
+    // (an offloaded one frees its copies down and up; a kept one, its GPU bytes)
+    if (home0[t] === 'gpu') freed += bytes; else { home0[t] = 'gpu'; offloads++; }
+  }
+  if (freed === 0 && offloads === 0) return false;
+  const cpu = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && q.state.length > 0 && q.state.every((t) => p.home[t] === 'cpu'))
+    .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  let won = false;
+  for (const share of ROOM_SHARES) {
+    const home = [...home0], opTier = [...p.opTier], rm = [...remat], fwdCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : undefined;
+    let room = freed * share;
+    for (const q of cpu) {
+      if (q.stateBytes > room) continue;
+      updatedOnGpu(q, home, opTier, rm, q.remakeable && !keepParamsOnGpu);
+      if (fwdCpu && q.cast >= 0) fwdCpu[q.cast] = false;
+      room -= q.stateBytes;
+    }
+    if (keepIfFaster(g, hw, acc, { ...p, home, opTier, remat: rm, ...(fwdCpu ? { forwardCastOnCpu: fwdCpu } : {}) })) won = true;
+  }
+  return won;
+}
