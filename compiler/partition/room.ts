@@ -30,7 +30,9 @@
 // fetched twice a step; docs/BENCHMARKS.md, fifty-fourth session).
 // Keeps true: acc.best only gets faster and every plan kept fits its
 // capacities; a plan's widening (lp.ts wideningOf) is never extended (the
-// recompute is one level; exchanges keep the set of configurations);
+// recompute is one level, its inputs parameters, data or saved activations
+// the plan does not make again; exchanges keep the set of configurations;
+// and a candidate that would leave the family by another way is not built);
 // deterministic (groups and activations in program order). Cost: at most
 // 2 + ROOM_SHARES.length builds, each retimed where it fits and does not win
 // as built; not tried past ROOM_MAX_INSTRUCTIONS or where state rests on
@@ -40,7 +42,7 @@ import { copySeconds, opSeconds } from '../cost/cost.js';
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
 import { producers } from '../ir/graph.js';
-import { paramGroups, streamedUpdate, type ParamGroup } from './lp.js';
+import { paramGroups, streamedUpdate, wideningOf, wideningWays, type ParamGroup } from './lp.js';
 import type { Placement } from './placement.js';
 import { exchangeable, exchanged, updatedOnGpu } from './candidates.js';
 import { mark } from '../../src/timing.js';
@@ -60,13 +62,19 @@ const ROOM_MAX_INSTRUCTIONS = 12_000;
 export function lpTryRoom(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean): void {
   const b = acc.best;
   if (!b || b.prog.instructions.length > ROOM_MAX_INSTRUCTIONS || b.placement.home.includes('nvme')) return;
-  lpTryStreamsSooner(g, hw, acc);
-  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu)) lpTryStreamsSooner(g, hw, acc);
+  // (the ways the best leaves the LPs' family: a candidate may leave it by no other)
+  const ways = new Set(wideningWays(wideningOf(g, b.placement, saved) ?? {}));
+  const within = (p: Placement) => wideningWays(wideningOf(g, p, saved) ?? {}).every((w) => ways.has(w));
+  lpTryStreamsSooner(g, hw, acc, within);
+  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, within)) lpTryStreamsSooner(g, hw, acc, within);
   mark('LP room candidates');
 }
 
-/** Whether c beats the best by ROOM_MIN_GAIN, built as it is or retimed (then kept). */
-function keepIfFaster(g: Graph, hw: HardwareProfile, acc: LpCandidates, p: Placement): boolean {
+type Within = (p: Placement) => boolean;
+
+/** Whether p, within the best's widening, beats the best by ROOM_MIN_GAIN, built as it is or retimed (then kept). */
+function keepIfFaster(g: Graph, hw: HardwareProfile, acc: LpCandidates, p: Placement, within: Within): boolean {
+  if (!within(p)) return false;
   const beat = simulated(g, hw, acc.best!).stepSeconds * (1 - ROOM_MIN_GAIN);
   let c: Built = build(g, hw, p);
   if (!fitsTiers(c.arenas.arenaBytes, hw)) return false;
@@ -76,7 +84,7 @@ function keepIfFaster(g: Graph, hw: HardwareProfile, acc: LpCandidates, p: Place
   return true;
 }
 
-function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates): boolean {
+function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates, within: Within): boolean {
   let p = acc.best!.placement;
   const made = producers(g);
   const groups = paramGroups(g);
@@ -98,13 +106,16 @@ function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates): b
       if (streamedUpdate(p, q) && onGpu(r)) { p = exchanged(p, q, r); moved++; }
     }
   }
-  return moved > 0 && keepIfFaster(g, hw, acc, p);
+  return moved > 0 && keepIfFaster(g, hw, acc, p, within);
 }
 
-function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean): boolean {
+function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, within: Within): boolean {
   const p = acc.best!.placement, made = producers(g);
   const remat = p.remat ? [...p.remat] : g.tensors.map(() => false);
   const again = (u: number) => remat[u] && g.tensors[u].role === 'activation';
+  // (what is there to read again: parameters, data, saved activations; lp.ts oneLevel)
+  const isSaved = new Set(saved);
+  const there = (u: number) => { const tu = g.tensors[u]; return tu.persistent || tu.role === 'input' || tu.role === 'param16' || isSaved.has(u); };
   // (a tensor read by an activation the plan makes again must stay: that one's chain would lengthen)
   const readByAgain = new Uint8Array(g.tensors.length);
   g.tensors.forEach((t) => { if (again(t.id) && made[t.id] >= 0) for (const u of g.ops[made[t.id]].inputs) readByAgain[u] = 1; });
@@ -112,7 +123,7 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
   let freed = 0, offloads = 0;
   for (const t of [...saved].sort((a, b) => made[a] - made[b])) {
     const op = g.ops[made[t]], bytes = g.tensors[t].sizeBytes;
-    if (remat[t] || readByAgain[t] || op.inputs.some(again)) continue;
+    if (remat[t] || readByAgain[t] || op.inputs.some(again) || !op.inputs.every(there)) continue;
     if (opSeconds(g, op, 'gpu', hw) > CHEAP_SHARE * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
     remat[t] = true;
     for (const u of op.inputs) readByAgain[u] = 1;
@@ -132,7 +143,7 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
       if (fwdCpu && q.cast >= 0) fwdCpu[q.cast] = false;
       room -= q.stateBytes;
     }
-    if (keepIfFaster(g, hw, acc, { ...p, home, opTier, remat: rm, ...(fwdCpu ? { forwardCastOnCpu: fwdCpu } : {}) })) won = true;
+    if (keepIfFaster(g, hw, acc, { ...p, home, opTier, remat: rm, ...(fwdCpu ? { forwardCastOnCpu: fwdCpu } : {}) }, within)) won = true;
   }
   return won;
 }
