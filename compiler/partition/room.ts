@@ -19,8 +19,8 @@
 //    is there to read again (parameters, inputs, activations kept or
 //    offloaded: one level, so a plan in the LPs' family stays there and its
 //    bound is not widened) made again in the backward pass (an offloaded
-//    one's copies down and up saved: llama2-7b on a V100 2.740 -> 2.664 s),
-//    and the GPU bytes so freed (ROOM_SHARES of them) given to the state of CPU-updated groups,
+//    one's copies down and up saved), and the GPU bytes so freed
+//    (ROOM_SHARES of them) given to the state of CPU-updated groups,
 //    those whose gradients come last first (their updates end the CPU's
 //    chain, and their p16 is the forward pass's first fetch);
 //  - then streams sooner again, from that plan.
@@ -134,7 +134,8 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
   const cpu = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && q.state.length > 0 && q.state.every((t) => p.home[t] === 'cpu'))
     .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
   let won = false;
-  for (const share of ROOM_SHARES) {
+  // (with no GPU bytes freed, every share is the recompute alone: built once)
+  for (const share of freed > 0 ? ROOM_SHARES : [0]) {
     const home = [...home0], opTier = [...p.opTier], rm = [...remat], fwdCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : undefined;
     let room = freed * share;
     for (const q of cpu) {
