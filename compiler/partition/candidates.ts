@@ -18,7 +18,9 @@
 //  - lpTrySwaps: two groups of one size exchange where their state rests, what
 //    updates them and where their p16 is made and kept;
 //  - lpTryEarlyOffloads: the offloaded activations of each kind those made
-//    first.
+//    first;
+//  - lpTryRerunHeld: a rerun's output kept for its next reader close behind
+//    (Placement.rerunHeld), not made once more for it.
 // A family whose plans leave the LPs' family calls `trying` first, so that
 // the bound widened by that way (lp.ts wideBound) solves while its candidates
 // are built. Keeps true: acc.best only gets faster, and every candidate kept
@@ -32,7 +34,7 @@ import { checkpointed } from './checkpoints.js';
 import { paramGroups, streamedUpdate, type ParamGroup, type Widening } from './lp.js';
 import type { Placement } from './placement.js';
 import { compactArenaBytes, readBuffersPeak } from '../schedule/arena.js';
-import { buildProgram } from '../schedule/program.js';
+import { buildProgram, REFETCH_GAP } from '../schedule/program.js';
 import { simulate, simulateFloor } from '../simulate/simulate.js';
 import { mark } from '../../src/timing.js';
 import { build, fitsTiers, lpTryRounded, retimed, simulated, type Built, type LpCandidates } from './built.js';
@@ -632,6 +634,42 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
   }
   if (win) acc.best = win;
   mark('LP cast-lead candidates');
+}
+
+/**
+ * Gaps (ops) within which lpTryRerunHeld keeps a rerun's output for its next
+ * reader: 4 covers an attention's two backward readers (its output projection's
+ * weight gradient, then its own backward, 5 instructions apart); REFETCH_GAP
+ * as far as a copy is kept.
+ */
+const RERUN_HELD_GAPS = [4, REFETCH_GAP];
+
+/**
+ * A recomputed activation (or a remade p16) has no home: each reader that
+ * finds no copy runs its producer again, so an attention recomputed for the
+ * backward pass ran twice there, once for its output projection's weight
+ * gradient and once for its own backward (llama2-7b/h100, GPU-bound: reruns
+ * 8.8 ms against the forward's 4.4; its norms 3.2 against 1.3). The LPs count
+ * one run per producer. Kept for the next reader, the output holds its bytes
+ * until then, which costs plans that fill the GPU (gpt2-1.5b on 8 GB of GPU and
+ * 6 GB of CPU overflowed, gpt3-6.7b/v100 slowed: docs/BENCHMARKS.md,
+ * fifty-fourth session), so it is a field of the placement, tried last: the
+ * best built with each of RERUN_HELD_GAPS, retimed; the fastest that fits
+ * kept where it beats the best. Only where it changes the program.
+ */
+export function lpTryRerunHeld(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+  const b = acc.best;
+  if (!b || !b.placement.remat || b.placement.rerunHeld !== undefined) return;
+  let win: Built | undefined;
+  for (const rerunHeld of RERUN_HELD_GAPS) {
+    const p = { ...b.placement, rerunHeld }, prog = buildProgram(g, p);
+    if (prog.instructions.length === (win ?? b).prog.instructions.length) continue;
+    const beat = simulated(g, hw, win ?? b).stepSeconds;
+    const c = retimed(g, hw, build(g, hw, p, prog), beat);
+    if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) win = c;
+  }
+  if (win) acc.best = win;
+  mark('LP rerun-held candidates');
 }
 
 /**

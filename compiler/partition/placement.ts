@@ -27,4 +27,12 @@ export interface Placement {
    * moments from NVMe waits with it (partition/candidates.ts lpTryCastLead).
    */
   readonly castLead?: number;
+  /**
+   * Ops within which the output of a producer run again (a recomputed
+   * activation, a remade p16) is kept for its next reader on the same tier
+   * (schedule/program.ts; absent: 0, each reader runs the producer again):
+   * the GPU runs less, but the output holds its bytes until that reader
+   * (partition/candidates.ts lpTryRerunHeld).
+   */
+  readonly rerunHeld?: number;
 }

@@ -33,7 +33,7 @@ import { mark } from '../../src/timing.js';
 import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, tryPlacement, type Built, type LpCandidates } from './built.js';
 import { lpTryMoves } from './moves.js';
 import { lpTryRoom } from './room.js';
-import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryEarlyOffloads, lpTryKeptCheckpoints, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps, lpTryUnstream } from './candidates.js';
+import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryEarlyOffloads, lpTryKeptCheckpoints, lpTryRerunHeld, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps, lpTryUnstream } from './candidates.js';
 
 /** The min-cut path: two tiers, GPU capacity by a price on GPU bytes. Undefined when the CPU tier overflows. */
 export function placeMinCut(g: Graph, hw: HardwareProfile): Placement | undefined {
@@ -158,7 +158,8 @@ const SEED_PASSES = 3;
  * lpTryEarlyOffloads, and where that wins the exchanges again; then one
  * group changed at a time: lpTryMoves; then streamed updates moved to sooner
  * gradients and cheap kept activations made again for state's room:
- * lpTryRoom), or, when the cut also fits, whichever of
+ * lpTryRoom; then its reruns' outputs kept for their next readers:
+ * lpTryRerunHeld), or, when the cut also fits, whichever of
  * the two the simulator finds faster. The LP runs in every case: its optimum
  * is the plan's lower bound (boundOf). Each candidate is scheduled once; the
  * kept one's program, arenas and simulation come back with it.
@@ -335,6 +336,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (opts.probe !== 'fits') lpTryMoves(g, hw, acc);
       // and its streamed updates moved to sooner gradients, its cheap kept activations made again for state's room (room.ts)
       if (opts.probe !== 'fits') lpTryRoom(g, hw, acc, saved, opts.keepParamsOnGpu ?? false);
+      // and its reruns' outputs kept for their next readers close behind
+      if (opts.probe !== 'fits') lpTryRerunHeld(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }

@@ -86,6 +86,7 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         remat: { type: 'array', items: { type: 'boolean' }, description: 'per tensor: no home, made again by its producer for each use' },
         forwardCastOnCpu: { type: 'array', items: { type: 'boolean' }, description: "per op: a cast on the GPU whose runs for the forward pass's reads run on the CPU" },
         castLead: { ...int(0), description: "how many more CPU updates the CPU's casts of remade p16 for the GPU's next ops are drafted ahead of" },
+        rerunHeld: { ...int(0), description: "ops within which the output of a producer run again is kept for its next reader on the same tier" },
       },
     },
     dpu: {

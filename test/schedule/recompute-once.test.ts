@@ -2,7 +2,9 @@
 // its log-sum-exp, a norm's output and statistics) runs once more for all of
 // them when they are read close together, not once per output; the outputs
 // taken from that one run are the right ones (training matches the plan that
-// keeps every activation, bit for bit).
+// keeps every activation, bit for bit). With Placement.rerunHeld, a rerun's
+// output is kept for its next reader close behind: an attention recomputed
+// for LLaMA's backward pass runs there once, not once per reader.
 import { describe, it, expect } from 'vitest';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
@@ -34,6 +36,31 @@ describe('recompute', () => {
     expect(kept.placement.method).toBe('all-gpu');
     const [a, b] = [await losses(kept, 4), await losses(plan, 4)];
     console.log(`kept       ${a.join(' ')}\nrecomputed ${b.join(' ')}`);
+    expect(b).toEqual(a);
+  });
+
+  it('with rerunHeld, a recomputed attention runs once in the backward pass for both its readers, and trains as the plan that keeps it', async () => {
+    const hw = loadProfile('v100-32g', {});
+    const opts = { model: 'models/llama.ts', preset: 'tiny' };
+    const { graph: g } = await trainingGraph(opts);
+    const groups = paramGroups(g);
+    const attention = g.ops.filter((o) => o.kind === 'attention' && o.phase === 'forward');
+    expect(attention.length).toBe(2);
+    const recompute = new Set(attention.flatMap((o) => o.outputs));
+    const p = placementFrom(g, groups, groups.map(() => 'gpu'), groups.map(() => 'gpu'), new Set(), 0, recompute);
+    const model = { source: 'models/llama.ts', preset: 'tiny', config: {} };
+    const runsOf = (plan: Plan) => attention.map((o) => plan.instructions.filter((x) => x.kind === 'run' && x.op === o.id).length);
+    // each attention's output is read in the backward pass by its output
+    // projection's weight gradient and by its own backward, a few ops apart:
+    // without the field each runs it again (forward + 2), with it the first does
+    const each = planFor(g, hw, p, model, ADAM_DEFAULTS), held = planFor(g, hw, { ...p, rerunHeld: 4 }, model, ADAM_DEFAULTS);
+    expect(runsOf(each)).toEqual([3, 3]);
+    expect(runsOf(held)).toEqual([2, 2]);
+    expect(held.placement.rerunHeld).toBe(4);
+    const kept = await compile(opts);
+    expect(kept.placement.method).toBe('all-gpu');
+    const [a, b] = [await losses(kept, 4), await losses(held, 4)];
+    console.log(`kept      ${a.join(' ')}\nheld rerun ${b.join(' ')}`);
     expect(b).toEqual(a);
   });
 });
