@@ -655,11 +655,12 @@ const RERUN_HELD_GAPS = [4, REFETCH_GAP];
  * 6 GB of CPU overflowed, gpt3-6.7b/v100 slowed: docs/BENCHMARKS.md,
  * fifty-fourth session), so it is a field of the placement, tried last: the
  * best built with each of RERUN_HELD_GAPS, retimed; the fastest that fits
- * kept where it beats the best. Only where it changes the program.
+ * kept where it beats the best. Only where it changes the program. Says
+ * whether it was kept.
  */
-export function lpTryRerunHeld(g: Graph, hw: HardwareProfile, acc: LpCandidates): void {
+export function lpTryRerunHeld(g: Graph, hw: HardwareProfile, acc: LpCandidates): boolean {
   const b = acc.best;
-  if (!b || !b.placement.remat || b.placement.rerunHeld !== undefined) return;
+  if (!b || !b.placement.remat || b.placement.rerunHeld !== undefined) return false;
   let win: Built | undefined;
   for (const rerunHeld of RERUN_HELD_GAPS) {
     const p = { ...b.placement, rerunHeld }, prog = buildProgram(g, p);
@@ -670,6 +671,7 @@ export function lpTryRerunHeld(g: Graph, hw: HardwareProfile, acc: LpCandidates)
   }
   if (win) acc.best = win;
   mark('LP rerun-held candidates');
+  return win !== undefined;
 }
 
 /**

@@ -336,8 +336,10 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       if (opts.probe !== 'fits') lpTryMoves(g, hw, acc);
       // and its streamed updates moved to sooner gradients, its cheap kept activations made again for state's room (room.ts)
       if (opts.probe !== 'fits') lpTryRoom(g, hw, acc, saved, opts.keepParamsOnGpu ?? false);
-      // and its reruns' outputs kept for their next readers close behind
-      if (opts.probe !== 'fits') lpTryRerunHeld(g, hw, acc);
+      // and its reruns' outputs kept for their next readers close behind;
+      // where that wins, the moves again: the GPU time it frees can take
+      // more streamed updates (llama2-7b/h100)
+      if (opts.probe !== 'fits' && lpTryRerunHeld(g, hw, acc)) lpTryMoves(g, hw, acc);
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
