@@ -136,6 +136,17 @@ export interface Placed {
 const SEED_PASSES = 3;
 
 /**
+ * Where lpTryRerunHeld wins on a plan whose GPU was busy at least this share
+ * of the step, the single-group moves run again on it: llama2-7b/h100 (GPU
+ * busy all of its 278.9 ms) 0.2789 -> 0.2755 s, two more groups streamed.
+ * Elsewhere the GPU time freed was not what bound the step: gpt3-13b/h100
+ * (GPU 26 % busy) found nothing, its compile 29.0 -> 38.7 s in two
+ * bench:compile runs, and llama2-13b/a100 (62 %) 0.13 % (docs/BENCHMARKS.md,
+ * fifty-fifth session).
+ */
+const RERUN_MOVES_GPU_BUSY_SHARE = 0.9;
+
+/**
  * Placement: everything on the GPU when it fits; else the min-cut when two
  * tiers suffice, no capacity binds (the cut's price is zero) and the cut
  * computes on the GPU (exact then); else the LP over three tiers (its
@@ -337,9 +348,12 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // and its streamed updates moved to sooner gradients, its cheap kept activations made again for state's room (room.ts)
       if (opts.probe !== 'fits') lpTryRoom(g, hw, acc, saved, opts.keepParamsOnGpu ?? false);
       // and its reruns' outputs kept for their next readers close behind;
-      // where that wins, the moves again: the GPU time it frees can take
-      // more streamed updates (llama2-7b/h100)
-      if (opts.probe !== 'fits' && lpTryRerunHeld(g, hw, acc)) lpTryMoves(g, hw, acc);
+      // where that wins on a plan whose GPU is busy most of the step, the
+      // moves again: the GPU time it frees can take more streamed updates
+      if (opts.probe !== 'fits') {
+        const gpuBound = acc.best !== undefined && simulated(g, hw, acc.best).streamBusySeconds.gpu >= RERUN_MOVES_GPU_BUSY_SHARE * simulated(g, hw, acc.best).stepSeconds;
+        if (lpTryRerunHeld(g, hw, acc) && gpuBound) lpTryMoves(g, hw, acc);
+      }
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
