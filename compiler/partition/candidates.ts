@@ -34,7 +34,7 @@ import { checkpointed } from './checkpoints.js';
 import { paramGroups, streamedUpdate, type ParamGroup, type Widening } from './lp.js';
 import type { Placement } from './placement.js';
 import { compactArenaBytes, readBuffersPeak } from '../schedule/arena.js';
-import { buildProgram, REFETCH_GAP } from '../schedule/program.js';
+import { buildProgram, REFETCH_GAP, type Program } from '../schedule/program.js';
 import { simulate, simulateFloor } from '../simulate/simulate.js';
 import { mark } from '../../src/timing.js';
 import { build, fitsTiers, lpTryRounded, retimed, simulated, type Built, type LpCandidates } from './built.js';
@@ -625,15 +625,25 @@ export function lpTryCastLead(g: Graph, hw: HardwareProfile, acc: LpCandidates):
   if (!b || !b.placement.remat) return;
   const p = b.placement, remat = p.remat!, groups = paramGroups(g);
   if (!groups.some((q) => q.cast >= 0 && remat[q.p16] && p.opTier[q.cast] === 'cpu') || !groups.some((q) => p.opTier[q.adam] === 'cpu')) return;
+  keptFastest(g, hw, acc, CAST_LEADS.filter((castLead) => castLead !== (p.castLead ?? 0)).map((castLead) => ({ placement: { ...p, castLead } })));
+  mark('LP cast-lead candidates');
+}
+
+/**
+ * The variants of the best plan built in turn, each retimed to beat the
+ * fastest so far (the best, or a variant before it); the fastest that fits
+ * kept where it beats the best. Says whether one was.
+ */
+function keptFastest(g: Graph, hw: HardwareProfile, acc: LpCandidates, variants: readonly { placement: Placement; prog?: Program }[]): boolean {
+  const b = acc.best!;
   let win: Built | undefined;
-  for (const castLead of CAST_LEADS) {
-    if (castLead === (p.castLead ?? 0)) continue;
+  for (const v of variants) {
     const beat = simulated(g, hw, win ?? b).stepSeconds;
-    const c = retimed(g, hw, build(g, hw, { ...p, castLead }), beat);
+    const c = retimed(g, hw, build(g, hw, v.placement, v.prog), beat);
     if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) win = c;
   }
   if (win) acc.best = win;
-  mark('LP cast-lead candidates');
+  return win !== undefined;
 }
 
 /**
@@ -661,17 +671,11 @@ const RERUN_HELD_GAPS = [4, REFETCH_GAP];
 export function lpTryRerunHeld(g: Graph, hw: HardwareProfile, acc: LpCandidates): boolean {
   const b = acc.best;
   if (!b || !b.placement.remat || b.placement.rerunHeld !== undefined) return false;
-  let win: Built | undefined;
-  for (const rerunHeld of RERUN_HELD_GAPS) {
-    const p = { ...b.placement, rerunHeld }, prog = buildProgram(g, p);
-    if (prog.instructions.length === (win ?? b).prog.instructions.length) continue;
-    const beat = simulated(g, hw, win ?? b).stepSeconds;
-    const c = retimed(g, hw, build(g, hw, p, prog), beat);
-    if (fitsTiers(c.arenas.arenaBytes, hw) && simulated(g, hw, c).stepSeconds < beat) win = c;
-  }
-  if (win) acc.best = win;
+  const variants = RERUN_HELD_GAPS.map((rerunHeld) => { const placement = { ...b.placement, rerunHeld }; return { placement, prog: buildProgram(g, placement) }; })
+    .filter((v) => v.prog.instructions.length !== b.prog.instructions.length);
+  const won = keptFastest(g, hw, acc, variants);
   mark('LP rerun-held candidates');
-  return win !== undefined;
+  return won;
 }
 
 /**

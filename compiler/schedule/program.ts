@@ -212,7 +212,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
   // activations fetched back from their home (for the backward pass) stay until their last use
   const fetchedBack = new Uint8Array(g.tensors.length);
   // outputs of a rerun kept for their next reader (Placement.rerunHeld: within heldGap ops)
-  const heldGap = p.rerunHeld ?? 0, held = new Uint8Array(g.tensors.length);
+  const heldGap = p.rerunHeld ?? 0, held = new Int32Array(g.tensors.length).fill(-1); // per tensor: its held buffer, -1 none
   let current = -1;  // the op whose operands are being fetched
   /** A buffer holding x's current value on `tier`, copying it there if needed (NVMe <-> GPU through CPU staging). */
   function fetch(x: number, tier: Tier): number {
@@ -223,7 +223,7 @@ export function buildProgram(g: Graph, p: Placement): Program {
       src = rerun(x);
       // its output kept for x's next reader here where that comes within
       // Placement.rerunHeld ops, rather than its producer run once more
-      if (bufs[src].tier === tier && nextUse(x, tier, current) - current <= heldGap) { valid.set(x, tier, src); held[x] = 1; }
+      if (bufs[src].tier === tier && nextUse(x, tier, current) - current <= heldGap) { valid.set(x, tier, src); held[x] = src; }
     }
     if (src === undefined) throw new Error(`schedule: ${g.tensors[x].name} is read before it is written`);
     if (bufs[src].tier === tier) return src;
@@ -288,7 +288,9 @@ export function buildProgram(g: Graph, p: Placement): Program {
   const retireIfGap = (x: number, tier: Tier, opId: number) => {
     if (tier === p.home[x] && !remat(x)) return;
     if (fetchedBack[x]) return;
-    if (nextUse(x, tier, opId) - opId > (held[x] ? heldGap : REFETCH_GAP)) { valid.delete(x, tier); held[x] = 0; }
+    // (a held output by the held gap; any other copy, a later one of x too, by REFETCH_GAP)
+    const gap = held[x] >= 0 && valid.get(x, tier) === held[x] ? heldGap : REFETCH_GAP;
+    if (nextUse(x, tier, opId) - opId > gap) { valid.delete(x, tier); held[x] = -1; }
   };
 
   const isCpuUpdate = (j: number) => g.ops[j].phase === 'update' && p.opTier[j] === 'cpu';
