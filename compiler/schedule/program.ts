@@ -271,7 +271,13 @@ export function buildProgram(g: Graph, p: Placement): Program {
     // staged from NVMe; keeping it for the update right after the backward's
     // cast holds CPU room that the next NVMe reads want: measured slower in 4
     // of 7 cases where the CPU binds, docs/BENCHMARKS.md, eighth session)
-    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t]) valid.delete(t, tier);
+    // on the CPU; on the GPU one is kept where the op being fetched for, or
+    // another within REFETCH_GAP ops, reads it next (a weight fetched for a
+    // recompute in the backward pass, then read by its gradient's op, as the
+    // LPs count one fetch per cluster of reads: llama2-13b/a100 fetched two
+    // weights three times a step)
+    const readSoon = (t: number) => tier === 'gpu' && (g.ops[current]?.inputs.includes(t) || nextUse(t, tier, current) - current <= REFETCH_GAP);
+    for (const t of op.inputs) if (p.home[t] !== tier && !op.outputs.includes(t) && !fetchedBack[t] && !readSoon(t)) valid.delete(t, tier);
     return outs[op.outputs.indexOf(x)];
   }
 

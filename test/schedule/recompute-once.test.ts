@@ -4,7 +4,9 @@
 // taken from that one run are the right ones (training matches the plan that
 // keeps every activation, bit for bit). With Placement.rerunHeld, a rerun's
 // output is kept for its next reader close behind: an attention recomputed
-// for LLaMA's backward pass runs there once, not once per reader.
+// for LLaMA's backward pass runs there once, not once per reader. A weight
+// copied to the GPU for a recompute in the backward pass stays there for its
+// own gradient's op close behind, not copied up once more.
 import { describe, it, expect } from 'vitest';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
@@ -61,6 +63,40 @@ describe('recompute', () => {
     expect(kept.placement.method).toBe('all-gpu');
     const [a, b] = [await losses(kept, 4), await losses(held, 4)];
     console.log(`kept      ${a.join(' ')}\nheld rerun ${b.join(' ')}`);
+    expect(b).toEqual(a);
+  });
+
+  it('copies a weight resting on the CPU up once in the backward pass for a recompute that reads it and its gradient op', async () => {
+    const hw = loadProfile('v100-32g', {});
+    const opts = { model: 'models/llama.ts', preset: 'tiny' };
+    const { graph: g } = await trainingGraph(opts);
+    const groups = paramGroups(g);
+    // each MLP's gate weight rests on the CPU (state and compute copy), and its
+    // forward output is recomputed: the rerun reads the weight in the backward
+    // pass, and so does the op making the gradient of the gate's input
+    const gate = (i: number) => /mlp\.gate_proj\.weight$/.test(g.tensors[groups[i].p16].name);
+    const gates = groups.map((_, i) => i).filter(gate);
+    expect(gates.length).toBe(2);
+    const tiers = groups.map((_, i): 'gpu' | 'cpu' => (gate(i) ? 'cpu' : 'gpu'));
+    const made = g.ops.filter((o) => o.phase === 'forward' && gates.some((i) => o.inputs.includes(groups[i].p16)));
+    const p = placementFrom(g, groups, tiers, [...tiers], new Set(), 0, new Set(made.flatMap((o) => o.outputs)));
+    const plan = planFor(g, hw, p, { source: 'models/llama.ts', preset: 'tiny', config: {} }, ADAM_DEFAULTS);
+    for (const i of gates) {
+      const w = groups[i].p16;
+      const readers = g.ops.filter((o) => o.phase !== 'update' && o.inputs.includes(w));
+      expect(readers.map((o) => o.phase)).toEqual(['forward', 'backward']);
+      // one copy up for the forward pass, one for the backward pass's readers
+      // (the first layer's: the recompute and the gradient op; three before)
+      expect(plan.instructions.filter((x) => x.kind === 'copy' && x.stream === 'h2d' && plan.buffers[x.inputs[0]].tensor === w).length, g.tensors[w].name).toBe(2);
+    }
+    // the first layer's gate matmul runs again in the backward pass (the last
+    // layer's output is still on the GPU from the forward pass, read within
+    // REFETCH_GAP ops)
+    expect(made.map((o) => plan.instructions.filter((x) => x.kind === 'run' && x.op === o.id).length)).toEqual([2, 1]);
+    const kept = await compile(opts);
+    expect(kept.placement.method).toBe('all-gpu');
+    const [a, b] = [await losses(kept, 4), await losses(plan, 4)];
+    console.log(`kept      ${a.join(' ')}\ngate on CPU ${b.join(' ')}`);
     expect(b).toEqual(a);
   });
 });
