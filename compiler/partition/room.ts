@@ -52,6 +52,14 @@ import { build, fitsTiers, retimed, simulated, type Built, type LpCandidates } f
 const STREAM_SHIFT = 0.25;
 /** An activation is cheap to make again where its producer's GPU time is at most this share of its copy down. */
 const CHEAP_SHARE = 0.05;
+/**
+ * Through chains (an activation made again from others made again), the
+ * chain's GPU time may be up to this share of the copy: LLaMA's SwiGLU
+ * product silu(gate) x up, 113 MB a layer at 4096 tokens, made again with
+ * its SiLU in ~0.12 ms against a 2.3 ms copy (llama2-13b/h200: 4.3 GB freed
+ * for state, 0.5558 -> 0.5090 s; docs/BENCHMARKS.md, fifty-sixth session).
+ */
+const CHEAP_CHAIN_SHARE = 0.1;
 /** Shares of the GPU bytes freed given to state (0: the recompute alone). */
 const ROOM_SHARES = [1, 0.6, 0];
 /** A plan is kept only where it shortens the step by this share. */
@@ -66,7 +74,10 @@ export function lpTryRoom(g: Graph, hw: HardwareProfile, acc: LpCandidates, save
   const ways = new Set(wideningWays(wideningOf(g, b.placement, saved) ?? {}));
   const within = (p: Placement) => wideningWays(wideningOf(g, p, saved) ?? {}).every((w) => ways.has(w));
   lpTryStreamsSooner(g, hw, acc, within);
-  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, within)) lpTryStreamsSooner(g, hw, acc, within);
+  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, within, false)) lpTryStreamsSooner(g, hw, acc, within);
+  // (through chains: the plan may then leave the family by chains too)
+  const withChains = (p: Placement) => wideningWays(wideningOf(g, p, saved) ?? {}).every((w) => ways.has(w) || w === 'chains');
+  lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, withChains, true);
   mark('LP room candidates');
 }
 
@@ -109,7 +120,7 @@ function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates, wi
   return moved > 0 && keepIfFaster(g, hw, acc, p, within);
 }
 
-function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, within: Within): boolean {
+function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, within: Within, chains: boolean): boolean {
   const p = acc.best!.placement, made = producers(g);
   const remat = p.remat ? [...p.remat] : g.tensors.map(() => false);
   const again = (u: number) => remat[u] && g.tensors[u].role === 'activation';
@@ -119,26 +130,49 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
   // (a tensor read by an activation the plan makes again must stay: that one's chain would lengthen)
   const readByAgain = new Uint8Array(g.tensors.length);
   g.tensors.forEach((t) => { if (again(t.id) && made[t.id] >= 0) for (const u of g.ops[made[t.id]].inputs) readByAgain[u] = 1; });
+  // (through chains: a run's GPU seconds with those of the activations made
+  // again it reads, theirs in turn; Infinity where it reads a tensor that is
+  // not there to read and not made again)
+  const chainSeconds = new Map<number, number>();
+  const chainOf = (t: number): number => {
+    const known = chainSeconds.get(t);
+    if (known !== undefined) return known;
+    const op = g.ops[made[t]];
+    let sec = opSeconds(g, op, 'gpu', hw);
+    for (const u of op.inputs) sec += again(u) && made[u] >= 0 ? chainOf(u) : there(u) ? 0 : Infinity;
+    chainSeconds.set(t, sec);
+    return sec;
+  };
   const home0 = [...p.home];
   let freed = 0, offloads = 0;
   for (const t of [...saved].sort((a, b) => made[a] - made[b])) {
     const op = g.ops[made[t]], bytes = g.tensors[t].sizeBytes;
-    if (remat[t] || readByAgain[t] || op.inputs.some(again) || !op.inputs.every(there)) continue;
-    if (opSeconds(g, op, 'gpu', hw) > CHEAP_SHARE * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
+    if (remat[t]) continue;
+    if (!chains && (readByAgain[t] || op.inputs.some(again) || !op.inputs.every(there))) continue;
+    const seconds = chains ? chainOf(t) : opSeconds(g, op, 'gpu', hw);
+    if (seconds > (chains ? CHEAP_CHAIN_SHARE : CHEAP_SHARE) * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
     remat[t] = true;
+    chainSeconds.clear(); // (t is made again now: chains through it cost more)
     for (const u of op.inputs) readByAgain[u] = 1;
     // (an offloaded one frees its copies down and up; a kept one, its GPU bytes)
     if (home0[t] === 'gpu') freed += bytes; else { home0[t] = 'gpu'; offloads++; }
   }
   if (freed === 0 && offloads === 0) return false;
-  const cpu = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && q.state.length > 0 && q.state.every((t) => p.home[t] === 'cpu'))
-    .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  // the room goes to the CPU-updated groups, and (through chains) also to
+  // the streamed ones first, whose state crosses both links each step
+  // (llama2-13b/h200, h2d-bound: 0.5429 s the CPU's first, 0.5090 the streamed)
+  const offGpu = (q: ParamGroup) => q.state.length > 0 && q.state.every((t) => p.home[t] === 'cpu');
+  const cpu = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && offGpu(q)).sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  const orders = [cpu];
+  if (chains) orders.push(paramGroups(g).filter((q) => offGpu(q) && (p.opTier[q.adam] === 'cpu' || streamedUpdate(p, q)))
+    .sort((a, b) => Number(streamedUpdate(p, b)) - Number(streamedUpdate(p, a)) || made[b.grad] - made[a.grad] || a.adam - b.adam));
   let won = false;
   // (with no GPU bytes freed, every share is the recompute alone: built once)
-  for (const share of freed > 0 ? ROOM_SHARES : [0]) {
+  for (const order of orders) for (const share of freed > 0 ? ROOM_SHARES : [0]) {
+    if (order !== cpu && share === 0) continue; // (the recompute alone: built with the first order)
     const home = [...home0], opTier = [...p.opTier], rm = [...remat], fwdCpu = p.forwardCastOnCpu ? [...p.forwardCastOnCpu] : undefined;
     let room = freed * share;
-    for (const q of cpu) {
+    for (const q of order) {
       if (q.stateBytes > room) continue;
       updatedOnGpu(q, home, opTier, rm, q.remakeable && !keepParamsOnGpu);
       if (fwdCpu && q.cast >= 0) fwdCpu[q.cast] = false;

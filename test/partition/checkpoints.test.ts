@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkpointed } from '../../compiler/partition/checkpoints.js';
-import { castsUp, paramGroups, placementBound, recomputesOneLevel, startLp, wideningOf } from '../../compiler/partition/lp.js';
+import { paramGroups, placementBound, recomputesOneLevel, startLp, wideningOf } from '../../compiler/partition/lp.js';
 import { placementFrom, type Rounded } from '../../compiler/partition/lp-round.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
@@ -127,7 +127,7 @@ describe('checkpointed', () => {
     }
   }, 120_000);
 
-  it('llama2-13b on an H100 with 96 GB of CPU: at most a few moments on NVMe, its backward pass\'s casts on the GPU, and a predicted step under 1.5 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU, 1.76 s with the forward pass\'s on the GPU too, 1.53 s from the fastest LP rounding alone)', async () => {
+  it('llama2-13b on an H100 with 96 GB of CPU: at most a few moments on NVMe and a predicted step under 1.35 s (4.46 s with the activations offloaded, 2.15 s with the casts on the CPU, 1.76 s with the forward pass\'s on the GPU too, 1.53 s from the fastest LP rounding alone, 1.41 s before a recompute\'s weight was kept for its gradient op)', async () => {
     const plan = await compile({ model: 'models/llama.ts', preset: 'llama2-13b', hw: 'h100-80g', cpuMemBytes: 96e9, precision: 'fp16' });
     expect(verifyPlan(plan)).toEqual([]);
     // (from the third-fastest LP rounding, search.ts SEED_PASSES: the moments
@@ -138,13 +138,14 @@ describe('checkpointed', () => {
     expect(onNvme.every((t) => plan.graph.tensors[t].role === 'adamM' || plan.graph.tensors[t].role === 'adamV')).toBe(true);
     expect(onNvme.reduce((s, t) => s + plan.graph.tensors[t].sizeBytes, 0)).toBeLessThan(0.02 * state.reduce((s, t) => s + plan.graph.tensors[t].sizeBytes, 0));
     console.log(`llama2-13b on 96 GB: step ${plan.predicted.stepSeconds.toFixed(3)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(3)} s over ${plan.bound!.widenedBy?.join(', ')}, ${onNvme.length} state tensors on NVMe`);
-    expect(plan.predicted.stepSeconds).toBeLessThan(1.5);
-    // (CPU-bound, it makes p16 on the GPU from master32 copied up for the backward pass, on the idle CPU for the forward: lpTryCasts)
-    expect(castsUp(plan.graph, plan.placement)).toBe(true);
-    expect(plan.placement.forwardCastOnCpu?.some(Boolean)).toBe(true);
-    expect(plan.bound!.widenedBy).toContain('cast');
-    expect(textReport(planStats(plan))).toContain('p16 cast on the GPU from master32 copied up');
-    expect(validateSchema(JSON.parse(JSON.stringify(plan)))).toEqual([]); // (a plan file naming cast reads back)
+    // (until the fifty-sixth session it cast p16 on the GPU from master32
+    // copied up, 1.414 s; with a recompute's weight kept on the GPU for its
+    // gradient's op, 1.277 s, streaming some updates instead: the casts on
+    // the GPU have their own test, gpu-cast.test.ts)
+    expect(plan.predicted.stepSeconds).toBeLessThan(1.35);
+    const phrases = { chains: 'recompute through chains', split: 'master32 apart from its moments', stream: 'updates streamed to the GPU', cast: 'p16 cast on the GPU from master32 copied up' };
+    for (const way of plan.bound!.widenedBy ?? []) expect(textReport(planStats(plan))).toContain(phrases[way]);
+    expect(validateSchema(JSON.parse(JSON.stringify(plan)))).toEqual([]); // (a plan file naming its widening reads back)
     // it recomputes through chains, outside the LPs' one-level family: its
     // bound is the bound LP's over chains, which holds for its placement (the
     // same LP fixed to it), and lies below the one-level bound LP's
