@@ -23,18 +23,27 @@
 //    (ROOM_SHARES of them) given to the state of CPU-updated groups,
 //    those whose gradients come last first (their updates end the CPU's
 //    chain, and their p16 is the forward pass's first fetch);
-//  - then streams sooner again, from that plan.
+//  - then streams sooner again, from that plan;
+//  - cheap recompute through chains: the same, where the activation reads
+//    activations the plan makes again and the chain's GPU time (its run and
+//    theirs, in turn) is at most CHEAP_CHAIN_SHARE of its copy (LLaMA's
+//    SwiGLU product silu(gate) x up, the SiLU output made again), the room
+//    given to the CPU-updated groups or to the streamed ones first (their
+//    state crosses both links each step), the faster; such a plan leaves the
+//    LPs' family by chains, so its bound is widened by them (lower: any saved
+//    activation then costs one run of its producer).
 // The families round activations and state apart and keep what their LP
 // keeps; these take bytes the LP's rounding left kept (llama2-13b/h200: 4.5
 // GB of SiLU outputs, while 30 GB of state is updated on the CPU and its p16
 // fetched twice a step; docs/BENCHMARKS.md, fifty-fourth session).
 // Keeps true: acc.best only gets faster and every plan kept fits its
-// capacities; a plan's widening (lp.ts wideningOf) is never extended (the
-// recompute is one level, its inputs parameters, data or saved activations
-// the plan does not make again; exchanges keep the set of configurations;
-// and a candidate that would leave the family by another way is not built);
+// capacities; a plan's widening (lp.ts wideningOf) is extended by chains at
+// most, and only by the last step (the first recompute is one level, its
+// inputs parameters, data or saved activations the plan does not make again;
+// exchanges keep the set of configurations; and a candidate that would leave
+// the family by another way is not built);
 // deterministic (groups and activations in program order). Cost: at most
-// 2 + ROOM_SHARES.length builds, each retimed where it fits and does not win
+// 2 + 3 ROOM_SHARES.length builds, each retimed where it fits and does not win
 // as built; not tried past ROOM_MAX_INSTRUCTIONS or where state rests on
 // NVMe (lpTryKeptCheckpoints gives such room to NVMe groups).
 
