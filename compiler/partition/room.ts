@@ -153,13 +153,14 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
     return sec;
   };
   const home0 = [...p.home];
-  let freed = 0, offloads = 0;
+  let freed = 0, offloads = 0, chained = false;
   for (const t of [...saved].sort((a, b) => made[a] - made[b])) {
     const op = g.ops[made[t]], bytes = g.tensors[t].sizeBytes;
     if (remat[t]) continue;
     if (!chains && (readByAgain[t] || op.inputs.some(again) || !op.inputs.every(there))) continue;
     const seconds = chains ? chainOf(t) : opSeconds(g, op, 'gpu', hw);
     if (seconds > (chains ? CHEAP_CHAIN_SHARE : CHEAP_SHARE) * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
+    if (op.inputs.some(again)) chained = true;
     remat[t] = true;
     chainSeconds.clear(); // (t is made again now: chains through it cost more)
     for (const u of op.inputs) readByAgain[u] = 1;
@@ -167,6 +168,9 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
     if (home0[t] === 'gpu') freed += bytes; else { home0[t] = 'gpu'; offloads++; }
   }
   if (freed === 0 && offloads === 0) return false;
+  // (through chains, none read an activation made again: the one-level step's
+  // candidates, tried before; gpt3-13b/h100 built its 2 offloads once more)
+  if (chains && !chained) return false;
   // the room goes to the CPU-updated groups, and (through chains) also to
   // the streamed ones first, whose state crosses both links each step
   // (llama2-13b/h200, h2d-bound: 0.5429 s the CPU's first, 0.5090 the streamed)
