@@ -174,10 +174,11 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
   // the room goes to the CPU-updated groups, and (through chains) also to
   // the streamed ones first, whose state crosses both links each step
   // (llama2-13b/h200, h2d-bound: 0.5429 s the CPU's first, 0.5090 the streamed)
+  const groups = paramGroups(g);
   const offGpu = (q: ParamGroup) => q.state.length > 0 && q.state.every((t) => p.home[t] === 'cpu');
-  const cpu = paramGroups(g).filter((q) => p.opTier[q.adam] === 'cpu' && offGpu(q)).sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  const cpu = groups.filter((q) => p.opTier[q.adam] === 'cpu' && offGpu(q)).sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
   const orders = [cpu];
-  if (chains) orders.push(paramGroups(g).filter((q) => offGpu(q) && (p.opTier[q.adam] === 'cpu' || streamedUpdate(p, q)))
+  if (chains) orders.push(groups.filter((q) => offGpu(q) && (p.opTier[q.adam] === 'cpu' || streamedUpdate(p, q)))
     .sort((a, b) => Number(streamedUpdate(p, b)) - Number(streamedUpdate(p, a)) || made[b.grad] - made[a.grad] || a.adam - b.adam));
   let won = false;
   // (with no GPU bytes freed, every share is the recompute alone: built once)

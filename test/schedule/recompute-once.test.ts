@@ -18,6 +18,15 @@ import { trainLosses } from '../helpers.js';
 
 const losses = (plan: Plan, steps: number) => trainLosses(plan, steps, 5);
 
+/** Trains `plan` and the all-GPU plan of the same model for 4 steps: the same losses, bit for bit. */
+async function trainsAsAllGpu(opts: { model: string; preset: string }, plan: Plan, label: string): Promise<void> {
+  const kept = await compile(opts);
+  expect(kept.placement.method).toBe('all-gpu');
+  const [a, b] = [await losses(kept, 4), await losses(plan, 4)];
+  console.log(`kept ${a.join(' ')}\n${label} ${b.join(' ')}`);
+  expect(b).toEqual(a);
+}
+
 describe('recompute', () => {
   it('runs an op once more for all of its recomputed outputs, and trains as the plan that keeps them', async () => {
     const hw = loadProfile('v100-32g', {});
@@ -34,11 +43,7 @@ describe('recompute', () => {
     // (an op whose outputs are read again soon after it ran keeps them: no rerun)
     for (const o of multi) expect(runs.get(o.id), `${o.kind} ${o.id} (${o.outputs.length} outputs)`).toBeLessThanOrEqual(2);
     expect(multi.filter((o) => runs.get(o.id) === 2).length).toBeGreaterThan(multi.length / 2);
-    const kept = await compile({ model: 'models/gpt.ts', preset: 'tiny' });
-    expect(kept.placement.method).toBe('all-gpu');
-    const [a, b] = [await losses(kept, 4), await losses(plan, 4)];
-    console.log(`kept       ${a.join(' ')}\nrecomputed ${b.join(' ')}`);
-    expect(b).toEqual(a);
+    await trainsAsAllGpu({ model: 'models/gpt.ts', preset: 'tiny' }, plan, 'recomputed');
   });
 
   it('with rerunHeld, a recomputed attention runs once in the backward pass for both its readers, and trains as the plan that keeps it', async () => {
@@ -59,11 +64,7 @@ describe('recompute', () => {
     expect(runsOf(each)).toEqual([3, 3]);
     expect(runsOf(held)).toEqual([2, 2]);
     expect(held.placement.rerunHeld).toBe(4);
-    const kept = await compile(opts);
-    expect(kept.placement.method).toBe('all-gpu');
-    const [a, b] = [await losses(kept, 4), await losses(held, 4)];
-    console.log(`kept      ${a.join(' ')}\nheld rerun ${b.join(' ')}`);
-    expect(b).toEqual(a);
+    await trainsAsAllGpu(opts, held, 'held rerun');
   });
 
   it('copies a weight resting on the CPU up once in the backward pass for a recompute that reads it and its gradient op', async () => {
@@ -93,10 +94,6 @@ describe('recompute', () => {
     // layer's output is still on the GPU from the forward pass, read within
     // REFETCH_GAP ops)
     expect(made.map((o) => plan.instructions.filter((x) => x.kind === 'run' && x.op === o.id).length)).toEqual([2, 1]);
-    const kept = await compile(opts);
-    expect(kept.placement.method).toBe('all-gpu');
-    const [a, b] = [await losses(kept, 4), await losses(plan, 4)];
-    console.log(`kept      ${a.join(' ')}\ngate on CPU ${b.join(' ')}`);
-    expect(b).toEqual(a);
+    await trainsAsAllGpu(opts, plan, 'gate on CPU');
   });
 });
