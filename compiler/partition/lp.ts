@@ -56,7 +56,8 @@
 //    widened by just those ways
 //    (wideBound(wideningOf(...)), each a relaxation of every such plan:
 //    lower): any saved activation may be recomputed, at the cost of one run
-//    of its producer; master32 may rest apart from its moments; per group a
+//    of its producer and of those of the activations not saved it reads,
+//    in turn; master32 may rest apart from its moments; per group a
 //    streamed share of the CPU's, whose state goes up (h2d), is updated on
 //    the GPU after its gradient and goes home (d2h), its bytes on the GPU
 //    counted at its update's run; per group a share of a remade p16 whose
@@ -285,10 +286,11 @@ export interface LpRun {
    * (wideningOf; {}: not at all),
    * each way a relaxation of its own (at most bound's): chains, over
    * recompute through chains (any saved activation may be recomputed, at the
-   * cost of one run of its producer: a chain plan runs it at least once, and
-   * may hold an unsaved input it reads rather than make it again:
-   * checkpoints.ts's plans); split, over state split by tensor (master32's
-   * NVMe share a column of its own: the split candidate's); stream, over
+   * cost of one run of its producer and of those of the activations not
+   * saved it reads, in turn: a chain plan runs each at least once, as no
+   * copy of those is left: checkpoints.ts's and room.ts's plans); split,
+   * over state split by tensor (master32's NVMe share a column of its own:
+   * the split candidate's); stream, over
    * updates streamed to the GPU (the stream candidates'). Each left out where
    * the plan does not need it, as each lowers the bound: gpt2-1.5b's
    * streamed plan on 16 GB 176.4 ms with stream alone against 157.8 with all
@@ -858,10 +860,16 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   });
   // recompute: the producer runs again before the reuse, once for all of its
   // recomputed outputs (the scheduler takes siblings from one run): a
-  // producer with several saved outputs gets a column >= each one's share
+  // producer with several saved outputs gets a column >= each one's share.
+  // Through chains, so do the producers of the activations that are not
+  // saved which it reads, theirs in turn (remadeWith): no copy of those is
+  // left to read (checkpoints.ts makes them again too)
   const rerunCol = new Map<number, number>(); // producer -> its column
-  const outputsOf = new Map<number, number[]>(); // producer -> its saved outputs' indices
-  saved.forEach((t, j) => { if (canRecompute[j]) outputsOf.set(prod[t], [...(outputsOf.get(prod[t]) ?? []), j]); });
+  const outputsOf = new Map<number, number[]>(); // op -> the saved activations' indices whose remaking runs it
+  saved.forEach((t, j) => {
+    if (!canRecompute[j]) return;
+    for (const op of chains ? remadeWith(g, prod, t, savedIndex) : [prod[t]]) outputsOf.set(op, [...(outputsOf.get(op) ?? []), j]);
+  });
   for (const [op, js] of outputsOf) {
     if (js.length === 1) { rerunCol.set(op, again[js[0]]); continue; }
     const c = lp.col(`rerun_${op}`);
@@ -981,6 +989,27 @@ function smallGroups(groups: readonly ParamGroup[], share: number): Uint8Array {
 function allShares(small: Uint8Array, cols: number[][], x: Float64Array): Float64Array[] {
   let k = 0;
   return Array.from(small, (s) => (s ? Float64Array.of(1, 0, 0) : Float64Array.from(cols[k++], (col) => x[col])));
+}
+
+/**
+ * The ops that run again when saved activation t is made again through
+ * chains: its producer, and the producers of the activations that are not
+ * saved it reads, theirs in turn (an activation not saved is read only
+ * close to where it is made, so the program has dropped it by the time t is
+ * read again). In producer order, each once.
+ */
+function remadeWith(g: Graph, prod: Int32Array, t: number, savedIndex: Map<number, number>): number[] {
+  const ops = new Set<number>([prod[t]]);
+  const stack = [prod[t]];
+  while (stack.length) {
+    for (const u of g.ops[stack.pop()!].inputs) {
+      const tu = g.tensors[u], p = prod[u];
+      if (tu.role !== 'activation' || tu.persistent || savedIndex.has(u) || p < 0 || ops.has(p)) continue;
+      ops.add(p);
+      stack.push(p);
+    }
+  }
+  return [...ops].sort((a, b) => a - b);
 }
 
 /** A recomputed activation's producer reads only what is there to read again: parameters, data, and saved activations (the LPs' one level). */

@@ -18,6 +18,8 @@ import { placementFrom, type Rounded } from '../../compiler/partition/lp-round.j
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { allGpu } from '../../compiler/partition/mincut.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
+import { opSeconds } from '../../compiler/cost/cost.js';
+import { producers } from '../../compiler/ir/graph.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
 import { compile, planFor, trainingGraph } from '../../src/compile.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
@@ -100,6 +102,34 @@ describe('checkpointed', () => {
       expect(out.recompute.has(c)).toBe(true);
     }
   });
+
+  it('the bound over chains counts a run again of the producer of every activation a plan makes again, those not saved included (checkpoints.ts makes them again too), and holds for the plan', async () => {
+    const { graph: g } = await trainingGraph({ model: 'models/llama.ts', preset: 'tiny', precision: 'fp16', batch: 8, seq: 512 }); // (the GPU's work above its copies)
+    const hw = loadProfile('v100-32g');
+    const solver = new LpWorker();
+    const run = startLp(g, hw, { solver });
+    try {
+      const saved = (await run.firstVertex).saved, savedSet = new Set(saved), groups = paramGroups(g);
+      const r: Rounded = { stateTier: groups.map(() => 'gpu'), p16Tier: groups.map(() => 'gpu'), offload: new Set(saved), recompute: new Set() };
+      const out = checkpointed(g, saved, r, 4, true);
+      // (LLaMA's rotary embedding reads its projection's output, which is not saved)
+      expect([...out.recompute].some((x) => !savedSet.has(x))).toBe(true);
+      // (the rest kept on the GPU: the bound is then the GPU's work)
+      const p = placementFrom(g, groups, r.p16Tier, r.stateTier, new Set(), 0, out.recompute);
+      const plan = planFor(g, hw, p, { source: 'models/llama.ts', preset: 'tiny', config: {} }, ADAM_DEFAULTS);
+      expect(verifyPlan(plan)).toEqual([]);
+      // every op once (all run on the GPU), and the producer of each activation made again once more: at most the GPU's load in the bound
+      expect(g.ops.every((op) => p.opTier[op.id] === 'gpu')).toBe(true);
+      const made = producers(g);
+      const reruns = new Set(g.tensors.filter((t) => p.remat?.[t.id] && t.role === 'activation').map((t) => made[t.id]));
+      expect([...reruns].some((op) => g.ops[op].outputs.every((t) => !savedSet.has(t)))).toBe(true);
+      const work = g.ops.reduce((s, op) => s + opSeconds(g, op, 'gpu', hw), 0) + [...reruns].reduce((s, op) => s + opSeconds(g, g.ops[op], 'gpu', hw), 0);
+      const own = await placementBound(g, hw, p, solver, { widen: { chains: true } });
+      expect(typeof own).toBe('number');
+      expect(own as number).toBeGreaterThanOrEqual(work * (1 - 1e-6));
+      expect(own as number).toBeLessThanOrEqual(plan.predicted.stepSeconds * (1 + 1e-9));
+    } finally { run.close(); solver.close(); }
+  }, 60_000);
 
   it('the runtime trains plans that recompute through those chains bit-identically to the all-GPU plan (gpt and llama fp16, bert fp32)', async () => {
     const hw = loadProfile('v100-32g');
