@@ -158,7 +158,7 @@ const STREAM_SHARES = [0.25, 0.5, 0.75, 1];
 const STREAM_WALK = 8;
 
 /** The groups p updates on the CPU with all their state there, the last gradient first (lpTryStream, lpTrySplit). */
-function cpuUpdated(g: Graph, groups: readonly ParamGroup[], p: Placement): ParamGroup[] {
+export function cpuUpdated(g: Graph, groups: readonly ParamGroup[], p: Placement): ParamGroup[] {
   const made = producers(g);
   return groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
     .sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
@@ -187,7 +187,7 @@ export function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, sa
  * (lpTryStream), that fits, each retimed to beat `beat`; and whether a plan
  * with more streamed simulates faster than it without the arena's waits.
  */
-function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, order: readonly ParamGroup[], beat: number): { fastest?: Built; heldBack: boolean } {
+export function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, order: readonly ParamGroup[], beat: number): { fastest?: Built; heldBack: boolean } {
   let C = 0, P = 0;
   for (const q of order) {
     C += opSeconds(g, g.ops[q.adam], 'cpu', hw);

@@ -26,25 +26,30 @@
 //  - then streams sooner again, from that plan;
 //  - cheap recompute through chains: the same, where the activation reads
 //    activations the plan makes again and the chain's GPU time (its run and
-//    theirs, in turn) is at most CHEAP_CHAIN_SHARE of its copy (LLaMA's
-//    SwiGLU product silu(gate) x up, the SiLU output made again), the room
-//    given to the CPU-updated groups or to the streamed ones first (their
-//    state crosses both links each step), the faster; such a plan leaves the
-//    LPs' family by chains, so its bound is widened by them (lower: any saved
-//    activation then costs one run of its producer).
+//    theirs, in turn) is at most each of CHEAP_CHAIN_SHARES of its copy
+//    (LLaMA's SwiGLU product silu(gate) x up, the SiLU output made again;
+//    at the larger share its projections too), the room given to the
+//    CPU-updated groups or to the streamed ones first (their state crosses
+//    both links each step), the faster; such a plan leaves the LPs' family
+//    by chains, so its bound is widened by them (lower: any saved activation
+//    then costs one run of its producer and of the activations not saved it
+//    reads);
+//  - where that won, more CPU-updated groups streamed (lpTryStreamMore): the
+//    copies its offloads made again no longer take carry their state.
 // The families round activations and state apart and keep what their LP
 // keeps; these take bytes the LP's rounding left kept (llama2-13b/h200: 4.5
 // GB of SiLU outputs, while 30 GB of state is updated on the CPU and its p16
 // fetched twice a step; docs/BENCHMARKS.md, fifty-fourth session).
 // Keeps true: acc.best only gets faster and every plan kept fits its
 // capacities; a plan's widening (lp.ts wideningOf) is extended by chains at
-// most, and only by the last step (the first recompute is one level, its
+// most, and only by the chain steps (the first recompute is one level, its
 // inputs parameters, data or saved activations the plan does not make again;
 // exchanges keep the set of configurations; and a candidate that would leave
 // the family by another way is not built);
 // deterministic (groups and activations in program order). Cost: at most
-// 2 + 3 ROOM_SHARES.length builds, each retimed where it fits and does not win
-// as built; not tried past ROOM_MAX_INSTRUCTIONS or where state rests on
+// 2 + (1 + 2 CHEAP_CHAIN_SHARES.length) ROOM_SHARES.length builds, and
+// streamedFrom's where a chain plan won, each retimed where it fits and does
+// not win as built; not tried past ROOM_MAX_INSTRUCTIONS or where state rests on
 // NVMe (lpTryKeptCheckpoints gives such room to NVMe groups).
 
 import { copySeconds, opSeconds } from '../cost/cost.js';
@@ -53,7 +58,7 @@ import type { Graph } from '../ir/types.js';
 import { producers } from '../ir/graph.js';
 import { paramGroups, streamedUpdate, wideningOf, wideningWays, type ParamGroup } from './lp.js';
 import type { Placement } from './placement.js';
-import { exchangeable, exchanged, updatedOnGpu } from './candidates.js';
+import { cpuUpdated, exchangeable, exchanged, streamedFrom, updatedOnGpu } from './candidates.js';
 import { mark } from '../../src/timing.js';
 import { build, fitsTiers, retimed, simulated, type Built, type LpCandidates } from './built.js';
 
@@ -63,12 +68,17 @@ const STREAM_SHIFT = 0.25;
 const CHEAP_SHARE = 0.05;
 /**
  * Through chains (an activation made again from others made again), the
- * chain's GPU time may be up to this share of the copy: LLaMA's SwiGLU
- * product silu(gate) x up, 113 MB a layer at 4096 tokens, made again with
- * its SiLU in ~0.12 ms against a 2.3 ms copy (llama2-13b/h200: 4.3 GB freed
- * for state, 0.5558 -> 0.5090 s; docs/BENCHMARKS.md, fifty-sixth session).
+ * chain's GPU time may be up to each of these shares of the copy, each tried
+ * from the same plan (the step takes every activation under it, so a larger
+ * share is not a superset that wins more). 0.1: LLaMA's SwiGLU product
+ * silu(gate) x up, 113 MB a layer at 4096 tokens, made again with its SiLU
+ * in ~0.12 ms against a 2.3 ms copy (llama2-13b/h200: 4.3 GB freed for
+ * state, 0.5558 -> 0.5090 s; fifty-sixth session). 1: the projections too,
+ * where the GPU idles more than half the step (llama2-13b/h100, CPU-bound:
+ * 1.218 -> 1.117 s; 0.1 and then 1 from its plan 1.153; docs/BENCHMARKS.md,
+ * fifty-seventh session).
  */
-const CHEAP_CHAIN_SHARE = 0.1;
+const CHEAP_CHAIN_SHARES = [0.1, 1];
 /** Shares of the GPU bytes freed given to state (0: the recompute alone). */
 const ROOM_SHARES = [1, 0.6, 0];
 /** A plan is kept only where it shortens the step by this share. */
@@ -83,10 +93,13 @@ export function lpTryRoom(g: Graph, hw: HardwareProfile, acc: LpCandidates, save
   const ways = new Set(wideningWays(wideningOf(g, b.placement, saved) ?? {}));
   const within = (p: Placement) => wideningWays(wideningOf(g, p, saved) ?? {}).every((w) => ways.has(w));
   lpTryStreamsSooner(g, hw, acc, within);
-  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, within, false)) lpTryStreamsSooner(g, hw, acc, within);
+  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, within)) lpTryStreamsSooner(g, hw, acc, within);
   // (through chains: the plan may then leave the family by chains too)
   const withChains = (p: Placement) => wideningWays(wideningOf(g, p, saved) ?? {}).every((w) => ways.has(w) || w === 'chains');
-  lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, withChains, true);
+  // (each share from the same plan: the step takes every activation under it)
+  const from = acc.best!.placement;
+  for (const share of CHEAP_CHAIN_SHARES) lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, withChains, share, from);
+  if (acc.best!.placement !== from) lpTryStreamMore(g, hw, acc, withChains);
   mark('LP room candidates');
 }
 
@@ -102,6 +115,20 @@ function keepIfFaster(g: Graph, hw: HardwareProfile, acc: LpCandidates, p: Place
   if (!fitsTiers(c.arenas.arenaBytes, hw) || simulated(g, hw, c).stepSeconds >= beat) return false;
   acc.best = c;
   return true;
+}
+
+/**
+ * More of the CPU-updated groups streamed (candidates.ts streamedFrom, the
+ * last gradient first): the copies that offloads made again no longer take
+ * carry state (as lpTryStream after recomputedOneLevel), where that is faster
+ * and within the widening.
+ */
+function lpTryStreamMore(g: Graph, hw: HardwareProfile, acc: LpCandidates, within: Within): void {
+  const onCpu = cpuUpdated(g, paramGroups(g), acc.best!.placement);
+  if (onCpu.length === 0) return;
+  const beat = simulated(g, hw, acc.best!).stepSeconds;
+  const { fastest } = streamedFrom(g, hw, acc.best!.placement, onCpu, beat);
+  if (fastest && within(fastest.placement) && fitsTiers(fastest.arenas.arenaBytes, hw) && simulated(g, hw, fastest).stepSeconds < beat) acc.best = fastest;
 }
 
 function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates, within: Within): boolean {
@@ -129,8 +156,9 @@ function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates, wi
   return moved > 0 && keepIfFaster(g, hw, acc, p, within);
 }
 
-function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, within: Within, chains: boolean): boolean {
-  const p = acc.best!.placement, made = producers(g);
+function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, within: Within, chainShare?: number, from = acc.best!.placement): boolean {
+  const chains = chainShare !== undefined;
+  const p = from, made = producers(g);
   const remat = p.remat ? [...p.remat] : g.tensors.map(() => false);
   const again = (u: number) => remat[u] && g.tensors[u].role === 'activation';
   // (what is there to read again: parameters, data, saved activations; lp.ts oneLevel)
@@ -159,7 +187,7 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
     if (remat[t]) continue;
     if (!chains && (readByAgain[t] || op.inputs.some(again) || !op.inputs.every(there))) continue;
     const seconds = chains ? chainOf(t) : opSeconds(g, op, 'gpu', hw);
-    if (seconds > (chains ? CHEAP_CHAIN_SHARE : CHEAP_SHARE) * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
+    if (seconds > (chainShare ?? CHEAP_SHARE) * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
     if (op.inputs.some(again)) chained = true;
     remat[t] = true;
     chainSeconds.clear(); // (t is made again now: chains through it cost more)
