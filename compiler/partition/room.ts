@@ -128,7 +128,7 @@ function lpTryStreamMore(g: Graph, hw: HardwareProfile, acc: LpCandidates, withi
   if (onCpu.length === 0) return;
   const beat = simulated(g, hw, acc.best!).stepSeconds;
   const { fastest } = streamedFrom(g, hw, acc.best!.placement, onCpu, beat);
-  if (fastest && within(fastest.placement) && fitsTiers(fastest.arenas.arenaBytes, hw) && simulated(g, hw, fastest).stepSeconds < beat) acc.best = fastest;
+  if (fastest && within(fastest.placement) && simulated(g, hw, fastest).stepSeconds < beat) acc.best = fastest; // (it fits: streamedFrom keeps only those)
 }
 
 function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates, within: Within): boolean {
