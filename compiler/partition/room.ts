@@ -93,12 +93,12 @@ export function lpTryRoom(g: Graph, hw: HardwareProfile, acc: LpCandidates, save
   const ways = new Set(wideningWays(wideningOf(g, b.placement, saved) ?? {}));
   const within = (p: Placement) => wideningWays(wideningOf(g, p, saved) ?? {}).every((w) => ways.has(w));
   lpTryStreamsSooner(g, hw, acc, within);
-  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, within)) lpTryStreamsSooner(g, hw, acc, within);
+  if (lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, within, CHEAP_SHARE, false, acc.best!.placement)) lpTryStreamsSooner(g, hw, acc, within);
   // (through chains: the plan may then leave the family by chains too)
   const withChains = (p: Placement) => wideningWays(wideningOf(g, p, saved) ?? {}).every((w) => ways.has(w) || w === 'chains');
   // (each share from the same plan: the step takes every activation under it)
   const from = acc.best!.placement;
-  for (const share of CHEAP_CHAIN_SHARES) lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, withChains, share, from);
+  for (const share of CHEAP_CHAIN_SHARES) lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, withChains, share, true, from);
   if (acc.best!.placement !== from) lpTryStreamMore(g, hw, acc, withChains);
   mark('LP room candidates');
 }
@@ -156,9 +156,13 @@ function lpTryStreamsSooner(g: Graph, hw: HardwareProfile, acc: LpCandidates, wi
   return moved > 0 && keepIfFaster(g, hw, acc, p, within);
 }
 
-function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, within: Within, chainShare?: number, from = acc.best!.placement): boolean {
-  const chains = chainShare !== undefined;
-  const p = from, made = producers(g);
+/**
+ * p with its activations made again where their run (one level), or their
+ * chain's (chains), takes at most `share` of their copy, the bytes freed
+ * given to state; kept in acc where faster and within (keepIfFaster).
+ */
+function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, saved: readonly number[], keepParamsOnGpu: boolean, within: Within, share: number, chains: boolean, p: Placement): boolean {
+  const made = producers(g);
   const remat = p.remat ? [...p.remat] : g.tensors.map(() => false);
   const again = (u: number) => remat[u] && g.tensors[u].role === 'activation';
   // (what is there to read again: parameters, data, saved activations; lp.ts oneLevel)
@@ -187,7 +191,7 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
     if (remat[t]) continue;
     if (!chains && (readByAgain[t] || op.inputs.some(again) || !op.inputs.every(there))) continue;
     const seconds = chains ? chainOf(t) : opSeconds(g, op, 'gpu', hw);
-    if (seconds > (chainShare ?? CHEAP_SHARE) * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
+    if (seconds > share * copySeconds(bytes, 'gpu', 'cpu', hw)) continue;
     if (op.inputs.some(again)) chained = true;
     remat[t] = true;
     chainSeconds.clear(); // (t is made again now: chains through it cost more)
