@@ -35,7 +35,8 @@
 //    then costs one run of its producer and of the activations not saved it
 //    reads);
 //  - where that won, more CPU-updated groups streamed (lpTryStreamMore): the
-//    copies its offloads made again no longer take carry their state.
+//    copies its offloads made again no longer take carry their state; then
+//    streams sooner again.
 // The families round activations and state apart and keep what their LP
 // keeps; these take bytes the LP's rounding left kept (llama2-13b/h200: 4.5
 // GB of SiLU outputs, while 30 GB of state is updated on the CPU and its p16
@@ -47,7 +48,7 @@
 // exchanges keep the set of configurations; and a candidate that would leave
 // the family by another way is not built);
 // deterministic (groups and activations in program order). Cost: at most
-// 2 + (1 + 2 CHEAP_CHAIN_SHARES.length) ROOM_SHARES.length builds, and
+// 3 + (1 + 2 CHEAP_CHAIN_SHARES.length) ROOM_SHARES.length builds, and
 // streamedFrom's where a chain plan won, each retimed where it fits and does
 // not win as built; not tried past ROOM_MAX_INSTRUCTIONS or where state rests on
 // NVMe (lpTryKeptCheckpoints gives such room to NVMe groups).
@@ -99,7 +100,10 @@ export function lpTryRoom(g: Graph, hw: HardwareProfile, acc: LpCandidates, save
   // (each share from the same plan: the step takes every activation under it)
   const from = acc.best!.placement;
   for (const share of CHEAP_CHAIN_SHARES) lpTryCheapRecompute(g, hw, acc, saved, keepParamsOnGpu, withChains, share, true, from);
-  if (acc.best!.placement !== from) lpTryStreamMore(g, hw, acc, withChains);
+  if (acc.best!.placement !== from) {
+    lpTryStreamMore(g, hw, acc, withChains);
+    lpTryStreamsSooner(g, hw, acc, withChains);
+  }
   mark('LP room candidates');
 }
 
