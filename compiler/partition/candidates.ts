@@ -157,7 +157,7 @@ const STREAM_SHARES = [0.25, 0.5, 0.75, 1];
 /** The most groups streamedFrom's walk adds or takes away after its first three steps. */
 const STREAM_WALK = 8;
 
-/** The groups p updates on the CPU with all their state there, the last gradient first (lpTryStream, lpTrySplit). */
+/** The groups p updates on the CPU with all their state there, the last gradient first (lpTryStream, lpTrySplit, room.ts lpTryStreamMore). */
 export function cpuUpdated(g: Graph, groups: readonly ParamGroup[], p: Placement): ParamGroup[] {
   const made = producers(g);
   return groups.filter((q) => p.opTier[q.adam] === 'cpu' && q.state.every((t) => p.home[t] === 'cpu'))
@@ -184,7 +184,7 @@ export function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, sa
 
 /**
  * The fastest of base with the first k of `order` streamed, k by STREAM_SHARES
- * (lpTryStream), that fits, each retimed to beat `beat`; and whether a plan
+ * (lpTryStream, room.ts lpTryStreamMore), that fits, each retimed to beat `beat`; and whether a plan
  * with more streamed simulates faster than it without the arena's waits.
  */
 export function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, order: readonly ParamGroup[], beat: number): { fastest?: Built; heldBack: boolean } {
