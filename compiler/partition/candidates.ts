@@ -183,9 +183,10 @@ export function lpTryStream(g: Graph, hw: HardwareProfile, acc: LpCandidates, sa
 }
 
 /**
- * The fastest of base with the first k of `order` streamed, k by STREAM_SHARES
- * (lpTryStream, room.ts lpTryStreamMore), that fits, each retimed to beat `beat`; and whether a plan
- * with more streamed simulates faster than it without the arena's waits.
+ * The fastest of base with the first k of `order` streamed, k by
+ * STREAM_SHARES (lpTryStream, room.ts lpTryStreamMore), that fits, each
+ * retimed to beat `beat`; and whether a plan with more streamed simulates
+ * faster than it without the arena's waits.
  */
 export function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, order: readonly ParamGroup[], beat: number): { fastest?: Built; heldBack: boolean } {
   let C = 0, P = 0;
