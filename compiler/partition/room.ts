@@ -212,7 +212,7 @@ function lpTryCheapRecompute(g: Graph, hw: HardwareProfile, acc: LpCandidates, s
   // (llama2-13b/h200, h2d-bound: 0.5429 s the CPU's first, 0.5090 the streamed)
   const groups = paramGroups(g);
   const offGpu = (q: ParamGroup) => q.state.length > 0 && q.state.every((t) => p.home[t] === 'cpu');
-  const cpu = groups.filter((q) => p.opTier[q.adam] === 'cpu' && offGpu(q)).sort((a, b) => made[b.grad] - made[a.grad] || a.adam - b.adam);
+  const cpu = cpuUpdated(g, groups, p).filter((q) => q.state.length > 0);
   const orders = [cpu];
   if (chains) orders.push(groups.filter((q) => offGpu(q) && (p.opTier[q.adam] === 'cpu' || streamedUpdate(p, q)))
     .sort((a, b) => Number(streamedUpdate(p, b)) - Number(streamedUpdate(p, a)) || made[b.grad] - made[a.grad] || a.adam - b.adam));
