@@ -227,16 +227,18 @@ export function assignOffsets(prog: Program, capacity?: Readonly<Record<Tier, nu
  */
 export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, number>>, order: Float64Array | undefined, start: Float64Array, end: Float64Array): Arenas | { overflows: Tier } {
   const over = (a: Record<Tier, number>) => (['gpu', 'cpu', 'nvme'] as Tier[]).find((t) => a[t] > capacity[t]);
+  // (the lifetimes in time order, sorted once for the reads below)
+  const events = lifetimeEvents(prog, start, end);
   // no placement takes less than the bytes alive at once in the schedule
-  const live = over(liveInTime(prog, start, end));
+  const live = over(liveInTime(prog, events));
   if (live) return { overflows: live };
   const l = layoutOf(prog, order);
-  const byTime = placeByTime(prog, l, capacity, start, end);
+  const byTime = placeByTime(prog, l, capacity, events);
   if (!over(byTime.arenaBytes)) return arenas(prog, byTime);
-  const bySize = placeBySize(prog, l, start, end, false);
+  const bySize = placeBySize(prog, l, start, end, events, false);
   const tier = over(bySize.arenaBytes);
   if (tier !== 'gpu') return tier ? { overflows: tier } : arenas(prog, bySize);
-  const byLength = placeBySize(prog, l, start, end, true);
+  const byLength = placeBySize(prog, l, start, end, events, true);
   return over(byLength.arenaBytes) ? { overflows: tier } : arenas(prog, byLength);
 }
 
@@ -246,8 +248,9 @@ export function assignInTime(prog: Program, capacity: Readonly<Record<Tier, numb
  * lives from its first write's start (-Infinity: alive at the step's start)
  * to its free's end; frees first at equal times.
  */
-function lifetimeEvents(prog: Program, start: Float64Array, end: Float64Array): [number, number, number, number][] {
-  const events: [number, number, number, number][] = [];
+type LifetimeEvent = [number, number, number, number];
+function lifetimeEvents(prog: Program, start: Float64Array, end: Float64Array): LifetimeEvent[] {
+  const events: LifetimeEvent[] = [];
   for (const b of prog.buffers) {
     if (b.allocAt < 0 && b.freeAt < 0) continue;
     events.push([b.allocAt < 0 ? -Infinity : start[b.allocAt], 1, b.allocAt, b.id]);
@@ -257,11 +260,11 @@ function lifetimeEvents(prog: Program, start: Float64Array, end: Float64Array): 
 }
 
 /** Per tier, the most bytes alive at once in a schedule (persistent buffers included). */
-function liveInTime(prog: Program, start: Float64Array, end: Float64Array): Record<Tier, number> {
+function liveInTime(prog: Program, events: LifetimeEvent[]): Record<Tier, number> {
   const alive: Record<Tier, number> = { gpu: 0, cpu: 0, nvme: 0 };
   for (const b of prog.buffers) if (b.allocAt < 0 && b.freeAt < 0) alive[b.tier] += b.sizeBytes;
   const peak = { ...alive };
-  for (const [, kind, , id] of lifetimeEvents(prog, start, end)) {
+  for (const [, kind, , id] of events) {
     const b = prog.buffers[id];
     alive[b.tier] += kind === 1 ? b.sizeBytes : -b.sizeBytes;
     if (alive[b.tier] > peak[b.tier]) peak[b.tier] = alive[b.tier];
@@ -367,13 +370,13 @@ function occupy(prog: Program, p: Placed, stream: Int32Array, last: LastOccupant
  * best fit among those, else fresh bytes within `budget`, else fresh bytes
  * above it (the placement then does not fit and is not kept).
  */
-function placeByTime(prog: Program, l: Layout, budget: Readonly<Record<Tier, number>>, start: Float64Array, end: Float64Array): Placed {
+function placeByTime(prog: Program, l: Layout, budget: Readonly<Record<Tier, number>>, events: LifetimeEvent[]): Placed {
   const { alignOf, stream } = l;
   const { offset, arenaBytes, lists, lasts } = startPlacement(l);
   const extra = new Map<number, number[]>();
   const span = (b: { id: number; sizeBytes: number }) => roundUp(b.sizeBytes, alignOf[b.id]);
   const placed: Placed = { offset, extra, arenaBytes };
-  for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
+  for (const [, kind, at, id] of events) {
     const b = prog.buffers[id], tier = b.tier, list = lists[tier], last = lasts[tier];
     if (kind === 0) { const lo = offset[id]; list.free(lo, lo + span(b)); last.set(lo, lo + span(b), at); continue; }
     const allowed = (x: number) => last.latest(x, x + span(b)) < Math.max(at, 0);
@@ -383,6 +386,9 @@ function placeByTime(prog: Program, l: Layout, budget: Readonly<Record<Tier, num
   }
   return placed;
 }
+
+/** placeBySize's record of a placed buffer: its fields, and their count. */
+const OFF = 0, END = 1, LO = 2, HI = 3, ALLOC = 4, FREE = 5, R = 6;
 
 /**
  * An offline placement of a schedule's lifetimes (start/end per instruction,
@@ -399,7 +405,7 @@ function placeByTime(prog: Program, l: Layout, budget: Readonly<Record<Tier, num
  * lifetimes tighter (the planner of TensorFlow Lite's "greedy by size").
  * Cost: O(B^2) in the non-persistent buffers of a tier.
  */
-function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64Array, longestFirst: boolean): Placed {
+function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64Array, events: LifetimeEvent[], longestFirst: boolean): Placed {
   const { alignOf, stream } = l;
   const { offset, arenaBytes, lists, lasts } = startPlacement(l);
   const extra = new Map<number, number[]>();
@@ -417,32 +423,36 @@ function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64
     // and free in the program; each buffer goes in the first gap, lowest
     // first, between those it may not overlap
     const m = mine.length;
-    const pOff = new Float64Array(m), pEnd = new Float64Array(m), pLo = new Float64Array(m), pHi = new Float64Array(m), pAlloc = new Float64Array(m), pFree = new Float64Array(m);
+    // (one record of R numbers per placed buffer, in offset order: OFF, END,
+    // LO, HI, ALLOC, FREE; one array, so that the scan below reads one
+    // cache line per buffer and a placement shifts one array)
+    const P = new Float64Array(R * m);
     for (let k = 0; k < m; k++) {
       const b = mine[k], align = alignOf[b.id];
       const spK = span(b), loK = from(b), hiK = to(b), allocK = b.allocAt, freeK = b.freeAt;
       let lo = roundUp(base, align);
       for (let q = 0; q < k; q++) {
-        if (lo + spK <= pOff[q]) break;
-        if (pEnd[q] <= lo) continue;
+        const r = R * q;
+        if (lo + spK <= P[r + OFF]) break;
+        if (P[r + END] <= lo) continue;
         // they may share bytes when one's free ends before the other's first
         // write starts and comes before it in the program
-        if (pFree[q] >= 0 && allocK >= 0 && pHi[q] <= loK && pFree[q] < allocK) continue;
-        if (freeK >= 0 && pAlloc[q] >= 0 && hiK <= pLo[q] && freeK < pAlloc[q]) continue;
-        lo = roundUp(pEnd[q], align);
+        if (P[r + FREE] >= 0 && allocK >= 0 && P[r + HI] <= loK && P[r + FREE] < allocK) continue;
+        if (freeK >= 0 && P[r + ALLOC] >= 0 && hiK <= P[r + LO] && freeK < P[r + ALLOC]) continue;
+        lo = roundUp(P[r + END], align);
       }
       offset[b.id] = lo;
       // its place: after every placed buffer at or below its offset
       let at = 0, hi = k;
-      while (at < hi) { const mid = (at + hi) >> 1; if (pOff[mid] <= lo) at = mid + 1; else hi = mid; }
-      pOff.copyWithin(at + 1, at, k); pEnd.copyWithin(at + 1, at, k); pLo.copyWithin(at + 1, at, k);
-      pHi.copyWithin(at + 1, at, k); pAlloc.copyWithin(at + 1, at, k); pFree.copyWithin(at + 1, at, k);
-      pOff[at] = lo; pEnd[at] = lo + spK; pLo[at] = loK; pHi[at] = hiK; pAlloc[at] = allocK; pFree[at] = freeK;
+      while (at < hi) { const mid = (at + hi) >> 1; if (P[R * mid + OFF] <= lo) at = mid + 1; else hi = mid; }
+      P.copyWithin(R * (at + 1), R * at, R * k);
+      const r = R * at;
+      P[r + OFF] = lo; P[r + END] = lo + spK; P[r + LO] = loK; P[r + HI] = hiK; P[r + ALLOC] = allocK; P[r + FREE] = freeK;
     }
   }
   // the waits: replay the lifetimes in time order, each first write taking its bytes' last occupants
   const placed: Placed = { offset, extra, arenaBytes };
-  for (const [, kind, at, id] of lifetimeEvents(prog, start, end)) {
+  for (const [, kind, at, id] of events) {
     const b = prog.buffers[id], lo = offset[id];
     if (kind === 0) lasts[b.tier].set(lo, lo + span(b), at);
     else occupy(prog, placed, stream, lasts[b.tier], id, lo, span(b));

@@ -38,16 +38,19 @@ const TIERS: Tier[] = ['gpu', 'cpu', 'nvme'];
 export function gatedSchedule(prog: Program, seconds: (instruction: number) => number, follows: Int32Array, budget: Readonly<Record<Tier, number>>, reserving = false): { start: Float64Array; end: Float64Array } {
   const ins = prog.instructions, n = ins.length;
   const start = new Float64Array(n).fill(NaN), end = new Float64Array(n).fill(NaN);
-  // bytes each instruction takes (first writes) and gives back (frees), per tier; the room left once the
+  // bytes each instruction takes (first writes) and gives back (frees), per
+  // tier (its index in TIERS: plain arrays, not records keyed by name, in the
+  // loops below that run for every instruction); the room left once the
   // persistent buffers and those alive at the step's start are in
   // (per tier, indexed by instruction; takesAny/givesAny: whether it takes or gives any)
-  const takes = {} as Record<Tier, Float64Array>, gives = {} as Record<Tier, Float64Array>;
-  for (const t of TIERS) { takes[t] = new Float64Array(n); gives[t] = new Float64Array(n); }
+  const T = TIERS.length, tierOf = new Map<Tier, number>(TIERS.map((t, k) => [t, k]));
+  const takes = TIERS.map(() => new Float64Array(n)), gives = TIERS.map(() => new Float64Array(n));
   const takesAny = new Uint8Array(n), givesAny = new Uint8Array(n);
-  const room: Record<Tier, number> = { ...budget };
+  const room = TIERS.map((t) => budget[t]);
   for (const b of prog.buffers) {
-    if (b.allocAt < 0) room[b.tier] -= b.sizeBytes; else { takes[b.tier][b.allocAt] += b.sizeBytes; takesAny[b.allocAt] = 1; }
-    if (b.freeAt >= 0) { gives[b.tier][b.freeAt] += b.sizeBytes; givesAny[b.freeAt] = 1; }
+    const t = tierOf.get(b.tier)!;
+    if (b.allocAt < 0) room[t] -= b.sizeBytes; else { takes[t][b.allocAt] += b.sizeBytes; takesAny[b.allocAt] = 1; }
+    if (b.freeAt >= 0) { gives[t][b.freeAt] += b.sizeBytes; givesAny[b.freeAt] = 1; }
   }
   // reserving: the most the instructions not yet started below i need beside
   // what is alive, run in program order from here — per tier, the largest
@@ -55,47 +58,48 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
   // [lowest unstarted, i): a segment tree of (sum, largest prefix) per tier,
   // an instruction's leaf zeroed when it starts
   const size = reserving ? 1 << Math.ceil(Math.log2(Math.max(n, 1))) : 0;
-  const sums = {} as Record<Tier, Float64Array>, prefix = {} as Record<Tier, Float64Array>;
-  for (const t of TIERS) { sums[t] = new Float64Array(2 * size); prefix[t] = new Float64Array(2 * size); }
-  const pull = (t: Tier, v: number) => {
+  const sums = TIERS.map(() => new Float64Array(2 * size)), prefix = TIERS.map(() => new Float64Array(2 * size));
+  const pull = (s: Float64Array, pre: Float64Array, v: number) => {
     const l = 2 * v, r = l + 1;
-    sums[t][v] = sums[t][l] + sums[t][r];
-    prefix[t][v] = Math.max(prefix[t][l], sums[t][l] + prefix[t][r]);
+    s[v] = s[l] + s[r];
+    pre[v] = Math.max(pre[l], s[l] + pre[r]);
   };
   if (reserving) {
-    for (const t of TIERS) for (let i = 0; i < n; i++) { sums[t][size + i] = takes[t][i] - gives[t][i]; prefix[t][size + i] = takes[t][i]; }
-    for (const t of TIERS) for (let v = size - 1; v >= 1; v--) pull(t, v);
+    for (let t = 0; t < T; t++) for (let i = 0; i < n; i++) { sums[t][size + i] = takes[t][i] - gives[t][i]; prefix[t][size + i] = takes[t][i]; }
+    for (let t = 0; t < T; t++) for (let v = size - 1; v >= 1; v--) pull(sums[t], prefix[t], v);
   }
   const started = (i: number) => {
     if (!reserving) return;
-    for (const t of TIERS) {
+    for (let t = 0; t < T; t++) {
+      const s = sums[t], pre = prefix[t];
       let v = size + i;
-      if (sums[t][v] === 0 && prefix[t][v] === 0) continue; // (a leaf already zero: its tree is unchanged)
-      sums[t][v] = prefix[t][v] = 0;
-      for (v >>= 1; v >= 1; v >>= 1) pull(t, v);
+      if (s[v] === 0 && pre[v] === 0) continue; // (a leaf already zero: its tree is unchanged)
+      s[v] = pre[v] = 0;
+      for (v >>= 1; v >= 1; v >>= 1) pull(s, pre, v);
     }
   };
   let lowest = 0, now = 0;
   const right = new Int32Array(64); // (reserve's right-hand nodes: one per tree level at most)
-  const reserve = (t: Tier, i: number): number => {
+  const reserve = (t: number, i: number): number => {
     if (!reserving || i <= lowest) return 0;
+    const s = sums[t], pre = prefix[t];
     // [lowest, i): the left-to-right combination of the covering nodes
     let sum = 0, most = 0, rights = 0;
     for (let lo = lowest + size, hi = i + size; lo < hi; lo >>= 1, hi >>= 1) {
-      if (lo & 1) { most = Math.max(most, sum + prefix[t][lo]); sum += sums[t][lo]; lo++; }
+      if (lo & 1) { most = Math.max(most, sum + pre[lo]); sum += s[lo]; lo++; }
       if (hi & 1) right[rights++] = --hi;
     }
-    for (let k = rights - 1; k >= 0; k--) { const v = right[k]; most = Math.max(most, sum + prefix[t][v]); sum += sums[t][v]; }
+    for (let k = rights - 1; k >= 0; k--) { const v = right[k]; most = Math.max(most, sum + pre[v]); sum += s[v]; }
     return most;
   };
   // frees scheduled but not yet ended, per tier, by end time
-  const pending: Record<Tier, [number, number][]> = { gpu: [], cpu: [], nvme: [] };
+  const pending: [number, number][][] = TIERS.map(() => []);
   const queue: number[][] = STREAMS.map(() => []);
   const streamOf = new Map<StreamName, number>(STREAMS.map((s, k) => [s, k]));
   for (let i = 0; i < n; i++) queue[streamOf.get(ins[i].stream)!].push(i);
   const head = new Int32Array(STREAMS.length), streamFree = new Float64Array(STREAMS.length);
   // the earliest time at or after t when `need` more bytes fit in the tier (Infinity: not before some unscheduled free)
-  const fitsAt = (tier: Tier, need: number, t: number): number => {
+  const fitsAt = (tier: number, need: number, t: number): number => {
     let free = room[tier];
     if (need <= free) return t;
     const p = pending[tier];
@@ -119,7 +123,7 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
       }
       const ready = reserving ? Math.max(known[k], now) : known[k];
       let at = ready;
-      if (takesAny[i]) for (const t of TIERS) if (takes[t][i] > 0) at = Math.max(at, fitsAt(t, takes[t][i] + reserve(t, i), ready));
+      if (takesAny[i]) for (let t = 0; t < T; t++) if (takes[t][i] > 0) at = Math.max(at, fitsAt(t, takes[t][i] + reserve(t, i), ready));
       if (at < pickAt || (at === pickAt && i < pick)) { pick = i; pickAt = at; }
       if (forced < 0 || i < forced) { forced = i; forcedAt = ready; }
     }
@@ -134,14 +138,14 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
     started(i);
     while (lowest < n && !Number.isNaN(start[lowest])) lowest++;
     // frees that ended by this start give their bytes back; this one's first writes take theirs
-    for (const t of TIERS) {
+    for (let t = 0; t < T; t++) {
       const p = pending[t];
       let j = 0;
       while (j < p.length && p[j][0] <= pickAt) room[t] += p[j++][1];
       if (j) p.splice(0, j);
     }
-    if (takesAny[i]) for (const t of TIERS) room[t] -= takes[t][i];
-    if (givesAny[i]) for (const t of TIERS) if (gives[t][i] > 0) {
+    if (takesAny[i]) for (let t = 0; t < T; t++) room[t] -= takes[t][i];
+    if (givesAny[i]) for (let t = 0; t < T; t++) if (gives[t][i] > 0) {
       const p = pending[t];
       let j = p.length;
       while (j > 0 && p[j - 1][0] > end[i]) j--;
