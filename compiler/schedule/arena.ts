@@ -432,13 +432,12 @@ function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64
     // cache line per buffer and a placement shifts one array)
     const P = new Float64Array(R * m);
     // (per block of 1 << BLOCK_BITS places, the largest span among its
-    // buffers, kept as buffers are placed and the later places shift up by
-    // one: where the block's last offset plus that span is at or below the
-    // gap's bottom, all its buffers end there, and the scan passes the block
-    // in one step, as it would pass each of them: two-thirds of its steps over
-    // gpt3-13b/h200's GPU buffers had been such passes)
-    // (and how many of its buffers have that span: the block is searched
-    // again only when the last of them leaves it)
+    // buffers and how many have it, kept as buffers are placed and the later
+    // places shift up by one; the block is searched again only when the last
+    // of those leaves it. Where the block's last offset plus that span is at
+    // or below the gap's bottom, all its buffers end there, and the scan
+    // passes the block in one step, as it would pass each of them: two-thirds
+    // of its steps over gpt3-13b/h200's GPU buffers had been such passes)
     const blockSpan = new Float64Array((m >> BLOCK_BITS) + 1), blockSpans = new Int32Array((m >> BLOCK_BITS) + 1);
     for (let k = 0; k < m; k++) {
       const b = mine[k], align = alignOf[b.id];
