@@ -145,11 +145,9 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
  * P) of the CPU's state (C: the CPU's update seconds, P: the slower copy's
  * plus the GPU's update); the copies also carry the backward pass's fetches,
  * so the candidates stream the groups whose gradients come last for
- * STREAM_SHARES of f (where the fewest is the fastest, half as many while
- * that is faster), then one group more and one fewer than the fastest of
+ * STREAM_SHARES of f, then one group more and one fewer than the fastest of
  * those, and on from the better of them (streamedFrom); the fastest kept when
- * it beats the best. Tried from the families' plans and once more on the
- * plan kept after the exchanges (search.ts). Where the arena held back more streamed groups (a plan
+ * it beats the best. Where the arena held back more streamed groups (a plan
  * with more whose simulation without the arena's waits beats the fastest),
  * the same again with the smallest groups first (the last gradient first
  * among those of one size): each holds less of the GPU at its update
