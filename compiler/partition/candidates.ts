@@ -206,11 +206,6 @@ export function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, ord
   const groupsFor = (bytes: number) => { let k = 0, sum = 0; while (k < order.length && sum < bytes) sum += order[k++].stateBytes; return k; };
   for (const share of STREAM_SHARES) tryK(groupsFor(share * f * total));
   const fastest = () => [...tried].filter(([, b]) => fitsTiers(b.arenas.arenaBytes, hw)).sort(([ka, a], [kb, b]) => simulated(g, hw, a).stepSeconds - simulated(g, hw, b).stepSeconds || ka - kb)[0];
-  // where the fewest tried is the fastest, half as many while that is faster:
-  // f is the balance of a base that streams none, and one that streams many
-  // already sits nearer its own (llama2-70b/h200, 94 groups streamed: 34
-  // more by the first share 10.28 s, 16 more 9.73 s; the base 10.04)
-  for (let k = fastest()?.[0]; k !== undefined && k > 1 && k === Math.min(...tried.keys()) && fastest()![0] === k;) { k >>= 1; tryK(k); }
   // then one group more and one fewer than the fastest; where one of those is
   // faster, on that way one group at a time while the fastest is at most two
   // behind (the retimed steps are not monotone in k: gpt3-13b/v100's went

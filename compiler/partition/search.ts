@@ -337,11 +337,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // plan that leaves the family, as gpt3-13b/h200's streamed one, can;
       // in a probe of the step too, whose plan is the full compile's)
       if (opts.probe !== 'fits') lpTrySwaps(g, hw, acc);
-      // and the kept plan without its streamed updates, where they no longer pay,
-      // or with more of them (the exchanges and later families moved it from
-      // the plan the families streamed from: llama2-70b/h200 10.04 -> 9.69 s);
-      // its bound is asked for with the kept plan's (boundOf)
-      if (opts.probe !== 'fits') { lpTryUnstream(g, hw, acc); lpTryStream(g, hw, acc, saved, () => {}); }
+      // and the kept plan without its streamed updates, where they no longer pay
+      if (opts.probe !== 'fits') lpTryUnstream(g, hw, acc);
       // and its offloads moved to the activations of their kind made first;
       // where that wins, the exchanges again from it (gpt3-13b/h200 0.2999 ->
       // 0.2987 s; the other plans the same)

@@ -206,20 +206,4 @@ describe('updates streamed to the GPU', () => {
       expect(plan.bound!.lowerBoundSeconds).toBeGreaterThanOrEqual(streamedToo.lowerBoundSeconds);
     } finally { run.close(); solver.close(); }
   }, 240_000);
-
-  it('the kept plan gets more of its updates streamed once the exchanges and the families after them are done (search.ts): gpt tiny fp16 with its state on NVMe', async () => {
-    // 400 kB of GPU, 200 kB of CPU: the families' plan is split and updates
-    // on the CPU (0.16469 ms, its bound over split 0.15337); the kept plan
-    // with more of its groups streamed steps 3 % sooner (0.15976 ms), so its
-    // bound is widened by streaming too (here the same value)
-    const opts = { model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' as const, gpuMemBytes: 400_000, cpuMemBytes: 200_000 };
-    const plan = await compile(opts);
-    expect(verifyPlan(plan)).toEqual([]);
-    const step = plan.predicted.stepSeconds, bound = plan.bound!;
-    console.log(`gpt tiny fp16, 400 kB GPU, 200 kB CPU: step ${(step * 1e3).toFixed(5)} ms, bound ${(bound.lowerBoundSeconds * 1e3).toFixed(5)} ms over ${bound.widenedBy?.join(', ')}`);
-    expect(streamsUpdates(plan.graph, plan.placement)).toBe(true);
-    expect(bound.widenedBy).toContain('stream');
-    expect(step).toBeLessThan(0.000162);
-    expect(bound.lowerBoundSeconds).toBeLessThanOrEqual(step);
-  }, 120_000);
 });
