@@ -439,6 +439,7 @@ function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64
     // passes the block in one step, as it would pass each of them: two-thirds
     // of its steps over gpt3-13b/h200's GPU buffers had been such passes)
     const blockSpan = new Float64Array((m >> BLOCK_BITS) + 1), blockSpans = new Int32Array((m >> BLOCK_BITS) + 1);
+    const spanAt = (q: number) => P[R * q + END] - P[R * q + OFF];
     for (let k = 0; k < m; k++) {
       const b = mine[k], align = alignOf[b.id];
       const spK = span(b), loK = from(b), hiK = to(b), allocK = b.allocAt, freeK = b.freeAt;
@@ -464,7 +465,6 @@ function placeBySize(prog: Program, l: Layout, start: Float64Array, end: Float64
       // each block from the one it lands in on: its first place's buffer came
       // in (this one, or the block before's last), its last's went to the
       // next block (the places now 0..k)
-      const spanAt = (q: number) => P[R * q + END] - P[R * q + OFF];
       for (let blk = at >> BLOCK_BITS; blk <= k >> BLOCK_BITS; blk++) {
         const first = blk << BLOCK_BITS, gone = first + BLOCK_MASK + 1;
         const came = spanAt(blk === at >> BLOCK_BITS ? at : first);
