@@ -145,12 +145,15 @@ function cpuChainFrom(g: Graph, hw: HardwareProfile, b: Built, adam: number): bo
  * P) of the CPU's state (C: the CPU's update seconds, P: the slower copy's
  * plus the GPU's update); the copies also carry the backward pass's fetches,
  * so the candidates stream the groups whose gradients come last for
- * STREAM_SHARES of f, then one group more and one fewer than the fastest of
+ * STREAM_SHARES of f (where the fewest is the fastest, half as many while
+ * that is faster), then one group more and one fewer than the fastest of
  * those, and on from the better of them (streamedFrom); the fastest kept when
- * it beats the best. Where the arena held back more streamed groups (a plan
- * with more whose simulation without the arena's waits beats the fastest),
- * the same again with the smallest groups first (the last gradient first
- * among those of one size): each holds less of the GPU at its update
+ * it beats the best. Tried from the families' plans and once more on the
+ * plan kept after the exchanges where it still streams some (search.ts).
+ * Where the arena held back more streamed groups (a plan with more whose
+ * simulation without the arena's waits beats the fastest), the same again
+ * with the smallest groups first (the last gradient first among those of
+ * one size): each holds less of the GPU at its update
  * (gpt3-13b/h100: 31 groups streamed, 1.1230 -> 1.1016 s; 1.0957 s as kept).
  */
 const STREAM_SHARES = [0.25, 0.5, 0.75, 1];
@@ -206,6 +209,11 @@ export function streamedFrom(g: Graph, hw: HardwareProfile, base: Placement, ord
   const groupsFor = (bytes: number) => { let k = 0, sum = 0; while (k < order.length && sum < bytes) sum += order[k++].stateBytes; return k; };
   for (const share of STREAM_SHARES) tryK(groupsFor(share * f * total));
   const fastest = () => [...tried].filter(([, b]) => fitsTiers(b.arenas.arenaBytes, hw)).sort(([ka, a], [kb, b]) => simulated(g, hw, a).stepSeconds - simulated(g, hw, b).stepSeconds || ka - kb)[0];
+  // where the fewest tried is the fastest, half as many while that is faster:
+  // f is the balance of a base that streams none, and one that streams many
+  // already sits nearer its own (llama2-70b/h200, 94 groups streamed: 34
+  // more by the first share 10.28 s, 16 more 9.73 s; the base 10.04)
+  for (let k = fastest()?.[0]; k !== undefined && k > 1 && k === Math.min(...tried.keys()) && fastest()![0] === k;) { k >>= 1; tryK(k); }
   // then one group more and one fewer than the fastest; where one of those is
   // faster, on that way one group at a time while the fastest is at most two
   // behind (the retimed steps are not monotone in k: gpt3-13b/v100's went
