@@ -51,13 +51,16 @@ describe('GPU room for state', () => {
     expect(onGpu).toBeGreaterThan(123e9);
   }, 300_000);
 
-  it('llama2-13b on an H100, CPU-bound with the GPU idle half the step: the projections made again through chains too, under 1.15 s (1.218 with the SwiGLU products alone), its bound over chains and streams holding for it', async () => {
+  it('llama2-13b on an H100, CPU-bound with the GPU idle half the step: the projections made again through chains too, under 1.15 s (1.218 with the SwiGLU products alone), under 1.113 s with more updates streamed last, its bound over chains and streams holding for it', async () => {
     const opts = { model: 'models/llama.ts', preset: 'llama2-13b', hw: 'h100-80g', precision: 'fp16' } as const;
     const plan = await compiledOnce(opts);
     expect(verifyPlan(plan)).toEqual([]);
     const step = plan.predicted.stepSeconds;
     console.log(`llama2-13b/h100: step ${step.toFixed(4)} s, bound ${plan.bound!.lowerBoundSeconds.toFixed(4)} s`);
     expect(step).toBeLessThan(1.15);
+    // (and more updates streamed once more after the room and the reruns
+    // held, search.ts: 1.1174 -> 1.1083 s)
+    expect(step).toBeLessThan(1.113);
     expect(plan.bound!.widenedBy).toEqual(['chains', 'stream']);
     // (the gate and up projections' outputs, kept or offloaded before: 1 of 119 made again)
     const g = plan.graph, p = plan.placement, made = producers(g);
