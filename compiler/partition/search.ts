@@ -342,10 +342,8 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // families moved it from the plan the families streamed from:
       // llama2-70b/h200 10.04 -> 9.69 s; a plan that streams none was weighed
       // against streaming by the families already)
-      if (opts.probe !== 'fits') {
-        lpTryUnstream(g, hw, acc);
-        if (acc.best && streamsUpdates(g, acc.best.placement)) lpTryStream(g, hw, acc, saved, () => {});
-      }
+      const streamMore = () => { if (acc.best && streamsUpdates(g, acc.best.placement)) lpTryStream(g, hw, acc, saved, () => {}); };
+      if (opts.probe !== 'fits') { lpTryUnstream(g, hw, acc); streamMore(); }
       // and its offloads moved to the activations of their kind made first;
       // where that wins, the exchanges again from it (gpt3-13b/h200 0.2999 ->
       // 0.2987 s; the other plans the same)
@@ -364,7 +362,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         // room moved it too (llama2-13b/h100 1.1174 -> 1.1083 s; run here
         // alone, llama2-13b/h100 on 96 GB keeps 1.2590 s, which the call
         // above takes to 1.2543)
-        if (acc.best && streamsUpdates(g, acc.best.placement)) lpTryStream(g, hw, acc, saved, () => {});
+        streamMore();
       }
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit

@@ -43,12 +43,12 @@ export function gatedSchedule(prog: Program, seconds: (instruction: number) => n
   // loops below that run for every instruction); the room left once the
   // persistent buffers and those alive at the step's start are in
   // (per tier, indexed by instruction; takesAny/givesAny: whether it takes or gives any)
-  const T = TIERS.length, tierOf = new Map<Tier, number>(TIERS.map((t, k) => [t, k]));
+  const T = TIERS.length;
   const takes = TIERS.map(() => new Float64Array(n)), gives = TIERS.map(() => new Float64Array(n));
   const takesAny = new Uint8Array(n), givesAny = new Uint8Array(n);
   const room = TIERS.map((t) => budget[t]);
   for (const b of prog.buffers) {
-    const t = tierOf.get(b.tier)!;
+    const t = TIERS.indexOf(b.tier);
     if (b.allocAt < 0) room[t] -= b.sizeBytes; else { takes[t][b.allocAt] += b.sizeBytes; takesAny[b.allocAt] = 1; }
     if (b.freeAt >= 0) { gives[t][b.freeAt] += b.sizeBytes; givesAny[b.freeAt] = 1; }
   }
