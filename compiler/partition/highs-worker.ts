@@ -145,20 +145,31 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       // 'solve error', or run() itself reports an error): its strongest scaling
       // often solves it, else the interior-point solver (with crossover, so the
       // solution is a vertex as the simplex's would be)
+      // An abort (std::bad_alloc past the build's 2 GiB heap, or an assertion:
+      // a WebAssembly RuntimeError) leaves the instance unusable: every later
+      // run on it fails at once (status -1). So no more attempts, and the next
+      // solve on this thread loads a fresh one (a 100 821-op GPT's bound LP
+      // had aborted, and every solve behind it on the thread failed as well).
       const failed = (k) => k === c.unknown || k === c.solveError || k === c.notSet;
-      const attempt = () => { try { model.run(); } catch (e) { return c.notSet; } return model.getModelStatus(); };
+      let aborted = false;
+      const attempt = () => {
+        if (aborted) return c.notSet;
+        try { model.run(); } catch (e) { if (e instanceof WebAssembly.RuntimeError) { aborted = true; highsReady = undefined; } return c.notSet; }
+        return model.getModelStatus();
+      };
       let code = attempt();
-      if (failed(code)) { model.options.set({ simplex_scale_strategy: 4 }); code = attempt(); }
-      if (failed(code)) { model.options.set({ solver: 'ipm', run_crossover: 'on' }); code = attempt(); }
+      if (failed(code) && !aborted) { model.options.set({ simplex_scale_strategy: 4 }); code = attempt(); }
+      if (failed(code) && !aborted) { model.options.set({ solver: 'ipm', run_crossover: 'on' }); code = attempt(); }
       // every model here is bounded below (it minimises loads >= 0), so "unbounded or infeasible" means infeasible
       const status = code === c.optimal ? 'optimal' : code === c.infeasible || code === c.unboundedOrInfeasible ? 'infeasible' : code === c.timeLimit ? 'timeLimit' : 'other';
       const x = status === 'optimal' ? Float64Array.from(model.getSolution().colValue) : new Float64Array(data.numCols);
-      const iterations = Number(model.info.get('simplex_iteration_count'));
+      const iterations = aborted ? 0 : Number(model.info.get('simplex_iteration_count'));
       if (keep) done.set(id, { status, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, iterations });
       const endAt = performance.timeOrigin + performance.now();
       parentPort.postMessage({ id, status, iterationLimited: code === c.iterationLimit, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations, readyAt, endAt, rows: data.numRows, nnz: data.matrix.values.length }, [x.buffer]);
     } finally {
-      model.dispose();
+      // (an aborted instance's dispose may throw: the result is already sent)
+      try { model.dispose(); } catch (e) { if (highsReady) throw e; }
     }
   } catch (e) {
     parentPort.postMessage({ id, error: String(e && e.stack || e) });

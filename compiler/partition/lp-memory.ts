@@ -6,7 +6,8 @@
 // every placement of the family and every schedule the scheduler makes of it;
 // the placement LP's count high and leave the schedule room to prefetch. Keeps
 // true: deterministic (fixed row order). Cost: O(K x (groups + saved
-// activations)) terms, O(ops + operands) to find the instants.
+// activations)) terms, and with streamed updates at most STREAM_ROW_TERMS more;
+// O(ops + operands) to find the instants.
 
 import type { HardwareProfile } from '../cost/profiles.js';
 import type { Graph } from '../ir/types.js';
@@ -108,6 +109,26 @@ export function heldCopies(g: Graph, prod: Int32Array, cons: number[][], saved: 
   };
 }
 
+/**
+ * The nonzeros the update rows of a streamed bound LP may take: each such row
+ * names about every placed group and saved activation, so one per group is
+ * quadratic (a 100 821-op GPT, 7200 groups: ~10^9 terms, past the heap;
+ * llama3-405b's 884 groups, the most of any preset, ~3.4 x 10^6).
+ */
+const STREAM_ROW_TERMS = 4e6;
+
+/**
+ * Which placed groups (indices, in order) get a memory row at their update's
+ * run in a streamed bound LP: every one while their terms stay within
+ * STREAM_ROW_TERMS, else that many spread evenly over the groups (a row left
+ * out only relaxes the LP: its optimum is still a bound).
+ */
+export function streamRowGroups(groups: number, saved: number): number[] {
+  const most = Math.max(1, Math.floor(STREAM_ROW_TERMS / (groups + saved + 1)));
+  if (groups <= most) return Array.from({ length: groups }, (_, i) => i);
+  return Array.from({ length: most }, (_, k) => Math.floor(((k + 0.5) * groups) / most));
+}
+
 export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns, held: boolean): (x: Float64Array) => boolean {
   const n = g.ops.length;
   const half = g.precision !== 'fp32';
@@ -163,7 +184,7 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
     // stream it (m.streamed: its state copied up and updated on the GPU, which
     // holds that state then beside all else alive across the update)
     const at: [number, [number, number][]][] = [...instant].filter((o) => o >= 0).map((o) => [o, []]);
-    if (m.streamed) m.groups.forEach((q, i) => at.push([q.adam, [[m.streamed![i], q.stateBytes]]]));
+    if (m.streamed) for (const i of streamRowGroups(m.groups.length, m.saved.length)) at.push([m.groups[i].adam, [[m.streamed[i], m.groups[i].stateBytes]]]);
     const rows: Row[] = [];
     for (const [o, extra] of at) {
       let c = always + atOp[o];

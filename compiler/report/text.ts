@@ -86,10 +86,14 @@ export function lpStatusNote(status: string, method: string, hasBound = false): 
       ? "the placement LP found no placement within the capacities (its placements run every forward and backward op on the GPU): this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower; it may run those ops on the CPU); raise --gpu-mem (or another capacity) for the LP's placement"
       : `the bound LP found no placement within the capacities: ${hasBound ? "the LP's bound over every placement is missing" : 'this plan reports no lower bound'}`;
   }
-  const why = status === 'timeLimit' ? 'ran past its time limit' : `ended without an optimum (status ${status})`;
+  // (only a time limit is helped by a longer one: HiGHS stops with another
+  // status when it fails, e.g. on an LP past the 2 GiB heap of its
+  // WebAssembly build, and the note had said to raise it all the same)
+  const timedOut = status === 'timeLimit';
+  const why = timedOut ? 'ran past its time limit' : `ended without an optimum (status ${status}: the solver failed on it)`;
   return method === 'mincut'
-    ? `the placement LP ${why}: this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower); raise --lp-time-limit for the LP's placement`
-    : `the bound LP ${why}: ${hasBound ? "the LP's bound over every placement is missing" : 'this plan reports no lower bound'}; raise --lp-time-limit`;
+    ? `the placement LP ${why}: this plan is the min-cut's, which stood in (a heuristic where a capacity binds, often far slower)${timedOut ? "; raise --lp-time-limit for the LP's placement" : ''}`
+    : `the bound LP ${why}: ${hasBound ? "the LP's bound over every placement is missing" : 'this plan reports no lower bound'}${timedOut ? '; raise --lp-time-limit' : ''}`;
 }
 
 /** The what-if capacities' verdict (report --gpu-mem/--cpu-mem/--nvme): the capacities, then whether every arena fits them. */

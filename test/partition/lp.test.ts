@@ -3,9 +3,12 @@
 // bit-identical to training in memory.
 import { describe, it, expect } from 'vitest';
 import { compile, trainingGraph } from '../../src/compile.js';
-import { HEADROOM_SHARES, startLp } from '../../compiler/partition/lp.js';
+import { boundModel, HEADROOM_SHARES, startLp } from '../../compiler/partition/lp.js';
+import { place } from '../../compiler/partition/search.js';
+import { simulated } from '../../compiler/partition/built.js';
+import type { Graph } from '../../compiler/ir/types.js';
 import { LpWorker, type HighsModelData } from '../../compiler/partition/highs-worker.js';
-import { loadProfile } from '../../compiler/cost/profiles.js';
+import { loadProfile, type HardwareProfile } from '../../compiler/cost/profiles.js';
 import type { Plan } from '../../compiler/plan/types.js';
 import { trainLosses } from '../helpers.js';
 import { verifyPlan } from '../../compiler/simulate/verify-plan.js';
@@ -176,6 +179,44 @@ describe('the placement LP before the bound LP', () => {
       expect(lpStatusNote('smallerGpu', 'lp')).toMatch(/this plan is the LP's placement for a smaller one .* and reports no lower bound/);
     }
   }, 60_000);
+
+  // (a 100 821-op GPT: the wide bound LP, with the fetch-then-update and
+  // follow rows, aborted HiGHS past its 2 GiB heap, and the plan reported no
+  // bound, though the first bound LP had solved; the note said to raise
+  // --lp-time-limit, which no time limit helps)
+  it('when the wide bound LP fails, a plan of the LPs\' family reports the first bound LP\'s optimum (lower, still a bound), a widened plan none', async () => {
+    const run = async (preset: string, over: Record<string, number>, failing: (g: Graph, hw: HardwareProfile) => HighsModelData) => {
+      const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset, precision: 'fp16' });
+      const hw = loadProfile('v100-32g', over);
+      const wide = failing(graph, hw);
+      const isWide = (d: HighsModelData) => d.numRows === wide.numRows && d.matrix.values.length === wide.matrix.values.length && d.matrix.indices.every((c, k) => c === wide.matrix.indices[k]);
+      let failed = 0;
+      class Failing extends LpWorker {
+        override solve(data: HighsModelData, ...rest: Parameters<LpWorker['solve']> extends [HighsModelData, ...infer R] ? R : never) {
+          if (!isWide(data)) return super.solve(data, ...rest);
+          failed++;
+          return Promise.resolve({ status: 'other' as const, objective: NaN, x: new Float64Array(data.numCols), iterations: 0 });
+        }
+      }
+      const ok = new LpWorker(), bad = new Failing();
+      try {
+        const real = await place(graph, hw, { solver: ok }), fell = await place(graph, hw, { solver: bad });
+        expect(failed).toBeGreaterThan(0);
+        return { graph, hw, real, fell };
+      } finally { ok.close(); bad.close(); }
+    };
+    const own = await run('gpt2-124m', { gpuMemBytes: 2e9 }, (g, hw) => boundModel(g, hw).data);
+    expect(own.real.lp!.widenedBy).toBeUndefined();
+    expect(own.fell.lp!.status).toBe('optimal');
+    expect(own.fell.lp!.lowerBoundSeconds).toBeLessThanOrEqual(own.real.lp!.lowerBoundSeconds);
+    expect(own.fell.lp!.lowerBoundSeconds).toBeLessThanOrEqual(simulated(own.graph, own.hw, own.fell.built).stepSeconds);
+    expect(own.fell.placement.cutSeconds).toBe(own.fell.lp!.lowerBoundSeconds);
+    const streamed = await run('tiny', { gpuMemBytes: 300e3, cpuMemBytes: 1e9 }, (g, hw) => boundModel(g, hw, { widen: { stream: true } }).data);
+    expect(streamed.real.lp!.widenedBy).toEqual(['stream']);
+    expect(streamed.fell.lp!.status).toBe('other');
+    expect(lpStatusNote('other', 'lp')).toBe('the bound LP ended without an optimum (status other: the solver failed on it): this plan reports no lower bound');
+    expect(lpStatusNote('timeLimit', 'lp')).toMatch(/ran past its time limit: this plan reports no lower bound; raise --lp-time-limit$/);
+  }, 120_000);
 
   it('says nothing fits when neither LP has a solution (the placement LP first)', async () => {
     const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });

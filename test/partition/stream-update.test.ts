@@ -19,9 +19,10 @@
 // an H200 also keeps its reruns' outputs for their next readers
 // (lpTryRerunHeld), faster than the same placement without.
 import { describe, expect, it } from 'vitest';
-import { paramGroups, placementBound, startLp, streamedUpdate, streamsUpdates, wideningOf, type ParamGroup } from '../../compiler/partition/lp.js';
+import { boundModel, paramGroups, placementBound, startLp, streamedUpdate, streamsUpdates, wideningOf, type ParamGroup } from '../../compiler/partition/lp.js';
 import { placementFrom, roundSolution } from '../../compiler/partition/lp-round.js';
 import { producers } from '../../compiler/ir/graph.js';
+import { streamRowGroups } from '../../compiler/partition/lp-memory.js';
 import { LpWorker } from '../../compiler/partition/highs-worker.js';
 import { loadProfile } from '../../compiler/cost/profiles.js';
 import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
@@ -206,4 +207,22 @@ describe('updates streamed to the GPU', () => {
       expect(plan.bound!.lowerBoundSeconds).toBeGreaterThanOrEqual(streamedToo.lowerBoundSeconds);
     } finally { run.close(); solver.close(); }
   }, 240_000);
+});
+
+// (a row at each streamed update names about every group and saved
+// activation: quadratic, ~10^9 terms on a 100 821-op GPT, past the heap)
+describe('the streamed bound LP\'s update rows at scale', () => {
+  it('every update gets one while their terms are few; past STREAM_ROW_TERMS a spread subset, in order (gpt3-xl with 400 layers: 7.2 -> 3.0 million nonzeros)', async () => {
+    expect(streamRowGroups(400, 2000)).toEqual(Array.from({ length: 400 }, (_, i) => i));
+    const spread = streamRowGroups(7200, 27000);
+    expect(spread.length).toBe(Math.floor(4e6 / 34201));
+    for (let k = 1; k < spread.length; k++) expect(spread[k]).toBeGreaterThan(spread[k - 1]);
+    expect(spread[0]).toBeGreaterThanOrEqual(0);
+    expect(spread.at(-1)).toBeLessThan(7200);
+    const opts = { model: 'models/gpt.ts', preset: 'gpt3-xl', precision: 'fp16' as const, config: { layers: 400 }, cpuMemBytes: 1e12, nvmeBytes: 8e12 };
+    const { graph } = await trainingGraph(opts);
+    const hw = loadProfile('a100-80g', opts);
+    const streamed = boundModel(graph, hw, { widen: { stream: true } }).data, plain = boundModel(graph, hw).data;
+    expect(streamed.matrix.values.length - plain.matrix.values.length).toBeLessThanOrEqual(4e6);
+  }, 60_000);
 });
