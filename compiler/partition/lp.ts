@@ -60,12 +60,13 @@
 //    in turn; master32 may rest apart from its moments; per group a
 //    streamed share of the CPU's, whose state goes up (h2d), is updated on
 //    the GPU after its gradient and goes home (d2h), its bytes on the GPU
-//    counted at its update's run (at a spread subset of the updates where a
-//    row at each would pass lp-memory.ts STREAM_ROW_TERMS); per group a share of a remade p16 whose
-//    state rests on the CPU cast on the GPU (master32 copied up for each
-//    cluster of reads in place of p16, the cast's GPU time in place of the
-//    CPU's; master32's bytes on the GPU not counted), one share for the
-//    forward pass's clusters and one for the backward's;
+//    counted at its update's run (at a spread subset of the updates where
+//    a row at each would pass lp-memory.ts STREAM_ROW_TERMS); per group a
+//    share of a remade p16 whose state rests on the CPU cast on the GPU
+//    (master32 copied up for each cluster of reads in place of p16, the
+//    cast's GPU time in place of the CPU's; master32's bytes on the GPU not
+//    counted), one share for the forward pass's clusters and one for the
+//    backward's;
 //  - the bound LP's products of a group's two choices (p16 choice x state
 //    tier) are at least the group's pair shares (pair columns, whose margins
 //    are the two sets of shares): exact products where the envelopes alone
