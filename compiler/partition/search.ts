@@ -445,8 +445,8 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
   const wide = await lp.wideBound(w ?? {});
   // (a plan of the LPs' own family: without the fetch-then-update and follow
   // rows, sol's optimum is lower and still bounds it; a 100 821-op GPT's
-  // wide LP aborted HiGHS, past the 2 GiB of its WebAssembly build, where
-  // sol's had solved, and the plan had reported no bound)
+  // wide LP aborted HiGHS (likely past the 2 GiB heap of its WebAssembly
+  // build) where sol's had solved, and the plan had reported no bound)
   if (wide.status !== 'optimal') {
     if (w) return { ...sol, status: wide.status };
     b.placement = { ...b.placement, cutSeconds: sol.lowerBoundSeconds };

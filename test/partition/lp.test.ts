@@ -181,9 +181,9 @@ describe('the placement LP before the bound LP', () => {
   }, 60_000);
 
   // (a 100 821-op GPT: the wide bound LP, with the fetch-then-update and
-  // follow rows, aborted HiGHS past its 2 GiB heap, and the plan reported no
-  // bound, though the first bound LP had solved; the note said to raise
-  // --lp-time-limit, which no time limit helps)
+  // follow rows, aborted HiGHS, likely past its 2 GiB heap; the plan then
+  // reported no bound, though the first bound LP had solved, and the note
+  // said to raise --lp-time-limit, which no time limit helps)
   it('when the wide bound LP fails, a plan of the LPs\' family reports the first bound LP\'s optimum (lower, still a bound), a widened plan none', async () => {
     const run = async (preset: string, over: Record<string, number>, failing: (g: Graph, hw: HardwareProfile) => HighsModelData) => {
       const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset, precision: 'fp16' });
