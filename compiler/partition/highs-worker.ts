@@ -137,6 +137,7 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
     parentPort.postMessage({ id, started: readyAt });
     const c = highs.constants.modelStatus;
     const model = highs.createModel(data);
+    let aborted = false;
     try {
       model.options.set({ output_flag: false, time_limit: HIGHS_TIME_LIMIT });
       if (iterationLimit !== undefined) model.options.set({ simplex_iteration_limit: iterationLimit });
@@ -151,9 +152,7 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       // solve on this thread loads a fresh one (a 100 821-op GPT's bound LP
       // had aborted, and every solve behind it on the thread failed as well).
       const failed = (k) => k === c.unknown || k === c.solveError || k === c.notSet;
-      let aborted = false;
       const attempt = () => {
-        if (aborted) return c.notSet;
         try { model.run(); } catch (e) { if (e instanceof WebAssembly.RuntimeError) { aborted = true; highsReady = undefined; } return c.notSet; }
         return model.getModelStatus();
       };
@@ -169,7 +168,7 @@ parentPort.on('message', async ({ load: loadNow, liftoffOnly, id, data, timeLimi
       parentPort.postMessage({ id, status, iterationLimited: code === c.iterationLimit, objective: status === 'optimal' ? model.getObjectiveValue() : NaN, x, iterations, readyAt, endAt, rows: data.numRows, nnz: data.matrix.values.length }, [x.buffer]);
     } finally {
       // (an aborted instance's dispose may throw: the result is already sent)
-      try { model.dispose(); } catch (e) { if (highsReady) throw e; }
+      try { model.dispose(); } catch (e) { if (!aborted) throw e; }
     }
   } catch (e) {
     parentPort.postMessage({ id, error: String(e && e.stack || e) });

@@ -440,6 +440,12 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...w });
     // (HiGHS's strongest scaling: gpt3-175b's widened LP 1.3-1.6 s against 4.3 s with its default)
     const r = await (opts.second ?? solver).solve(wide.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
+    // widened by no way and without an optimum, the bound LP's stands, as in
+    // bound(): it lacks only rows, so its optimum is lower and still bounds
+    // the family (a 100 821-op GPT's aborted HiGHS, likely past the 2 GiB
+    // heap of its WebAssembly build, where the bound LP's had solved, and
+    // the plan had reported no bound); a widened one has no such fallback
+    if (r.status !== 'optimal' && wideningWays(w).length === 0) return bound();
     return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
   })());
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum

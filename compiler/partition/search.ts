@@ -443,15 +443,7 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
   if (sol.status !== 'optimal') return sol;
   const w = wideningOf(g, b.placement, (await lp.firstVertex).saved);
   const wide = await lp.wideBound(w ?? {});
-  // (a plan of the LPs' own family: without the fetch-then-update and follow
-  // rows, sol's optimum is lower and still bounds it; a 100 821-op GPT's
-  // wide LP aborted HiGHS (likely past the 2 GiB heap of its WebAssembly
-  // build) where sol's had solved, and the plan had reported no bound)
-  if (wide.status !== 'optimal') {
-    if (w) return { ...sol, status: wide.status };
-    b.placement = { ...b.placement, cutSeconds: sol.lowerBoundSeconds };
-    return sol;
-  }
+  if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
   return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size, ...(w ? { widenedBy: wideningWays(w) } : {}) };
 }
