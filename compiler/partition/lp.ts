@@ -354,7 +354,8 @@ export const HEADROOM_SHARES = [0.98, 0.975] as const;
  * rows that count high and leave room to prefetch (planMemoryRows): their
  * solutions are the ones rounded into the plan, the least traffic and work
  * within their optimum. When none has one (their rows are stricter than the
- * capacity), the bound LP's solution is rounded instead.
+ * capacity, or they stop at their time limit), the bound LP's solution is
+ * rounded instead, and place's search starts from that (search.ts).
  */
 export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): LpRun {
   const solver = opts.solver ?? new LpWorker();

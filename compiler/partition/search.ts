@@ -283,95 +283,95 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
       // and a placement the caller brings (compile's DPU steady step: the
       // plain step's, for this graph), which the families then build on
       if (opts.known) { tryPlacement(g, hw, opts.known, acc); mark('known placement'); }
-      // (none fits: the bound LP's roundings did not either)
-      if (acc.best) {
-        const saved = boundSol.saved;
-        // the other LP roundings (each fits: lpTryRounded keeps no other), fastest first (the later passes' seeds, below; each is
-        // built once: lpTryRounded skips a rounding tried before)
-        const first = acc.best;
-        const seeds = tried.filter((t) => t.b !== first)
-          .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds).slice(0, SEED_PASSES);
-        tried.length = 0;
-        // the families, each made from the best so far; `request`: the bounds
-        // their plans will need are asked for as they are tried (such a plan's
-        // bound is the bound LP's widened by the ways it leaves the family, those
-        // of the best it is made from and its own: solved meanwhile; boundOf asks
-        // for the kept plan's in any case)
-        const families = (request: boolean) => {
-          const wider = (own: Widening) => () => {
-            if (opts.probe || !request) return;
-            const w = { ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own };
-            if (wideningWays(w).length) void lp.wideBound(w);
-          };
-          lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
-          lpTryCheckpoints(g, hw, acc, (w) => { if (!opts.probe && request) void lp.wideBound(w); });
-          lpTryChainHead(g, hw, acc);
-          lpTrySplit(g, hw, acc, wider({ split: true }));
-          // (and the best's own, where neither guess was it: gpt3-6.7b on a V100
-          // with 48 GB of CPU, whose checkpoint plan keeps NVMe state but does not split)
-          wider({})();
-          lpTryStream(g, hw, acc, saved, wider({ stream: true }));
-          lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
-          // and both from each checkpoint candidate another beat: the cheaper
-          // chain may leave the later ones less to gain (llama2-7b on 24 + 32 GB:
-          // 8.96 s from the winner's, 8.64 from the other's)
-          for (const seed of acc.chainSeeds ?? []) {
-            const best: Built = acc.best!;
-            acc.best = seed;
-            lpTrySplit(g, hw, acc, wider({ split: true }));
-            lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
-            if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) acc.best = best;
-          }
-          lpTryCasts(g, hw, acc, wider({ cast: true }));
-          lpTryRingSpare(g, hw, acc);
-          lpTryCastLead(g, hw, acc);
+    }
+    // (none fits where the bound LP's roundings did not either)
+    if (boundSol && acc.best) {
+      const saved = boundSol.saved;
+      // the other LP roundings (each fits: lpTryRounded keeps no other), fastest first (the later passes' seeds, below; each is
+      // built once: lpTryRounded skips a rounding tried before)
+      const first = acc.best;
+      const seeds = tried.filter((t) => t.b !== first)
+        .sort((x, y) => simulated(g, hw, x.b).stepSeconds - simulated(g, hw, y.b).stepSeconds).slice(0, SEED_PASSES);
+      tried.length = 0;
+      // the families, each made from the best so far; `request`: the bounds
+      // their plans will need are asked for as they are tried (such a plan's
+      // bound is the bound LP's widened by the ways it leaves the family, those
+      // of the best it is made from and its own: solved meanwhile; boundOf asks
+      // for the kept plan's in any case)
+      const families = (request: boolean) => {
+        const wider = (own: Widening) => () => {
+          if (opts.probe || !request) return;
+          const w = { ...(acc.best && wideningOf(g, acc.best.placement, saved)), ...own };
+          if (wideningWays(w).length) void lp.wideBound(w);
         };
-        families(true);
-        // and all of them again from each of the SEED_PASSES next-fastest
-        // roundings, the fastest outcome kept, while the best is still above
-        // the bound LP's optimum (over the LPs' family; a plan below it has
-        // gained by leaving the family more than any rounding could). No bound
-        // is asked for meanwhile: boundOf asks for the kept plan's.
-        for (const seed of seeds) {
-          if (boundSol.status !== 'optimal' || simulated(g, hw, acc.best!).stepSeconds <= boundSol.lowerBoundSeconds) break;
-          const best: Built = acc.best!, bestFrom = acc.bestFrom;
-          acc.best = seed.b; acc.bestFrom = { sol: seed.sol, r: seed.r }; acc.chainSeeds = undefined;
-          families(false);
-          if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) { acc.best = best; acc.bestFrom = bestFrom; }
-          mark('LP next-seed families');
+        lpTryStartup(g, hw, acc, opts.keepParamsOnGpu ?? false);
+        lpTryCheckpoints(g, hw, acc, (w) => { if (!opts.probe && request) void lp.wideBound(w); });
+        lpTryChainHead(g, hw, acc);
+        lpTrySplit(g, hw, acc, wider({ split: true }));
+        // (and the best's own, where neither guess was it: gpt3-6.7b on a V100
+        // with 48 GB of CPU, whose checkpoint plan keeps NVMe state but does not split)
+        wider({})();
+        lpTryStream(g, hw, acc, saved, wider({ stream: true }));
+        lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
+        // and both from each checkpoint candidate another beat: the cheaper
+        // chain may leave the later ones less to gain (llama2-7b on 24 + 32 GB:
+        // 8.96 s from the winner's, 8.64 from the other's)
+        for (const seed of acc.chainSeeds ?? []) {
+          const best: Built = acc.best!;
+          acc.best = seed;
+          lpTrySplit(g, hw, acc, wider({ split: true }));
+          lpTryKeptCheckpoints(g, hw, acc, saved, opts.keepParamsOnGpu ?? false, wider({ chains: true }));
+          if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) acc.best = best;
         }
-        // and, on the plan kept, groups of one size exchanging their
-        // configurations (whether or not it beats the bound LP's optimum: a
-        // plan that leaves the family, as gpt3-13b/h200's streamed one, can;
-        // in a probe of the step too, whose plan is the full compile's)
-        if (opts.probe !== 'fits') lpTrySwaps(g, hw, acc);
-        // and the kept plan without its streamed updates, where they no longer pay;
-        // where it still streams some, with more of them (the exchanges and later
-        // families moved it from the plan the families streamed from:
-        // llama2-70b/h200 10.04 -> 9.69 s; a plan that streams none was weighed
-        // against streaming by the families already)
-        const streamMore = () => { if (acc.best && streamsUpdates(g, acc.best.placement)) lpTryStream(g, hw, acc, saved, () => {}); };
-        if (opts.probe !== 'fits') { lpTryUnstream(g, hw, acc); streamMore(); }
-        // and its offloads moved to the activations of their kind made first;
-        // where that wins, the exchanges again from it (gpt3-13b/h200 0.2999 ->
-        // 0.2987 s; the other plans the same)
-        if (opts.probe !== 'fits' && lpTryEarlyOffloads(g, hw, acc, saved)) lpTrySwaps(g, hw, acc);
-        // and one group's configuration changed at a time, any group (moves.ts)
-        if (opts.probe !== 'fits') lpTryMoves(g, hw, acc);
-        // and its streamed updates moved to sooner gradients, its cheap kept activations made again for state's room (room.ts)
-        if (opts.probe !== 'fits') lpTryRoom(g, hw, acc, saved, opts.keepParamsOnGpu ?? false);
-        // and its reruns' outputs kept for their next readers close behind;
-        // where that wins on a plan whose GPU is busy most of the step, the
-        // moves again: the GPU time it frees can take more streamed updates
-        if (opts.probe !== 'fits') {
-          const gpuBound = acc.best !== undefined && simulated(g, hw, acc.best).streamBusySeconds.gpu >= RERUN_MOVES_GPU_BUSY_SHARE * simulated(g, hw, acc.best).stepSeconds;
-          if (lpTryRerunHeld(g, hw, acc) && gpuBound) lpTryMoves(g, hw, acc);
-          // and, where it streams updates, more of them once more: the moves and
-          // room moved it too (llama2-13b/h100 1.1174 -> 1.1083 s; run here
-          // alone, llama2-13b/h100 on 96 GB keeps 1.2590 s, which the call
-          // above takes to 1.2543)
-          streamMore();
-        }
+        lpTryCasts(g, hw, acc, wider({ cast: true }));
+        lpTryRingSpare(g, hw, acc);
+        lpTryCastLead(g, hw, acc);
+      };
+      families(true);
+      // and all of them again from each of the SEED_PASSES next-fastest
+      // roundings, the fastest outcome kept, while the best is still above
+      // the bound LP's optimum (over the LPs' family; a plan below it has
+      // gained by leaving the family more than any rounding could). No bound
+      // is asked for meanwhile: boundOf asks for the kept plan's.
+      for (const seed of seeds) {
+        if (boundSol.status !== 'optimal' || simulated(g, hw, acc.best!).stepSeconds <= boundSol.lowerBoundSeconds) break;
+        const best: Built = acc.best!, bestFrom = acc.bestFrom;
+        acc.best = seed.b; acc.bestFrom = { sol: seed.sol, r: seed.r }; acc.chainSeeds = undefined;
+        families(false);
+        if (simulated(g, hw, acc.best).stepSeconds >= simulated(g, hw, best).stepSeconds) { acc.best = best; acc.bestFrom = bestFrom; }
+        mark('LP next-seed families');
+      }
+      // and, on the plan kept, groups of one size exchanging their
+      // configurations (whether or not it beats the bound LP's optimum: a
+      // plan that leaves the family, as gpt3-13b/h200's streamed one, can;
+      // in a probe of the step too, whose plan is the full compile's)
+      if (opts.probe !== 'fits') lpTrySwaps(g, hw, acc);
+      // and the kept plan without its streamed updates, where they no longer pay;
+      // where it still streams some, with more of them (the exchanges and later
+      // families moved it from the plan the families streamed from:
+      // llama2-70b/h200 10.04 -> 9.69 s; a plan that streams none was weighed
+      // against streaming by the families already)
+      const streamMore = () => { if (acc.best && streamsUpdates(g, acc.best.placement)) lpTryStream(g, hw, acc, saved, () => {}); };
+      if (opts.probe !== 'fits') { lpTryUnstream(g, hw, acc); streamMore(); }
+      // and its offloads moved to the activations of their kind made first;
+      // where that wins, the exchanges again from it (gpt3-13b/h200 0.2999 ->
+      // 0.2987 s; the other plans the same)
+      if (opts.probe !== 'fits' && lpTryEarlyOffloads(g, hw, acc, saved)) lpTrySwaps(g, hw, acc);
+      // and one group's configuration changed at a time, any group (moves.ts)
+      if (opts.probe !== 'fits') lpTryMoves(g, hw, acc);
+      // and its streamed updates moved to sooner gradients, its cheap kept activations made again for state's room (room.ts)
+      if (opts.probe !== 'fits') lpTryRoom(g, hw, acc, saved, opts.keepParamsOnGpu ?? false);
+      // and its reruns' outputs kept for their next readers close behind;
+      // where that wins on a plan whose GPU is busy most of the step, the
+      // moves again: the GPU time it frees can take more streamed updates
+      if (opts.probe !== 'fits') {
+        const gpuBound = acc.best !== undefined && simulated(g, hw, acc.best).streamBusySeconds.gpu >= RERUN_MOVES_GPU_BUSY_SHARE * simulated(g, hw, acc.best).stepSeconds;
+        if (lpTryRerunHeld(g, hw, acc) && gpuBound) lpTryMoves(g, hw, acc);
+        // and, where it streams updates, more of them once more: the moves and
+        // room moved it too (llama2-13b/h100 1.1174 -> 1.1083 s; run here
+        // alone, llama2-13b/h100 on 96 GB keeps 1.2590 s, which the call
+        // above takes to 1.2543)
+        streamMore();
       }
     }
     const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
