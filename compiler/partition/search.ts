@@ -30,7 +30,7 @@ import { tierPeakEstimate } from '../schedule/liveness.js';
 import { computeFloorSeconds, opCostFloorSeconds } from '../simulate/simulate.js';
 import { diag, UserError } from '../../src/diagnostics.js';
 import { mark } from '../../src/timing.js';
-import { build, capacities, fitsTiers, lpBest, lpTry, retimed, simulated, tryPlacement, type Built, type LpCandidates } from './built.js';
+import { build, capacities, fitsTiers, lpTry, retimed, simulated, tryPlacement, type Built, type LpCandidates } from './built.js';
 import { lpTryMoves } from './moves.js';
 import { lpTryRoom } from './room.js';
 import { lpTryCastLead, lpTryCasts, lpTryChainHead, lpTryCheckpoints, lpTryEarlyOffloads, lpTryKeptCheckpoints, lpTryRerunHeld, lpTryRingSpare, lpTrySplit, lpTryStartup, lpTryStream, lpTrySwaps, lpTryUnstream } from './candidates.js';
@@ -374,7 +374,7 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
         streamMore();
       }
     }
-    const alt = acc.best, altError = acc.firstError; // altError: the LP's rounding did not fit
+    const alt = acc.best;
     if (alt && cutC && cutOk) { simulated(g, hw, alt); mark('LP placement simulate'); }
     // (a probe reports no bound: the placement LPs' shares stand as solved,
     // and the bound's second solve, which only sets the bound they carry, is
@@ -386,12 +386,12 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
     mark('LP solved (awaited)');
     // the placement's cutSeconds is the bound (placementFrom); the shares' placement was made before it was known
     const lpPlan = (): Built => {
-      if (sol.rows === 'bound' && !alt) return lpBest(g, hw, sols);
-      // (the bound LP's, where the search started from its roundings: those
-      // of the solution it reports its bound from too, the fastest kept)
+      // (the bound LP's, where no placement LP has a solution: the roundings
+      // of the solution it reports its bound from too, beside the search's
+      // best, the fastest kept; a rounding tried before is not built again)
       if (sol.rows === 'bound') for (const s of sols) lpTry(g, hw, s, acc);
-      const kept = acc.best ?? alt;
-      if (!kept) throw altError;
+      const kept = acc.best;
+      if (!kept) throw acc.firstError; // (the first rounding did not fit)
       kept.placement = { ...kept.placement, cutSeconds: sol.lowerBoundSeconds };
       return kept;
     };
