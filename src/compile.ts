@@ -205,6 +205,7 @@ function withBound(plan: Plan, lp?: LpSolution): Plan {
         ...(lp.anyPlacementSeconds !== undefined ? { anyPlacementLowerBoundSeconds: lp.anyPlacementSeconds } : {}),
         ...(lp.opCostFloor ? { opCostFloor: true } : {}),
         ...(lp.widenedBy ? { widenedBy: lp.widenedBy } : {}),
+        ...(lp.relaxed ? { relaxed: true } : {}),
       },
     } : {}),
   };

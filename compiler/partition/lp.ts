@@ -229,6 +229,12 @@ export interface LpSolution {
    * ways the plan leaves the LPs' family, whose widening it is over.
    */
   widenedBy?: readonly WideningWay[];
+  /**
+   * Set where the wide LP (LpRun.wideBound) ended without an optimum and
+   * lowerBoundSeconds is the same LP's without its fetch-then-update rows: a
+   * relaxation, lower, still a bound over the same plans.
+   */
+  relaxed?: boolean;
 }
 
 /** Per graph, its parameter groups (the graph is read-only data: made once, shared, frozen). */
@@ -300,6 +306,8 @@ export interface LpRun {
    * plan recomputes through chains: the second is its bound, the first lies
    * above its 279.3 s step; docs/BENCHMARKS.md, nineteenth session).
    * Each widening solved on its first call (on the second solver thread when there is one).
+   * Where it ends without an optimum, the same LP without its
+   * fetch-then-update rows (LpSolution.relaxed), lower, still a bound.
    */
   wideBound(w: Widening): Promise<LpSolution>;
   /** The placement LP's shares (the least traffic and work within its optimum), with the bound; the bound LP's shares when it has none. */
@@ -441,14 +449,31 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...w });
     // (HiGHS's strongest scaling: gpt3-175b's widened LP 1.3-1.6 s against 4.3 s with its default)
     const r = await (opts.second ?? solver).solve(wide.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
-    // widened by no way and without an optimum, the bound LP's stands, as in
-    // bound(): it lacks only rows, so its optimum is lower and still bounds
-    // the family (a 100 821-op GPT's aborted HiGHS, likely past the 2 GiB
-    // heap of its WebAssembly build, where the bound LP's had solved, and
-    // the plan had reported no bound); a widened one has no such fallback
-    if (r.status !== 'optimal' && wideningWays(w).length === 0) return bound();
+    // without an optimum, the same LP without its fetch-then-update rows
+    // (relaxedBound): fewer rows, so a lower optimum, still a bound over the
+    // same plans (a 100 821-op GPT's wide LP aborted HiGHS, likely past the
+    // 2 GiB heap of its WebAssembly build, or ran past its time limit, and
+    // the plan reported no bound)
+    if (r.status !== 'optimal') {
+      const relaxed = await relaxedBound(w);
+      if (relaxed) return relaxed;
+    }
     return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
   })());
+  /**
+   * The wide LP without its fetch-then-update rows (and the copies held
+   * across a cluster they bring to the memory rows), each CPU update still
+   * following its gradient's copy down: a relaxation of the wide LP, so its
+   * optimum bounds the same plans. Not the first bound LP: its chain rows
+   * count a gradient's copy down and its update one after the other, which
+   * a plan whose updates follow their copies beats. Undefined without an
+   * optimum.
+   */
+  const relaxedBound = async (w: Widening): Promise<LpSolution | undefined> => {
+    const relaxed = relaxedBoundLp(g, hw, { ...opts, segments, widen: w });
+    const r = await (opts.second ?? solver).solve(relaxed.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
+    return r.status === 'optimal' ? { ...relaxed.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3), relaxed: true } : undefined;
+  };
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
   const boundLeanest = () => (leanest ??= quiet((async () => {
@@ -552,6 +577,12 @@ export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}):
   return { data, colNames, seconds };
 }
 
+/** LpRun.wideBound's relaxation where it has no optimum: the wide LP without its fetch-then-update rows (its model data: relaxedBoundModel). */
+const relaxedBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp => buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { follow: true, ...opts.widen });
+
+/** The relaxed bound LP (widened by opts.widen) as HiGHS model data: what a compile solves where the wide LP (boundModel's) has no optimum. */
+export const relaxedBoundModel = (g: Graph, hw: HardwareProfile, opts: LpOptions = {}): HighsModelData => relaxedBoundLp(g, hw, opts).data;
+
 /** The bound LP with the fetch-then-update rows and the updates following their copies down, widened by opts.widen (placementBound's and boundModel's). */
 const wideBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp => buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...opts.widen });
 
@@ -585,11 +616,11 @@ export async function boundWith(g: Graph, hw: HardwareProfile, solver: LpWorker,
 interface BoundExtras extends Widening {
   fetchThenUpdate?: boolean;
   /**
-   * (with fetchThenUpdate) a CPU update follows its gradient's copy down
-   * chunk by chunk, as the executor and simulator run one: a group's chain is
-   * its gradient and then the longer of the copy and the update, and no
-   * update waits for a copy to end (precedenceRows). The bound reported with
-   * a plan (wideBound); the bound LP's first solve and its
+   * A CPU update follows its gradient's copy down chunk by chunk, as the
+   * executor and simulator run one: a group's chain is its gradient and
+   * then the longer of the copy and the update, and no update waits for a
+   * copy to end (precedenceRows). The bound reported with a plan (wideBound,
+   * with fetchThenUpdate; relaxedBound, without); the bound LP's first solve and its
    * second (LpRun.bound), which compile rounds and retimes from, keep the
    * sum and the copy waits (the same rows there moved plans both ways:
    * docs/BENCHMARKS.md, thirty-sixth session).
@@ -913,7 +944,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     for (let k = 0; k < terms.length; k++) { const [c, v] = terms[k]; secondary[c] += v; row.push([c, -v * unit]); }
     if (terms.length || constant) lp.row(row, constant * unit, Infinity);
   }
-  const breaksPrecedence = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, !!(extras.fetchThenUpdate && extras.follow), split, gpuBefore);
+  const breaksPrecedence = precedenceRows(lp, T, unit, g, hw, groups, x2, upd, streamed, upCastLast, masterNvme, { h2d, d2h, nr, nw }, prod, cons, forwardFetch, forwardOffload, extras.fetchThenUpdate ?? false, extras.follow ?? false, split, gpuBefore);
   // (a p16 made again on the CPU for a state there or on NVMe is copied up, unless cast on the GPU: castWide's)
   const fetched = groups.map((_, i) => (pair && !chains ? [x1[i][1], pair[i][2][2], ...(castWide ? [] : [pair[i][2][1]])] : []));
   const columns = { allGroups, small, groups, x1, x2, remat, saved, keep, again, PG, PC, keepParams: opts.keepParamsOnGpu ?? false, inGroup, streamed, fetched };

@@ -458,7 +458,7 @@ async function boundOf(g: Graph, hw: HardwareProfile, lp: ReturnType<typeof star
   const wide = await lp.wideBound(w ?? {});
   if (wide.status !== 'optimal') return { ...sol, status: wide.status };
   b.placement = { ...b.placement, cutSeconds: wide.lowerBoundSeconds };
-  return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size, ...(w ? { widenedBy: wideningWays(w) } : {}) };
+  return { ...sol, lowerBoundSeconds: wide.lowerBoundSeconds, size: wide.size, ...(w ? { widenedBy: wideningWays(w) } : {}), ...(wide.relaxed ? { relaxed: true } : {}) };
 }
 
 /**

@@ -128,6 +128,7 @@ export const PLAN_SCHEMA: Schema & { $schema: string; $id: string; title: string
         anyPlacementLowerBoundSeconds: { type: 'number', minimum: 0, description: 'with keptOnGpu: the bound over every placement' },
         opCostFloor: { type: 'boolean', description: "the plan computes on the CPU, outside the LP's family: lowerBoundSeconds is the op-cost floor over every placement (longest chain of ops at their faster tier; the GPU and CPU sharing the work)" },
         widenedBy: { type: 'array', items: { type: 'string', enum: ['chains', 'split', 'stream', 'cast'] }, description: "the ways the plan leaves the LP's one-level family (recompute through chains, master32 apart from its moments, updates streamed to the GPU, p16 cast on the GPU from master32 copied up): lowerBoundSeconds is the LP's widened by just those" },
+        relaxed: { type: 'boolean', description: "the bound LP with its fetch-then-update rows ended without an optimum: lowerBoundSeconds is the same LP's without them (a relaxation: lower, still a bound)" },
       },
     },
     tiers: { type: 'object', required: ['gpu', 'cpu', 'nvme'], properties: { gpu: tierSummary, cpu: tierSummary, nvme: tierSummary } },

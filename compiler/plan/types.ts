@@ -135,6 +135,13 @@ export interface Plan {
      * widened by just those, a relaxation of such plans (lower).
      */
     readonly widenedBy?: readonly ('chains' | 'split' | 'stream' | 'cast')[];
+    /**
+     * The bound LP with its fetch-then-update rows ended without an optimum
+     * (past its time limit, or the solver failed on it: a graph of 10^5
+     * ops): lowerBoundSeconds is the same LP's without those rows, a
+     * relaxation, so lower and still a bound.
+     */
+    readonly relaxed?: boolean;
   };
 }
 

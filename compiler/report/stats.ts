@@ -45,6 +45,8 @@ export interface PlanStats {
   lpStatus?: string;
   /** The plan leaves the LP's family these ways: the bound above is the LP's widened by them (plan.bound.widenedBy). */
   widenedBy?: NonNullable<Plan['bound']>['widenedBy'];
+  /** The bound above is the LP's without its fetch-then-update rows, the full one having ended without an optimum (plan.bound.relaxed). */
+  relaxed?: boolean;
   /**
    * With --dpu: the warm-up length, how many updates the steady step delays
    * (those the plain step runs on the CPU) and its prediction and peaks; or,
@@ -200,6 +202,7 @@ export function planStats(plan: Plan, whatIf?: WhatIf): PlanStats {
     ...(plan.lpStatus !== undefined ? { lpStatus: plan.lpStatus } : {}),
     ...paramsInParts(g),
     ...(plan.bound?.widenedBy ? { widenedBy: plan.bound.widenedBy } : {}),
+    ...(plan.bound?.relaxed ? { relaxed: true } : {}),
     atPeak: occupancyAtPeak(plan, sim),
     criticalPath: pathOf(plan, sim),
     ...(withoutWaits !== undefined ? { withoutArenaWaitsSeconds: withoutWaits } : {}),

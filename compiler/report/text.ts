@@ -148,7 +148,8 @@ export function textReport(s: PlanStats): string {
     const ways = { chains: 'recompute through chains', split: "master32 apart from its moments", stream: 'updates streamed to the GPU', cast: 'p16 cast on the GPU from master32 copied up' } as const;
     const widened = s.widenedBy?.length ? `, widened to plans with ${s.widenedBy.map((w) => ways[w]).join(', ')}, as this one` : '';
     const what = s.opCostFloor ? "op costs over every placement: this plan computes on the CPU, outside the LP's family"
-      : s.keptOnGpu ? "the GPU's own work, over the plans that keep this model on the GPU, where it fits" : `LP${widened}`;
+      : s.keptOnGpu ? "the GPU's own work, over the plans that keep this model on the GPU, where it fits"
+      : `LP${widened}${s.relaxed ? ', without its fetch-then-update rows, as the full LP ended without an optimum: a looser bound' : ''}`;
     L.push(`lower bound (${what}): ${fmtSeconds(s.lowerBoundSeconds)}; this plan is ${s.gapPercent!.toFixed(1)} % above it`);
     if (s.anyPlacementLowerBoundSeconds !== undefined) L.push(`lower bound over every placement (LP): ${fmtSeconds(s.anyPlacementLowerBoundSeconds)} (a plan moving state or work off the GPU, which compile does not make for a model that fits)`);
   }

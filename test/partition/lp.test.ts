@@ -3,7 +3,7 @@
 // bit-identical to training in memory.
 import { describe, it, expect } from 'vitest';
 import { compile, trainingGraph } from '../../src/compile.js';
-import { boundModel, HEADROOM_SHARES, startLp } from '../../compiler/partition/lp.js';
+import { boundModel, HEADROOM_SHARES, relaxedBoundModel, startLp } from '../../compiler/partition/lp.js';
 import { place } from '../../compiler/partition/search.js';
 import { simulated } from '../../compiler/partition/built.js';
 import type { Graph } from '../../compiler/ir/types.js';
@@ -184,16 +184,22 @@ describe('the placement LP before the bound LP', () => {
   // follow rows, aborted HiGHS, likely past its 2 GiB heap; the plan then
   // reported no bound, though the first bound LP had solved, and the note
   // said to raise --lp-time-limit, which no time limit helps)
-  it('when the wide bound LP fails, a plan of the LPs\' family reports the first bound LP\'s optimum (lower, still a bound), a widened plan none', async () => {
-    const run = async (preset: string, over: Record<string, number>, failing: (g: Graph, hw: HardwareProfile) => HighsModelData) => {
+  // (a 100 821-op GPT: the wide bound LP, with the fetch-then-update and
+  // follow rows, aborted HiGHS past its 2 GiB heap or ran past its time
+  // limit, and the plan reported no bound where it was widened; one of the
+  // LPs' family reported the first bound LP's, whose chain rows count a
+  // gradient's copy down and its update one after the other, more than a
+  // plan whose updates follow their copies takes)
+  it('when the wide bound LP fails, a plan reports the same LP\'s optimum without its fetch-then-update rows (lower, still a bound), widened as the plan; none when that fails too', async () => {
+    const run = async (preset: string, over: Record<string, number>, failing: (g: Graph, hw: HardwareProfile) => HighsModelData[]) => {
       const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset, precision: 'fp16' });
       const hw = loadProfile('v100-32g', over);
-      const wide = failing(graph, hw);
-      const isWide = (d: HighsModelData) => d.numRows === wide.numRows && d.matrix.values.length === wide.matrix.values.length && d.matrix.indices.every((c, k) => c === wide.matrix.indices[k]);
+      const models = failing(graph, hw);
+      const same = (d: HighsModelData, m: HighsModelData) => d.numRows === m.numRows && d.matrix.values.length === m.matrix.values.length && d.matrix.indices.every((c, k) => c === m.matrix.indices[k]);
       let failed = 0;
       class Failing extends LpWorker {
         override solve(...args: Parameters<LpWorker['solve']>) {
-          if (!isWide(args[0])) return super.solve(...args);
+          if (!models.some((m) => same(args[0], m))) return super.solve(...args);
           failed++;
           return Promise.resolve({ status: 'other' as const, objective: NaN, x: new Float64Array(args[0].numCols), iterations: 0 });
         }
@@ -201,19 +207,31 @@ describe('the placement LP before the bound LP', () => {
       const ok = new LpWorker(), bad = new Failing();
       try {
         const real = await place(graph, hw, { solver: ok }), fell = await place(graph, hw, { solver: bad });
-        expect(failed).toBeGreaterThan(0);
+        expect(failed).toBe(models.length);
         return { graph, hw, fell, realLp: (await real.lp)!, fellLp: (await fell.lp)! };
       } finally { ok.close(); bad.close(); }
     };
-    const own = await run('gpt2-124m', { gpuMemBytes: 2e9 }, (g, hw) => boundModel(g, hw).data);
+    const below = (r: Awaited<ReturnType<typeof run>>) => {
+      expect(r.fellLp.status).toBe('optimal');
+      expect(r.fellLp.relaxed).toBe(true);
+      expect(r.realLp.relaxed).toBeUndefined();
+      expect(r.fellLp.lowerBoundSeconds).toBeGreaterThan(0);
+      expect(r.fellLp.lowerBoundSeconds).toBeLessThanOrEqual(r.realLp.lowerBoundSeconds * (1 + 1e-9));
+      expect(r.fellLp.lowerBoundSeconds).toBeLessThanOrEqual(simulated(r.graph, r.hw, r.fell.built!).stepSeconds);
+      expect(r.fell.placement.cutSeconds).toBe(r.fellLp.lowerBoundSeconds);
+    };
+    const own = await run('gpt2-124m', { gpuMemBytes: 2e9 }, (g, hw) => [boundModel(g, hw).data]);
     expect(own.realLp.widenedBy).toBeUndefined();
-    expect(own.fellLp.status).toBe('optimal');
-    expect(own.fellLp.lowerBoundSeconds).toBeLessThanOrEqual(own.realLp.lowerBoundSeconds);
-    expect(own.fellLp.lowerBoundSeconds).toBeLessThanOrEqual(simulated(own.graph, own.hw, own.fell.built!).stepSeconds);
-    expect(own.fell.placement.cutSeconds).toBe(own.fellLp.lowerBoundSeconds);
-    const streamed = await run('tiny', { gpuMemBytes: 300e3, cpuMemBytes: 1e9 }, (g, hw) => boundModel(g, hw, { widen: { stream: true } }).data);
+    below(own);
+    expect(own.fellLp.widenedBy).toBeUndefined();
+    const stream = (g: Graph, hw: HardwareProfile) => boundModel(g, hw, { widen: { stream: true } }).data;
+    const streamed = await run('tiny', { gpuMemBytes: 300e3, cpuMemBytes: 1e9 }, (g, hw) => [stream(g, hw)]);
     expect(streamed.realLp.widenedBy).toEqual(['stream']);
-    expect(streamed.fellLp.status).toBe('other');
+    below(streamed);
+    expect(streamed.fellLp.widenedBy).toEqual(['stream']);
+    const none = await run('tiny', { gpuMemBytes: 300e3, cpuMemBytes: 1e9 }, (g, hw) => [stream(g, hw), relaxedBoundModel(g, hw, { widen: { stream: true } })]);
+    expect(none.fellLp.status).toBe('other');
+    expect(none.fellLp.relaxed).toBeUndefined();
     expect(lpStatusNote('other', 'lp')).toBe('the bound LP ended without an optimum (status other: the solver failed on it): this plan reports no lower bound');
     expect(lpStatusNote('timeLimit', 'lp')).toMatch(/ran past its time limit: this plan reports no lower bound; raise --lp-time-limit$/);
   }, 120_000);
