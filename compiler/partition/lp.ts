@@ -465,9 +465,11 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
    * across a cluster they bring to the memory rows), each CPU update still
    * following its gradient's copy down: a relaxation of the wide LP, so its
    * optimum bounds the same plans. Not the first bound LP: its chain rows
-   * count a gradient's copy down and its update one after the other, which
-   * a plan whose updates follow their copies beats. Undefined without an
-   * optimum.
+   * count a gradient's copy down and its update one after the other, longer
+   * than a plan whose updates follow their copies need take, so not a valid
+   * row for it (on six cells, gpt2-124m to gpt3-13b, the first LP's optimum
+   * and this one's unwidened are the same: a matter of validity, not of
+   * the value). Undefined without an optimum.
    */
   const relaxedBound = async (w: Widening): Promise<LpSolution | undefined> => {
     const relaxed = relaxedBoundLp(g, hw, { ...opts, segments, widen: w });
