@@ -452,9 +452,13 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     // without an optimum, the same LP without its fetch-then-update rows
     // (relaxedBound): fewer rows, so a lower optimum, still a bound over the
     // same plans (a 100 821-op GPT's wide LP aborted HiGHS, likely past the
-    // 2 GiB heap of its WebAssembly build, or ran past its time limit, and
-    // the plan reported no bound)
-    if (r.status !== 'optimal') {
+    // 2 GiB heap of its WebAssembly build, and the plan reported no bound).
+    // After a time limit only where it is not widened: then it is the first
+    // bound LP's size, which solved within it (widened through chains it can
+    // take longer still: that GPT's, widened by chains and split, ran past
+    // 400 s, and a second limit spent on it gave nothing; the note says to
+    // raise --lp-time-limit)
+    if (r.status !== 'optimal' && (r.status !== 'timeLimit' || wideningWays(w).length === 0)) {
       const relaxed = await relaxedBound(w);
       if (relaxed) return relaxed;
     }

@@ -137,9 +137,9 @@ export interface Plan {
     readonly widenedBy?: readonly ('chains' | 'split' | 'stream' | 'cast')[];
     /**
      * The bound LP with its fetch-then-update rows ended without an optimum
-     * (past its time limit, or the solver failed on it: a graph of 10^5
-     * ops): lowerBoundSeconds is the same LP's without those rows, a
-     * relaxation, so lower and still a bound.
+     * (the solver failed on it, as on a graph of 10^5 ops, or, not widened,
+     * it ran past its time limit): lowerBoundSeconds is the same LP's
+     * without those rows, a relaxation, so lower and still a bound.
      */
     readonly relaxed?: boolean;
   };
