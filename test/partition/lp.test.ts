@@ -2,7 +2,9 @@
 // is too small, the rounded plan verified, and training through the NVMe tier
 // bit-identical to training in memory.
 import { describe, it, expect } from 'vitest';
-import { compile, trainingGraph } from '../../src/compile.js';
+import { compile, planFor, trainingGraph } from '../../src/compile.js';
+import { ADAM_DEFAULTS } from '../../compiler/lower/optimizer.js';
+import { parsePlan, serializePlan } from '../../compiler/plan/io.js';
 import { boundModel, HEADROOM_SHARES, relaxedBoundModel, startLp } from '../../compiler/partition/lp.js';
 import { place } from '../../compiler/partition/search.js';
 import { simulated } from '../../compiler/partition/built.js';
@@ -230,6 +232,11 @@ describe('the placement LP before the bound LP', () => {
     expect(streamed.realLp.widenedBy).toEqual(['stream']);
     below(streamed);
     expect(streamed.fellLp.widenedBy).toEqual(['stream']);
+    // the plan says so (its file, report --json and the report's line)
+    const plan = parsePlan(serializePlan(planFor(streamed.graph, streamed.hw, streamed.fell.placement, { source: 'models/gpt.ts', preset: 'tiny', config: {} }, ADAM_DEFAULTS, streamed.fellLp, streamed.fell.built)), 'relaxed.plan');
+    expect(plan.bound).toMatchObject({ lowerBoundSeconds: streamed.fellLp.lowerBoundSeconds, widenedBy: ['stream'], relaxed: true });
+    expect(planStats(plan).relaxed).toBe(true);
+    expect(textReport(planStats(plan))).toContain('widened to plans with updates streamed to the GPU, as this one, without its fetch-then-update rows, as the full LP ended without an optimum: a looser bound');
     const none = await run('tiny', { gpuMemBytes: 300e3, cpuMemBytes: 1e9 }, (g, hw) => [stream(g, hw), relaxedBoundModel(g, hw, { widen: { stream: true } })]);
     expect(none.fellLp.status).toBe('other');
     expect(none.fellLp.relaxed).toBeUndefined();
