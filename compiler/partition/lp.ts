@@ -446,39 +446,24 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
     return solving;
   };
   const widenedBound = (w: Widening) => quiet((async () => {
-    const wide = buildLp(g, hw, opts, segments, 'bound', 'gpu', { fetchThenUpdate: true, follow: true, ...w });
-    // (HiGHS's strongest scaling: gpt3-175b's widened LP 1.3-1.6 s against 4.3 s with its default)
-    const r = await (opts.second ?? solver).solve(wide.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
+    const wide = await solvedBound(wideBoundLp(g, hw, { ...opts, segments, widen: w }));
     // without an optimum, the same LP without its fetch-then-update rows
-    // (relaxedBound): fewer rows, so a lower optimum, still a bound over the
-    // same plans (a 100 821-op GPT's wide LP aborted HiGHS, likely past the
-    // 2 GiB heap of its WebAssembly build, and the plan reported no bound).
-    // After a time limit only where it is not widened: then it is the first
-    // bound LP's size, which solved within it (widened through chains it can
-    // take longer still: that GPT's, widened by chains and split, ran past
-    // 400 s, and a second limit spent on it gave nothing; the note says to
-    // raise --lp-time-limit)
-    if (r.status !== 'optimal' && (r.status !== 'timeLimit' || wideningWays(w).length === 0)) {
-      const relaxed = await relaxedBound(w);
-      if (relaxed) return relaxed;
-    }
-    return wide.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
+    // (relaxedBoundLp): fewer rows, so a lower optimum, still a bound over
+    // the same plans (a 100 821-op GPT's wide LP aborted HiGHS, likely past
+    // the 2 GiB heap of its WebAssembly build, and the plan reported no
+    // bound). After a time limit only where it is not widened: then it is
+    // the first bound LP's size, which solved within it (widened through
+    // chains it can take longer still: that GPT's, widened by chains and
+    // split, ran past 400 s, and a second limit spent on it gave nothing;
+    // the note says to raise --lp-time-limit)
+    if (wide.status === 'optimal' || (wide.status === 'timeLimit' && wideningWays(w).length > 0)) return wide;
+    const relaxed = await solvedBound(relaxedBoundLp(g, hw, { ...opts, segments, widen: w }));
+    return relaxed.status === 'optimal' ? { ...relaxed, relaxed: true } : wide;
   })());
-  /**
-   * The wide LP without its fetch-then-update rows (and the copies held
-   * across a cluster they bring to the memory rows), each CPU update still
-   * following its gradient's copy down: a relaxation of the wide LP, so its
-   * optimum bounds the same plans. Not the first bound LP: its chain rows
-   * count a gradient's copy down and its update one after the other, longer
-   * than a plan whose updates follow their copies need take, so not a valid
-   * row for it (on six cells, gpt2-124m to gpt3-13b, the first LP's optimum
-   * and this one's unwidened are the same: a matter of validity, not of
-   * the value). Undefined without an optimum.
-   */
-  const relaxedBound = async (w: Widening): Promise<LpSolution | undefined> => {
-    const relaxed = relaxedBoundLp(g, hw, { ...opts, segments, widen: w });
-    const r = await (opts.second ?? solver).solve(relaxed.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
-    return r.status === 'optimal' ? { ...relaxed.solution('optimal', r.objective, r.x, (performance.now() - t0) / 1e3), relaxed: true } : undefined;
+  /** A bound LP solved on the second thread (where there is one), with HiGHS's strongest scaling (gpt3-175b's widened LP 1.3-1.6 s against 4.3 s with its default). */
+  const solvedBound = async (lp: BuiltLp): Promise<LpSolution> => {
+    const r = await (opts.second ?? solver).solve(lp.data, timeLimit, undefined, { simplex_scale_strategy: 4 });
+    return lp.solution(r.status, r.objective, r.x, (performance.now() - t0) / 1e3);
   };
   // the bound LP's stage 2 (as the placement LPs'): least total load within 1e-6 of its optimum
   let leanest: Promise<LpSolution | undefined> | undefined;
@@ -583,7 +568,17 @@ export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}):
   return { data, colNames, seconds };
 }
 
-/** LpRun.wideBound's relaxation where it has no optimum: the wide LP without its fetch-then-update rows (its model data: relaxedBoundModel). */
+/**
+ * LpRun.wideBound's relaxation where it has no optimum: the wide LP without
+ * its fetch-then-update rows (and the copies held across a cluster they
+ * bring to the memory rows), each CPU update still following its gradient's
+ * copy down, so its optimum bounds the same plans. Not the first bound LP:
+ * its chain rows count a gradient's copy down and its update one after the
+ * other, longer than a plan whose updates follow their copies need take, so
+ * not a valid row for it (on six cells, gpt2-124m to gpt3-13b, the first
+ * LP's optimum and this one's unwidened are the same: a matter of validity,
+ * not of the value). Its model data: relaxedBoundModel.
+ */
 const relaxedBoundLp = (g: Graph, hw: HardwareProfile, opts: LpOptions): BuiltLp => buildLp(g, hw, opts, opts.segments ?? 48, 'bound', 'gpu', { follow: true, ...opts.widen });
 
 /** The relaxed bound LP (widened by opts.widen) as HiGHS model data: what a compile solves where the wide LP (boundModel's) has no optimum. */
@@ -626,7 +621,7 @@ interface BoundExtras extends Widening {
    * executor and simulator run one: a group's chain is its gradient and
    * then the longer of the copy and the update, and no update waits for a
    * copy to end (precedenceRows). The bound reported with a plan (wideBound,
-   * with fetchThenUpdate; relaxedBound, without); the bound LP's first solve and its
+   * with fetchThenUpdate; relaxedBoundLp, without); the bound LP's first solve and its
    * second (LpRun.bound), which compile rounds and retimes from, keep the
    * sum and the copy waits (the same rows there moved plans both ways:
    * docs/BENCHMARKS.md, thirty-sixth session).
