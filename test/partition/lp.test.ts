@@ -183,15 +183,11 @@ describe('the placement LP before the bound LP', () => {
   }, 60_000);
 
   // (a 100 821-op GPT: the wide bound LP, with the fetch-then-update and
-  // follow rows, aborted HiGHS, likely past its 2 GiB heap; the plan then
-  // reported no bound, though the first bound LP had solved, and the note
-  // said to raise --lp-time-limit, which no time limit helps)
-  // (a 100 821-op GPT: the wide bound LP, with the fetch-then-update and
   // follow rows, aborted HiGHS past its 2 GiB heap or ran past its time
   // limit, and the plan reported no bound where it was widened; one of the
   // LPs' family reported the first bound LP's, whose chain rows count a
   // gradient's copy down and its update one after the other, more than a
-  // plan whose updates follow their copies takes)
+  // plan whose updates follow their copies need take)
   it('when the wide bound LP fails, a plan reports the same LP\'s optimum without its fetch-then-update rows (lower, still a bound), widened as the plan; none when that fails too, or when a widened one ran past its time limit', async () => {
     const run = async (preset: string, over: Record<string, number>, failing: (g: Graph, hw: HardwareProfile) => HighsModelData[], status: 'other' | 'timeLimit' = 'other', asked?: number) => {
       const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset, precision: 'fp16' });
