@@ -168,7 +168,8 @@ async function cmdFit(args: Args): Promise<void> {
   const r = await fit(fitOpts);
   // nothing fits: the table (or the JSON, model null) on stdout, then one line saying why and exit 2
   const nothing = () => { if (!r.model) throw diag.doesNotFit(noFitMessage(fitOpts, r)); };
-  if (args.flags.has('--json')) { process.stdout.write(JSON.stringify(r) + '\n'); nothing(); return; }
+  // (the answer's plan stays out of the JSON: `tiercut compile` with its preset and overrides writes it)
+  if (args.flags.has('--json')) { process.stdout.write(JSON.stringify({ ...r, plan: undefined }) + '\n'); nothing(); return; }
   for (const t of r.tried) process.stdout.write(`${t.feasible ? 'fits    ' : 'no fit  '} ${label(t.preset, t.config).padEnd(24)} ${fmtParams(t.params).padStart(9)} params${t.tflops !== undefined ? `  ${t.probe ? '>= ' : ''}${t.tflops.toFixed(2)} TFLOPS${t.probe ? ' (probe)' : ''}` : ''}${t.why ? `  (${t.why})` : ''}\n`);
   nothing();
   process.stdout.write(`largest feasible: ${label(r.model!.preset, r.model!.overrides)} (${fmtParams(r.params)} parameters, ${fitOpts.precision}), predicted step ${r.predicted!.stepSeconds.toFixed(3)} s, ${r.predicted!.tflops.toFixed(2)} TFLOPS\n`);

@@ -8,7 +8,7 @@
 // the search gallops outwards and bisects, so a fit compiles a handful of models,
 // each as a probe (compile's first plan that fits: whether it fits, for less
 // time), and the answer once more with every candidate for its predicted step
-// (compile's plan, without the bound: fit does not report it; and of the
+// and its plan, handed back (compile's plan, without the bound: fit does not report it; and of the
 // whole model: compile's second try, the blocks in parts, needs that bound,
 // so compile may place fit's answer faster than fit says).
 // The deepening stops at FIT_MAX_OPS_FACTOR times the ops of the family's
@@ -19,6 +19,7 @@
 import { modelPresets } from '../compiler/import/dsl.js';
 import { tensorBytes } from '../compiler/ir/graph.js';
 import type { Graph } from '../compiler/ir/types.js';
+import type { Plan } from '../compiler/plan/types.js';
 import { planTflops } from '../compiler/report/stats.js';
 import { checkCompileOptions, compile, isOnnx, machineOf, trainingGraph, type CompileOptions } from './compile.js';
 import { diag, UserError } from './diagnostics.js';
@@ -45,8 +46,13 @@ export interface FitResult {
   layersIdle?: boolean;
   model: { source: string; preset: string; overrides: Record<string, number>; config: Record<string, unknown> } | null;
   predicted: { stepSeconds: number; tflops: number } | null;
+  /** The answer's plan: compile's own for it (probe 'step', whole blocks), the one `predicted` describes; not in `fit --json`. */
+  plan: Plan | null;
   tried: Trial[];
 }
+
+/** A trial with the plan it compiled to, kept only for a full compile ('step') that fits: fit hands back its answer's. */
+interface Compiled { trial: Trial; plan?: Plan }
 
 /**
  * One model compiled as a probe (the first plan that fits: whether it fits is
@@ -54,20 +60,21 @@ export interface FitResult {
  * candidate where the probe's TFLOPS are under minTflops (the fastest plan may
  * reach them).
  */
-async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>): Promise<Trial> {
-  let t = await compiled(opts, preset, config, 'fits');
-  if (t.feasible && opts.minTflops !== undefined && t.tflops! < opts.minTflops) t = await compiled(opts, preset, config, 'step');
-  return fastEnough(opts, t);
+async function attempt(opts: FitOptions, preset: string, config?: Record<string, number>): Promise<Compiled> {
+  let c = await compiled(opts, preset, config, 'fits');
+  if (c.trial.feasible && opts.minTflops !== undefined && c.trial.tflops! < opts.minTflops) c = await compiled(opts, preset, config, 'step');
+  return fastEnough(opts, c);
 }
 
 /** A trial that fits but is predicted under minTflops: not feasible, and why. */
-function fastEnough(opts: FitOptions, t: Trial): Trial {
-  if (!t.feasible || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return t;
-  return { ...t, feasible: false, why: `predicted ${t.tflops!.toFixed(2)} TFLOPS < ${opts.minTflops}` };
+function fastEnough(opts: FitOptions, c: Compiled): Compiled {
+  const t = c.trial;
+  if (!t.feasible || opts.minTflops === undefined || t.tflops! >= opts.minTflops) return c;
+  return { trial: { ...t, feasible: false, why: `predicted ${t.tflops!.toFixed(2)} TFLOPS < ${opts.minTflops}` } };
 }
 
 /** One compile: feasible when it fits (a probe: compile's first plan that fits). */
-async function compiled(opts: FitOptions, preset: string, config: Record<string, number> | undefined, probe: 'fits' | 'step'): Promise<Trial> {
+async function compiled(opts: FitOptions, preset: string, config: Record<string, number> | undefined, probe: 'fits' | 'step'): Promise<Compiled> {
   try {
     const plan = await compile({ ...opts, preset, config, probe });
     const tflops = planTflops(plan);
@@ -76,11 +83,11 @@ async function compiled(opts: FitOptions, preset: string, config: Record<string,
     const gpuFreeBytes = plan.tiers.gpu.capacityBytes - plan.tiers.gpu.peakBytes;
     const p16Bytes = tensorBytes(plan.graph, 'param16');
     const base = { preset, config, params: plan.graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), tflops, stepSeconds: plan.predicted.stepSeconds, modelConfig: { ...plan.model.config }, freeBytes, stateBytes, gpuFreeBytes, p16Bytes };
-    return { ...base, feasible: true };
+    return { trial: { ...base, feasible: true }, ...(probe === 'step' ? { plan } : {}) };
   } catch (e) {
     if (!(e instanceof UserError)) throw e;
     const { graph } = await trainingGraph({ ...opts, preset, config });
-    return { preset, config, params: graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), feasible: false, why: e.message };
+    return { trial: { preset, config, params: graph.paramCount, ...(probe === 'fits' ? { probe: true } : {}), feasible: false, why: e.message } };
   }
 }
 
@@ -120,11 +127,11 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
   }
   sized.sort((a, b) => b.params - a.params || a.preset.localeCompare(b.preset));
   const tried: Trial[] = [];
-  let best: Trial | undefined, above: { params: number } | undefined;
+  let best: Trial | undefined, bestPlan: Plan | undefined, above: { params: number } | undefined;
   for (const s of sized) {
-    const t = await attempt(opts, s.preset);
+    const { trial: t, plan } = await attempt(opts, s.preset);
     tried.push(t);
-    if (t.feasible) { best = t; break; }
+    if (t.feasible) { best = t; bestPlan = plan; break; }
     above = s;
   }
   const bestSized = best ? sized.find((s) => s.preset === best!.preset) : undefined;
@@ -149,9 +156,9 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
       const natural = above ? Math.max(layers + 1, Math.ceil(layers * (above.params / best.params))) : limit + 1;
       let lo = layers, hi = Math.min(limit + 1, natural);
       const probe = async (n: number) => {
-        const t = await attempt(opts, best!.preset, { layers: n });
+        const { trial: t, plan } = await attempt(opts, best!.preset, { layers: n });
         tried.push(t);
-        if (t.feasible) { lo = n; best = t; } else hi = n;
+        if (t.feasible) { lo = n; best = t; bestPlan = plan; } else hi = n;
         return t.feasible;
       };
       // guess: the free bytes of the best plan over the state bytes of one more
@@ -174,11 +181,11 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
       if (lo === limit && (!above || limit + 1 < natural)) layerLimit = limit;
     }
   }
-  if (!best) return { params: 0, model: null, predicted: null, tried };
+  if (!best) return { params: 0, model: null, predicted: null, plan: null, tried };
   // the answer's own plan, with every candidate (its step and TFLOPS as `compile` gives them)
   if (best.probe) {
     const probed = best;
-    best = fastEnough(opts, await compiled(opts, probed.preset, probed.config, 'step'));
+    ({ trial: best, plan: bestPlan } = fastEnough(opts, await compiled(opts, probed.preset, probed.config, 'step')));
     tried.push(best);
     if (!best.feasible) throw diag.doesNotFit(`fit: ${probed.preset}${probed.config ? ` ${JSON.stringify(probed.config)}` : ''} fits as a probe but not compiled in full: ${best.why}; please report the model and profile`);
   }
@@ -188,6 +195,7 @@ export async function fit(opts: FitOptions): Promise<FitResult> {
     ...(layersIdle ? { layersIdle } : {}),
     model: { source: opts.model, preset: best.preset, overrides: best.config ?? {}, config: best.modelConfig ?? {} },
     predicted: { stepSeconds: best.stepSeconds!, tflops: best.tflops! },
+    plan: bestPlan!,
     tried,
   };
 }

@@ -238,6 +238,8 @@ describe('arguments', () => {
     const fitted = JSON.parse(r.stdout);
     expect(fitted.model.preset).toBe('wide');
     expect(fitted.model.config.layers).toBeGreaterThan(4);
+    // (the answer's plan, which fit hands back to a caller, is not printed)
+    expect(fitted.plan).toBeUndefined();
     // a family with no layer count: its presets compared, and that said
     const flat = join(dir, 'flat.ts');
     writeFileSync(flat, readFileSync('models/mlp.ts', 'utf8').replace(/\blayers\b/g, 'depth'));
