@@ -184,6 +184,18 @@ export async function place(g: Graph, hw: HardwareProfile, opts: { keepParamsOnG
   const tierMax = Math.max(hw.gpu.capacityBytes, hw.cpu.capacityBytes);
   const big = g.tensors.find((t) => t.role !== 'master32' && t.role !== 'adamM' && t.role !== 'adamV' && t.sizeBytes > tierMax);
   if (big) throw diag.doesNotFit(`does not fit: tensor '${big.name}' [${big.shape.join(',')}] takes ${fmtBytes(big.sizeBytes)}, and the op that makes or reads it holds it whole on the GPU (${fmtBytes(hw.gpu.capacityBytes)}) or the CPU (${fmtBytes(hw.cpu.capacityBytes)}); lower --batch/--seq or raise --gpu-mem/--cpu-mem`);
+  // NVMe is read and written through CPU buffers, a whole tensor at a time:
+  // the state the GPU and the CPU cannot hold rests there, so the CPU stages
+  // at least the largest of the tensors that hold it, no less than the
+  // smallest tensors that add up to it (gpt3-13b on a V100 with 100 MB of CPU
+  // had ended in the rounding's "no proof that no placement does")
+  const spill = persistentBytes - hw.gpu.capacityBytes - hw.cpu.capacityBytes;
+  if (spill > 0) {
+    const sizes = g.tensors.filter((t) => t.persistent).map((t) => t.sizeBytes).sort((a, b) => a - b);
+    let held = 0, staged = 0;
+    for (const b of sizes) { if (held >= spill) break; held += b; staged = b; }
+    if (staged > hw.cpu.capacityBytes) throw diag.doesNotFit(`does not fit: ${fmtBytes(spill)} of the state (${fmtBytes(persistentBytes)}) is more than the GPU (${fmtBytes(hw.gpu.capacityBytes)}) and the CPU hold, so it rests on NVMe, which is read and written through CPU buffers a whole tensor at a time; the smallest tensors that make up those bytes include one of ${fmtBytes(staged)}, and the CPU has ${fmtBytes(hw.cpu.capacityBytes)} (short by ${fmtBytes(staged - hw.cpu.capacityBytes)}); raise --cpu-mem`);
+  }
   // parameters kept on the GPU (ZeRO-Offload's setting): their half copies
   // alone must fit there; refused before any LP is built (fit's probes of
   // models too deep for it each built and solved one to learn so)

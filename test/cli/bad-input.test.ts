@@ -185,6 +185,15 @@ describe('bad input', () => {
     expect(cli(...args, '--cpu-mem', '1.8GB').status).toBe(0);
   });
 
+  it('a CPU too small to stage the state that must rest on NVMe: refused before any LP, by how many bytes', () => {
+    // (gpt3-13b's state is 143.65 GiB; beside a V100's 29.80 GiB the rest rests
+    // on NVMe, through CPU buffers a tensor at a time, among them an MLP
+    // weight's master32, 20480 x 5120 x 4 B = 400 MiB; it had ended in the
+    // rounding's "no proof that no placement does")
+    const r = cli('compile', 'models/gpt.ts', '--preset', 'gpt3-13b', '--precision', 'fp16', '--hw', 'v100-32g', '--cpu-mem', '100MB', '-o', join(dir, 'x.json'));
+    expectUserError(r, /does not fit: 113\.75 GiB of the state \(143\.65 GiB\) is more than the GPU \(29\.80 GiB\) and the CPU hold, so it rests on NVMe, which is read and written through CPU buffers a whole tensor at a time; the smallest tensors that make up those bytes include one of 400\.00 MiB, and the CPU has 95\.37 MiB \(short by 304\.63 MiB\); raise --cpu-mem \[TC301\]/);
+  });
+
   it('a model that cannot fit says by how much', () => {
     expectUserError(cli('compile', 'models/gpt.ts', '--preset', 'tiny', '--gpu-mem', '1000', '-o', join(dir, 'x.json')), /does not fit: .*short by/);
   });
