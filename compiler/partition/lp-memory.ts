@@ -134,7 +134,11 @@ export function streamRowGroups(groups: number, saved: number): number[] {
   return Array.from({ length: most }, (_, k) => Math.floor(((k + 0.5) * groups) / most));
 }
 
-export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns, held: boolean): (x: Float64Array) => boolean {
+/** A GPU memory row of the bound LP: at op `at`, sum of terms <= hi. */
+export type GpuMemoryRow = { at: number; terms: [number, number][]; hi: number };
+
+/** (gpuRows: where given, each GPU row at a segment's instant is handed back too, for the turn rows, lp.ts.) */
+export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile, seg: Int32Array, K: number, prod: Int32Array, cons: number[][], m: MemoryColumns, held: boolean, gpuRows?: GpuMemoryRow[]): (x: Float64Array) => boolean {
   const n = g.ops.length;
   const half = g.precision !== 'fp32';
   const first = new Int32Array(g.tensors.length).fill(-1), last = new Int32Array(g.tensors.length).fill(-1);
@@ -219,6 +223,7 @@ export function boundMemoryRows(lp: LinearProgram, g: Graph, hw: HardwareProfile
         cBoth += b; both.push([m.again[j], -b]);
       });
       rows.push({ terms: gpu, hi: hw.gpu.capacityBytes - c });
+      if (gpuRows && withHeld === held && extra.length === 0) gpuRows.push({ at: o, terms: gpu, hi: hw.gpu.capacityBytes - c });
       if (cpu.length > 1) rows.push({ terms: cpu, hi: hw.cpu.capacityBytes });
       // (only where it can bind: a redundant row still moves the LP's vertex)
       if (both.length && placedMost > hw.gpu.capacityBytes + hw.cpu.capacityBytes - cOwn - cBoth) {

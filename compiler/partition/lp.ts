@@ -93,7 +93,7 @@ import type { Graph } from '../ir/types.js';
 import { consumers, producers, tensorBytes } from '../ir/graph.js';
 import { LpWorker, type HighsModelData, type HighsResult } from './highs-worker.js';
 import { LinearProgram } from './lp-model.js';
-import { boundMemoryRows, planMemoryRows, PLAN_CAPACITY_SHARE, readClusters } from './lp-memory.js';
+import { boundMemoryRows, planMemoryRows, PLAN_CAPACITY_SHARE, readClusters, type GpuMemoryRow } from './lp-memory.js';
 import { precedenceRows, type GpuItem } from './lp-precedence.js';
 import type { Placement } from './placement.js';
 
@@ -649,6 +649,50 @@ export function graphFacts(g: Graph): { prod: Int32Array; cons: number[][] } {
   return f;
 }
 
+/** A copy up the GPU needs by op `at`: seconds c + sum of terms (column, seconds); `from`: an offloaded activation's producer. */
+type H2dItem = { at: number; terms: [number, number][]; c: number; from?: number };
+
+/**
+ * The turn row of the wide bound LP (sixty-third session): at the first
+ * backward segment's instant o, the GPU has run every op before o and the
+ * GPU work the placement puts before it (gpuBefore), and the h2d stream must
+ * still bring up what the ops after o need and the GPU does not hold at o:
+ * offloaded activations read again after o, p16 fetched for the clusters of
+ * reads after o, streamed state for the updates after o. A copy made before
+ * o stays on the GPU through o, beside all that o's memory row counts (which
+ * counts none of these), so those early copies are at most the room that row
+ * leaves. Every such copy ends before the step does (its reader is in this
+ * step), and h2d moves a byte in 1/h2dBytesPerSec:
+ *   T >= work before o + (h2d seconds of the copies after o) - room / h2d bandwidth.
+ * The room is a column in GB (its memory row's bytes as an equality), so that
+ * this row's coefficients stay near 1: with the bytes in it HiGHS dropped the
+ * state's coefficient (under its 1e-9 small-matrix value) and the row did
+ * nothing. The bound LP without it keeps the GPU, the CPU and h2d each busy
+ * the whole step, copying up during the forward pass what the backward pass
+ * needs with no room to hold it: gpt3-13b/h200 0.27690 -> 0.28265 s (its
+ * plan 0.29422; the LP at the plan's own choices 0.29369, under it). Rows at
+ * the next three backward instants moved nothing.
+ */
+function turnRow(lp: LinearProgram, g: Graph, hw: HardwareProfile, T: number, unit: number, gpuRows: readonly GpuMemoryRow[], gpuBefore: readonly GpuItem[], h2dAt: readonly H2dItem[]): void {
+  const firstBwd = g.ops.findIndex((op) => op.phase === 'backward');
+  const r = gpuRows.filter((x) => x.at >= firstBwd).sort((a, b) => a.at - b.at)[0];
+  if (!r) return;
+  const o = r.at;
+  let c = 0;
+  for (let k = 0; k < o; k++) if (g.ops[k].phase !== 'update') c += opSeconds(g, g.ops[k], 'gpu', hw);
+  const row: [number, number][] = [[T, 1]];
+  for (const it of gpuBefore) if (it.at < o) row.push([it.col, -it.k * unit]);
+  for (const it of h2dAt) {
+    if (it.at <= o || (it.from !== undefined && it.from >= o)) continue;
+    for (const [col, v] of it.terms) row.push([col, -v * unit]);
+    c += it.c;
+  }
+  const room = lp.col(`room_${o}`);
+  lp.row([...r.terms, [room, 1e9]], r.hi, r.hi);
+  row.push([room, (unit * 1e9) / hw.h2dBytesPerSec]);
+  lp.row(row, c * unit, Infinity);
+}
+
 function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: number, rows: 'bound' | 'plan', rematCast: 'cpu' | 'gpu' = rows === 'bound' ? 'gpu' : 'cpu', extras: BoundExtras = {}): BuiltLp {
   const chains = rows === 'bound' && (extras.chains ?? false);
   const split = rows === 'bound' && g.precision !== 'fp32' && (extras.split ?? false);
@@ -793,6 +837,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   // the bound LP: h2d of every parameter's first fetch, and the last forward op that reads a parameter first (precedenceRows)
   const forwardFetch = { terms: [] as Terms, c: 0, lastReader: -1, nr: [] as Terms };
   const gpuBefore: GpuItem[] = [];
+  const turn = rows === 'bound' && (extras.fetchThenUpdate ?? false); // the turn row (turnRow, below): the wide bound LPs only
+  const h2dAt: H2dItem[] = []; // (for it: each copy up by the op that needs it)
   groups.forEach((q, i) => {
     const u = g.ops[q.adam];
     const aG = opSeconds(g, u, 'gpu', hw), aC = opSeconds(g, u, 'cpu', hw);
@@ -800,7 +846,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     load.gpu.terms.push([upd[i], aG]);
     load.cpu.terms.push([upd[i], -aC]); load.cpu.c += aC;
     // a streamed update: the state up and home again
-    if (streamed) { load.h2d.terms.push([streamed[i], h2d(q.stateBytes)]); load.d2h.terms.push([streamed[i], d2h(q.stateBytes)]); }
+    if (streamed) { load.h2d.terms.push([streamed[i], h2d(q.stateBytes)]); load.d2h.terms.push([streamed[i], d2h(q.stateBytes)]); if (turn && prod[q.grad] >= 0) h2dAt.push({ at: prod[q.grad], terms: [[streamed[i], h2d(q.stateBytes)]], c: 0 }); }
     load.h2d.terms.push([ov[i], h2d(q.p16Bytes)]);
     load.d2h.terms.push([ov2[i], d2h(q.p16Bytes)]);
     load.nr.terms.push([x2[i][2], nr(q.stateBytes)]);
@@ -887,6 +933,7 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
         // whatever p16's home, this step's p16 is cast from master32 (fp32: is the parameter), so the share of it on NVMe is read from there first
         if (nvmeNeeded) forwardFetch.nr.push([masterNvme[i], nr(masterBytes)]);
       }
+      if (turn && k < clusterStarts.length) h2dAt.push(onCpu >= 0 ? { at: clusterStarts[k], terms: [[cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)], ...(up >= 0 ? [[upAt(clusterStarts[k]), upMore] as [number, number]] : [])], c: 0 } : { at: clusterStarts[k], terms: [[x1[i][0], -h2d(q.p16Bytes)]], c: h2d(q.p16Bytes) });
       if (onCpu >= 0) {
         load.h2d.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         load.cpu.terms.push([onCpu, castCpu]);
@@ -934,6 +981,8 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
     load.d2h.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); load.d2h.c += d2h(b);
     load.h2d.terms.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load.h2d.c += h2d(b);
+    const reuse = turn ? cons[t].find((c) => seg[c] > seg[prod[t]] + 1) : undefined;
+    if (reuse !== undefined) h2dAt.push({ at: reuse, terms: [[keep[j], -h2d(b)], [again[j], -h2d(b)]], c: h2d(b), from: prod[t] });
   });
   // every resource serves its whole step's load one item at a time, so the step
   // takes at least T >= each resource's load: a bound that holds for any
@@ -952,8 +1001,10 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
   // (the bound LP's memory rows count the p16 copies held across a cluster of
   // reads with the fetch-then-update rows, and are checked for them without)
   let breaksHeld = (_: Float64Array) => false;
-  if (rows === 'bound') { if (!extras.noMemory) breaksHeld = boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns, extras.fetchThenUpdate ?? false); }
+  const gpuRows: GpuMemoryRow[] = [];
+  if (rows === 'bound') { if (!extras.noMemory) breaksHeld = boundMemoryRows(lp, g, hw, seg, K, prod, cons, columns, extras.fetchThenUpdate ?? false, turn ? gpuRows : undefined); }
   else planMemoryRows(lp, g, hw, seg, K, prod, cons, columns);
+  if (turn) turnRow(lp, g, hw, T, unit, gpuRows, gpuBefore, h2dAt);
   const breaksFetchThenUpdate = (x: Float64Array) => breaksPrecedence(x) || breaksHeld(x);
 
   const secondaryCost = new Float64Array(lp.numCols);
