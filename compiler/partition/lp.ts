@@ -933,16 +933,19 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
         // whatever p16's home, this step's p16 is cast from master32 (fp32: is the parameter), so the share of it on NVMe is read from there first
         if (nvmeNeeded) forwardFetch.nr.push([masterNvme[i], nr(masterBytes)]);
       }
-      if (turn && k < clusterStarts.length) h2dAt.push(onCpu >= 0 ? { at: clusterStarts[k], terms: [[cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)], ...(up >= 0 ? [[upAt(clusterStarts[k]), upMore] as [number, number]] : [])], c: 0 } : { at: clusterStarts[k], terms: [[x1[i][0], -h2d(q.p16Bytes)]], c: h2d(q.p16Bytes) });
+      // this fetch's copy up: the CPU-homed and CPU-cast shares of p16 (master32
+      // in its place for the share cast on the GPU), or the share not resident
+      const fetch: H2dItem = onCpu >= 0
+        ? { at: clusterStarts[k] ?? -1, terms: [[cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)], ...(up >= 0 ? [[upAt(clusterStarts[k]), upMore] as [number, number]] : [])], c: 0 }
+        : { at: clusterStarts[k] ?? -1, terms: [[x1[i][0], -h2d(q.p16Bytes)]], c: h2d(q.p16Bytes) };
+      load.h2d.terms.push(...fetch.terms); load.h2d.c += fetch.c;
+      if (turn) h2dAt.push(fetch);
       if (onCpu >= 0) {
-        load.h2d.terms.push([cpuHomed, h2d(q.p16Bytes)], [onCpu, h2d(q.p16Bytes)]);
         load.cpu.terms.push([onCpu, castCpu]);
         load.gpu.terms.push([x1[i][2], castGpu], [onCpu, -castGpu]);
-        if (up >= 0) { const c = upAt(clusterStarts[k]); load.h2d.terms.push([c, upMore]); load.cpu.terms.push([c, -castCpu]); load.gpu.terms.push([c, castGpu]); }
-      } else {
-        load.h2d.terms.push([x1[i][0], -h2d(q.p16Bytes)]); load.h2d.c += h2d(q.p16Bytes);
-        if (half) load.cpu.terms.push([x1[i][2], castCpu]); else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
-      }
+        if (up >= 0) { const c = upAt(clusterStarts[k]); load.cpu.terms.push([c, -castCpu]); load.gpu.terms.push([c, castGpu]); }
+      } else if (half) load.cpu.terms.push([x1[i][2], castCpu]);
+      else load.nr.terms.push([x1[i][2], nr(q.p16Bytes)]);
       if (fromNvme >= 0) load.nr.terms.push([fromNvme, nr(masterBytes)]);
     }
   });
@@ -980,9 +983,9 @@ function buildLp(g: Graph, hw: HardwareProfile, opts: LpOptions, segments: numbe
     const b = g.tensors[t].sizeBytes;
     // offload share o = 1 - k - r: d2h after production, h2d before reuse
     load.d2h.terms.push([keep[j], -d2h(b)], [again[j], -d2h(b)]); load.d2h.c += d2h(b);
-    load.h2d.terms.push([keep[j], -h2d(b)], [again[j], -h2d(b)]); load.h2d.c += h2d(b);
-    const reuse = turn ? cons[t].find((c) => seg[c] > seg[prod[t]] + 1) : undefined;
-    if (reuse !== undefined) h2dAt.push({ at: reuse, terms: [[keep[j], -h2d(b)], [again[j], -h2d(b)]], c: h2d(b), from: prod[t] });
+    const back: H2dItem = { at: cons[t].find((c) => seg[c] > seg[prod[t]] + 1)!, terms: [[keep[j], -h2d(b)], [again[j], -h2d(b)]], c: h2d(b), from: prod[t] };
+    load.h2d.terms.push(...back.terms); load.h2d.c += back.c;
+    if (turn) h2dAt.push(back);
   });
   // every resource serves its whole step's load one item at a time, so the step
   // takes at least T >= each resource's load: a bound that holds for any
