@@ -14,5 +14,10 @@ export default defineConfig({
     // of their time; the suite took 734 s one file at a time on this 2-core
     // VM and 518 s two at a time, every test passing both ways
     maxWorkers: Math.max(2, availableParallelism() - 1),
+    // a young generation of 128 MB (V8's default tops out at 16 MB): the
+    // compiler's schedules and simulations allocate many short-lived arrays,
+    // and gpt3-13b/h200's compile paused for GC 1.6 s in ~635 scavenges with
+    // the default, 0.75 s in ~123 with this, 9 % faster in all (RSS +0.25 GB)
+    execArgv: ['--max-semi-space-size=128'],
   },
 });
