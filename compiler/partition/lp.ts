@@ -399,16 +399,27 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // infeasible, near the edge of what fits, and there HiGHS's dual simplex
   // took 28-59 s to prove one of them infeasible that it proves so without an
   // objective in 1.8 s (gpt3-13b of 58 layers on a100-80g with 32 GB CPU and
-  // 128 GB NVMe, fit's last probe there); a feasible one costs ~2 s more
+  // 128 GB NVMe, fit's last probe there); a feasible one costs ~2 s more.
+  // The finer segments' first LP (the CPU's cast) is solved by the
+  // interior-point method, then crossover to a vertex (as the simplex's
+  // solution is): on gpt-1t (a100-80g, 28 TB NVMe) HiGHS's dual simplex made
+  // ~6000 iterations of ~10 ms each in 30-60 s, far from its optimum, and was
+  // cut by the optional limit (so the plan depended on the machine's load),
+  // while the interior point solves it in 9.4-12.7 s; the second LP's
+  // simplex solves in 2.5 s (the interior point: 10.6 s, and a vertex whose
+  // roundings made the plan 0.13 % slower), so it keeps the simplex.
+  // gpt-1t compiles in 31.5 s instead of 54.6, to the same plan; no plan of
+  // bench/compile/plans.mjs solves a finer LP (docs/BENCHMARKS.md, sixty-fourth session)
   type PlanRun = { lp: BuiltLp; first: Promise<HighsResult>; second: Promise<HighsResult | undefined> };
   let plans: PlanRun[] | undefined;
   const postPlans = (K: number, checkFirst = false) => {
     plans = (g.precision === 'fp32' ? ['cpu'] as const : ['cpu', 'gpu'] as const).map((remat, k) => {
       const lp = buildLp(g, hw, opts, K, 'plan', remat);
       const on = k > 0 && opts.second ? opts.second : solver;
+      const interiorPoint = checkFirst && remat === 'cpu' ? { solver: 'ipm', run_crossover: 'on' } : undefined;
       const post = () => {
         const id = on.nextSolveId;
-        return { first: on.solve(lp.data, optionalLimit, undefined, undefined, true), second: secondStage(on, id, lp) };
+        return { first: on.solve(lp.data, optionalLimit, undefined, interiorPoint, true), second: secondStage(on, id, lp) };
       };
       if (!checkFirst) { const p = post(); return { lp, first: quiet(p.first), second: quiet(p.second) }; }
       const posted = on.solve({ ...lp.data, colCost: new Float64Array(lp.data.numCols) }, optionalLimit).then((r) => (r.status === 'infeasible' ? r : post()));
