@@ -408,7 +408,7 @@ export function startLp(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Lp
   // while the interior point solves it in 9.4-12.7 s; the second LP's
   // simplex solves in 2.5 s (the interior point: 10.6 s, and a vertex whose
   // roundings made the plan 0.13 % slower), so it keeps the simplex.
-  // gpt-1t compiles in 31.5 s instead of 54.6, to the same plan; no plan of
+  // gpt-1t compiles in 31.1-31.5 s instead of 54.6, to the same plan; no plan of
   // bench/compile/plans.mjs solves a finer LP (docs/BENCHMARKS.md, sixty-fourth session)
   type PlanRun = { lp: BuiltLp; first: Promise<HighsResult>; second: Promise<HighsResult | undefined> };
   let plans: PlanRun[] | undefined;
