@@ -256,6 +256,48 @@ describe('the placement LP before the bound LP', () => {
       expect((await lp.refine()).status).toBe('infeasible');
     } finally { lp.close(); }
   });
+
+  // (gpt-1t on an A100 with 28 TB of NVMe: HiGHS's dual simplex crawled on
+  // the finer LP that prices the CPU's cast, ~10 ms an iteration, to the 30 s
+  // limit, and the plan hung on where the limit cut it; the interior point
+  // solves it in ~10 s: docs/BENCHMARKS.md, sixty-fourth session)
+  it('where the coarse placement LPs are infeasible, the finer one with the CPU\'s cast is solved by the interior point to the simplex\'s optimum; the other keeps the simplex', async () => {
+    const { graph } = await trainingGraph({ model: 'models/gpt.ts', preset: 'tiny', precision: 'fp16' });
+    const hw = loadProfile('v100-32g', { gpuMemBytes: 300_000, cpuMemBytes: 1e9 });
+    type Asked = { data: HighsModelData; options?: Readonly<Record<string, number | string>>; status?: string; objective?: number };
+    // (each thread's first solve is its coarse placement LP, posted first with
+    // refineAtOnce: answered infeasible, so that the finer ones are posted)
+    class Recording extends LpWorker {
+      asked: Asked[] = [];
+      override solve(...args: Parameters<LpWorker['solve']>) {
+        const [data, , , options] = args, first = this.asked.length === 0, a: Asked = { data, options };
+        this.asked.push(a);
+        return super.solve(...args).then((r) => { a.status = r.status; a.objective = r.objective; return first ? { ...r, status: 'infeasible' as const } : r; });
+      }
+    }
+    const solver = new Recording(), second = new Recording();
+    try {
+      const lp = startLp(graph, hw, { solver, second, refineAtOnce: true });
+      const sols = await Promise.all(await lp.earlyEach());
+      expect(sols.map((x) => x?.status)).toEqual(['optimal', 'optimal']);
+      // on each thread: the feasibility solve (no objective), then the LP itself
+      const finer = (w: Recording) => {
+        const k = w.asked.findIndex((a) => a.data.colCost.every((c) => c === 0));
+        expect(k).toBeGreaterThan(0);
+        expect(w.asked[k + 1].data.numRows).toBe(w.asked[k].data.numRows);
+        expect(w.asked[k + 1].data.numRows).toBeGreaterThan(w.asked[0].data.numRows); // (384 segments, not 48)
+        return w.asked[k + 1];
+      };
+      const cpuCast = finer(solver), gpuCast = finer(second);
+      expect(cpuCast.options).toMatchObject({ solver: 'ipm', run_crossover: 'on' });
+      expect(gpuCast.options).toBeUndefined();
+      for (const w of [solver, second]) for (const a of w.asked) if (a !== cpuCast) expect(a.options?.solver).toBeUndefined();
+      expect(cpuCast.status).toBe('optimal');
+      const simplex = await solver.solve(cpuCast.data, 60);
+      expect(simplex.status).toBe('optimal');
+      expect(Math.abs(cpuCast.objective! - simplex.objective)).toBeLessThanOrEqual(1e-7 * Math.abs(simplex.objective));
+    } finally { solver.close(); second.close(); }
+  });
 });
 
 describe('the solver thread', () => {
