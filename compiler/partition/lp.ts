@@ -570,13 +570,15 @@ export async function placementBound(g: Graph, hw: HardwareProfile, p: Placement
 
 /**
  * The bound LP (widened by opts.widen) as HiGHS model data, with its column
- * names and seconds per unit of its objective: for measurements that solve it
+ * names, seconds per unit of its objective, its solutions' reader and the
+ * column bounds that fix it to a placement: for measurements that solve it
  * otherwise (bench/compile/gaps.mjs solves it with the groups' columns
- * integral, to see whether the bound is loose for being a relaxation).
+ * integral, to see whether the bound is loose for being a relaxation; the
+ * probes of docs/BENCHMARKS.md solve it fixed to a plan, or in part).
  */
-export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): { data: HighsModelData; colNames: readonly string[]; seconds: number } {
-  const { data, colNames, seconds } = wideBoundLp(g, hw, opts);
-  return { data, colNames, seconds };
+export function boundModel(g: Graph, hw: HardwareProfile, opts: LpOptions = {}): Pick<BuiltLp, 'data' | 'colNames' | 'seconds' | 'solution' | 'fixedTo'> {
+  const { data, colNames, seconds, solution, fixedTo } = wideBoundLp(g, hw, opts);
+  return { data, colNames, seconds, solution, fixedTo };
 }
 
 /**

@@ -124,6 +124,11 @@ describe('updates streamed to the GPU', () => {
       expect(typeof own).toBe('number');
       expect(own as number).toBeGreaterThanOrEqual(plan.bound!.lowerBoundSeconds * (1 - 1e-6));
       expect(own as number).toBeLessThanOrEqual(plan.predicted.stepSeconds * (1 + 1e-9));
+      // the same LP as measurements get it (boundModel: its data, fixed to the plan's choices, read back)
+      const model = boundModel(plan.graph, hw, { widen: { stream: true } });
+      const fixed = await solver.solve({ ...model.data, ...model.fixedTo(plan.placement) }, 120);
+      expect(fixed.status).toBe('optimal');
+      expect(model.solution('optimal', fixed.objective, fixed.x, 0).lowerBoundSeconds).toBeCloseTo(own as number, 9);
     } finally { run.close(); solver.close(); }
   }, 180_000);
 
